@@ -1,0 +1,15 @@
+/* What core/ needs from collectives/: per-communicator setup and teardown. */
+#ifndef WEFT_COLLECTIVES_COLL_H
+#define WEFT_COLLECTIVES_COLL_H
+
+#include "nccl.h"
+
+struct ncclComm;
+
+/* Called at the end of communicator init, after peers are known (comm->peers, local ranks,
+ * bootstrap ready) and before init completes; every rank calls it collectively. */
+ncclResult_t weft_coll_comm_init(struct ncclComm* comm);
+/* Called by ncclCommDestroy/Abort; must work on a half-built or aborted comm. */
+void weft_coll_comm_fini(struct ncclComm* comm);
+
+#endif

@@ -1,0 +1,75 @@
+/* The communicator: what every layer may read about its job, its peers and its state. */
+#ifndef WEFT_CORE_COMM_H
+#define WEFT_CORE_COMM_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "nccl.h"
+
+#define WEFT_COMM_MAGIC 0x5745465443304d4dull /* "WEFTC0MM": catches stale or foreign pointers */
+
+enum weft_backend { WEFT_BACKEND_HOST = 1, WEFT_BACKEND_CUDA = 2 };
+
+/* Exchanged by every rank at init (bootstrap all-gather). Fixed size, no pointers. */
+struct weft_peer_info {
+  int rank;
+  int backend;        /* enum weft_backend */
+  uint64_t host_hash; /* host name + boot id, or WEFT_HOSTID / NCCL_HOSTID */
+  uint64_t pid_hash;  /* host hash + pid: ranks of one process share it */
+  int pid;
+  int cuda_dev;       /* -1 on the host backend */
+  int64_t bus_id;     /* PCI bus id of the device, -1 if none */
+  uint64_t shm_dev;   /* st_dev of /dev/shm: same value means shared memory can be mapped */
+  char host_name[64];
+  uint64_t comm_ptr; /* address of the peer's ncclComm: meaningful only within one process */
+};
+
+struct weft_coll_state;  /* owned by collectives/ */
+struct weft_topo_system; /* owned by graph/ */
+struct weft_bootstrap;
+
+struct ncclComm {
+  uint64_t magic;
+  int rank;
+  int nranks;
+  int cuda_dev;
+  enum weft_backend backend;
+  uint64_t comm_hash; /* identifies this communicator in logs */
+  ncclConfig_t config; /* the caller's config with defaults applied */
+
+  /* Abort: set by ncclCommAbort or on a fatal error; polled by every wait. */
+  volatile uint32_t abort_flag;
+  /* Result of asynchronous work (nonblocking init, failed background ops). */
+  volatile ncclResult_t async_result;
+  pthread_t init_thread;
+  int init_thread_running;
+  int finalized;
+
+  struct weft_bootstrap* bootstrap;
+  struct weft_peer_info* peers; /* [nranks] */
+  int local_rank;               /* rank among the ranks of this host */
+  int local_nranks;
+  int* local_ranks;             /* [local_nranks] global ranks on this host, ascending */
+  int node;                     /* index of this host among hosts, by lowest rank */
+  int nnodes;
+  int* rank_to_node;            /* [nranks] */
+
+  struct weft_coll_state* coll;
+  struct weft_topo_system* topo;
+
+  /* Split bookkeeping: children made from this comm, so splits get distinct hashes. */
+  int split_count;
+};
+
+/* Checks that comm is a live communicator; WARNs naming the caller on failure. */
+ncclResult_t weft_comm_check(const struct ncclComm* comm, const char* caller);
+/* The abort flag, or a fatal async error, as a result for waits to return. */
+static inline int weft_comm_aborted(const struct ncclComm* comm) {
+  return __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) != 0;
+}
+/* Record an asynchronous error once (the first one wins) and raise the abort flag. */
+void weft_comm_set_async_error(struct ncclComm* comm, ncclResult_t res);
+
+#endif
