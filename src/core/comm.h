@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "collectives/task.h"
 #include "nccl.h"
 
 #define WEFT_COMM_MAGIC 0x5745465443304d4dull /* "WEFTC0MM": catches stale or foreign pointers */
@@ -55,6 +56,14 @@ struct ncclComm {
   int node;                     /* index of this host among hosts, by lowest rank */
   int nnodes;
   int* rank_to_node;            /* [nranks] */
+
+  /* Tasks queued by collective/p2p calls of the current group; launched at group end. */
+  struct weft_task_queue tasks;
+  uint64_t next_seq;
+  int in_group; /* already listed in this thread's group */
+  /* User reduction ops (ncclRedOpCreatePreMulSum), owned by collectives/. */
+  struct weft_redop* user_ops;
+  int user_ops_capacity;
 
   struct weft_coll_state* coll;
   struct weft_topo_system* topo;

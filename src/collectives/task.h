@@ -1,0 +1,62 @@
+/* A collective or point-to-point call as queued on its communicator until the group ends.
+ * The API layer (collectives/api*.c) validates arguments and appends tasks; the engine
+ * (plan.c and an executor) consumes them in weft_enqueue_launch. */
+#ifndef WEFT_COLLECTIVES_TASK_H
+#define WEFT_COLLECTIVES_TASK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+enum weft_coll {
+  WEFT_COLL_BROADCAST,
+  WEFT_COLL_REDUCE,
+  WEFT_COLL_ALLGATHER,
+  WEFT_COLL_REDUCESCATTER,
+  WEFT_COLL_ALLREDUCE,
+  WEFT_COLL_SEND,
+  WEFT_COLL_RECV,
+  WEFT_COLL_COUNT
+};
+
+/* Reduction as executed: Avg becomes PreMulSum(1/nranks) for floating types and SumPostDiv
+ * (sum, then divide by nranks) for integers; user PreMulSum ops carry their scalar. */
+enum weft_op_kind {
+  WEFT_OP_SUM,
+  WEFT_OP_PROD,
+  WEFT_OP_MAX,
+  WEFT_OP_MIN,
+  WEFT_OP_PREMULSUM,  /* each rank's own input is multiplied by scalar before summing */
+  WEFT_OP_SUMPOSTDIV, /* sum, then the final result is divided by divisor */
+  WEFT_OP_KIND_COUNT
+};
+
+struct weft_redop {
+  enum weft_op_kind kind;
+  uint64_t scalar;            /* PREMULSUM: scalar's bytes in the element type (little end used) */
+  const void* scalar_ptr;     /* PREMULSUM with ncclScalarDevice: read when the op runs, else NULL */
+  uint64_t divisor;           /* SUMPOSTDIV: nranks */
+  ncclRedOp_t user_op;        /* as given by the caller, for logs */
+};
+
+struct weft_task {
+  enum weft_coll coll;
+  const void* sendbuff;
+  void* recvbuff;
+  /* NCCL's count argument: AllGather sendcount, ReduceScatter recvcount, Send/Recv count. */
+  size_t count;
+  ncclDataType_t dtype;
+  struct weft_redop op;
+  int root; /* Broadcast/Reduce root; Send/Recv peer */
+  uint64_t seq; /* position in the communicator's call order, for logs and timeouts */
+  struct weft_task* next;
+};
+
+struct weft_task_queue {
+  struct weft_task* head;
+  struct weft_task* tail;
+  int count;
+};
+
+#endif
