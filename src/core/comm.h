@@ -20,9 +20,9 @@ struct weft_peer_info {
   uint64_t host_hash; /* host name + boot id, or WEFT_HOSTID / NCCL_HOSTID */
   uint64_t pid_hash;  /* host hash + pid: ranks of one process share it */
   int pid;
-  int cuda_dev;       /* -1 on the host backend */
-  int64_t bus_id;     /* PCI bus id of the device, -1 if none */
-  uint64_t shm_dev;   /* st_dev of /dev/shm: same value means shared memory can be mapped */
+  int cuda_dev;     /* -1 on the host backend */
+  int64_t bus_id;   /* PCI bus id of the device, -1 if none */
+  uint64_t shm_dev; /* st_dev of /dev/shm: same value means shared memory can be mapped */
   char host_name[64];
   uint64_t comm_ptr; /* address of the peer's ncclComm: meaningful only within one process */
 };
@@ -37,7 +37,7 @@ struct ncclComm {
   int nranks;
   int cuda_dev;
   enum weft_backend backend;
-  uint64_t comm_hash; /* identifies this communicator in logs */
+  uint64_t comm_hash;  /* identifies this communicator in logs */
   ncclConfig_t config; /* the caller's config with defaults applied */
 
   /* Abort: set by ncclCommAbort or on a fatal error; polled by every wait. */
@@ -47,15 +47,17 @@ struct ncclComm {
   pthread_t init_thread;
   int init_thread_running;
   int finalized;
+  int launches_in_flight; /* blocking inits and group launches running; abort waits for them */
+  int claimed_for_free;   /* set once by whoever frees the comm (destroy/abort vs. failed init) */
 
   struct weft_bootstrap* bootstrap;
   struct weft_peer_info* peers; /* [nranks] */
   int local_rank;               /* rank among the ranks of this host */
   int local_nranks;
-  int* local_ranks;             /* [local_nranks] global ranks on this host, ascending */
-  int node;                     /* index of this host among hosts, by lowest rank */
+  int* local_ranks; /* [local_nranks] global ranks on this host, ascending */
+  int node;         /* index of this host among hosts, by lowest rank */
   int nnodes;
-  int* rank_to_node;            /* [nranks] */
+  int* rank_to_node; /* [nranks] */
 
   /* Tasks queued by collective/p2p calls of the current group; launched at group end. */
   struct weft_task_queue tasks;

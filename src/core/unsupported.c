@@ -2,7 +2,8 @@
  * value) and leaves "<function> is not supported by Weft yet" as the last error. */
 #include "core/api.h"
 
-WEFT_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+WEFT_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   (void)comm;
   (void)excludeRanksList;
   (void)excludeRanksCount;
@@ -18,7 +19,8 @@ WEFT_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
   return weft_unsupported("ncclCommRevoke");
 }
 
-WEFT_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
+WEFT_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+         int winFlags) {
   (void)comm;
   (void)buff;
   (void)size;
@@ -38,7 +40,8 @@ WEFT_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
   return weft_unsupported("ncclGroupSimulateEnd");
 }
 
-WEFT_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequirements_t* reqs, ncclDevComm_t* outDevComm) {
+WEFT_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequirements_t* reqs,
+         ncclDevComm_t* outDevComm) {
   (void)comm;
   (void)reqs;
   (void)outDevComm;
@@ -51,7 +54,8 @@ WEFT_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm_t*
   return weft_unsupported("ncclDevCommDestroy");
 }
 
-WEFT_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t team, int nBarriers, ncclLsaBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+WEFT_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t team, int nBarriers,
+         ncclLsaBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
   (void)team;
   (void)nBarriers;
   (void)outHandle;
@@ -59,7 +63,8 @@ WEFT_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t team, int nBa
   return weft_unsupported("ncclLsaBarrierCreateRequirement");
 }
 
-WEFT_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTeam_t team, int nBarriers, ncclGinBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+WEFT_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTeam_t team, int nBarriers,
+         ncclGinBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
   (void)comm;
   (void)team;
   (void)nBarriers;
@@ -75,7 +80,8 @@ WEFT_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) {
   return -1;
 }
 
-WEFT_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+WEFT_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle,
+         ncclDevResourceRequirements_t* outReq) {
   (void)nBlocks;
   (void)nSlots;
   (void)outHandle;
@@ -119,4 +125,3 @@ WEFT_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t team, int rank) {
   weft_unsupported("ncclTeamRankToLsa");
   return -1;
 }
-

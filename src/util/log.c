@@ -23,7 +23,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE* log_file;
 static char host_name[64];
 static char last_error[1024];
-static int timestamp_levels;  /* bit per level */
+static int timestamp_levels; /* bit per level */
 static struct timespec start_time;
 static __thread int thread_device = -1;
 
@@ -31,10 +31,22 @@ static const struct {
   const char* name;
   uint32_t bit;
 } subsys_names[] = {
-    {"INIT", WEFT_INIT},   {"COLL", WEFT_COLL},       {"P2P", WEFT_P2P},     {"SHM", WEFT_SHM},
-    {"NET", WEFT_NET},     {"GRAPH", WEFT_GRAPH},     {"TUNING", WEFT_TUNING}, {"ENV", WEFT_ENV},
-    {"ALLOC", WEFT_ALLOC}, {"CALL", WEFT_CALL},       {"PROXY", WEFT_PROXY}, {"NVLS", WEFT_NVLS},
-    {"BOOTSTRAP", WEFT_BOOTSTRAP}, {"REG", WEFT_REG}, {"PROFILE", WEFT_PROFILE}, {"RAS", WEFT_RAS},
+    {"INIT", WEFT_INIT},
+    {"COLL", WEFT_COLL},
+    {"P2P", WEFT_P2P},
+    {"SHM", WEFT_SHM},
+    {"NET", WEFT_NET},
+    {"GRAPH", WEFT_GRAPH},
+    {"TUNING", WEFT_TUNING},
+    {"ENV", WEFT_ENV},
+    {"ALLOC", WEFT_ALLOC},
+    {"CALL", WEFT_CALL},
+    {"PROXY", WEFT_PROXY},
+    {"NVLS", WEFT_NVLS},
+    {"BOOTSTRAP", WEFT_BOOTSTRAP},
+    {"REG", WEFT_REG},
+    {"PROFILE", WEFT_PROFILE},
+    {"RAS", WEFT_RAS},
     {"ALL", WEFT_ALL},
 };
 
@@ -146,12 +158,14 @@ static int format_timestamp(char* out, int size) {
 
 int weft_log_format(char* out, int size, int level, const char* file, int line, const char* msg) {
   if (weft_log_level_now < 0) weft_log_init();
+  if (level == WEFT_LOG_VERSION) return snprintf(out, size, "%s", msg) < size ? (int)strlen(out) : size - 1;
   int n = 0;
   int pid = (int)getpid();
   int tid = (int)syscall(SYS_gettid);
   if (level == WEFT_LOG_WARN) n += snprintf(out + n, size - n, "\n");
   if (timestamp_levels & (1 << level)) n += format_timestamp(out + n, size - n);
-  n += snprintf(out + n, size - n, "%s:%d:%d [%d] ", host_name, pid, tid, thread_device < 0 ? 0 : thread_device);
+  n += snprintf(out + n, size - n, "%s:%d:%d [%d] ", host_name, pid, tid,
+                thread_device < 0 ? 0 : thread_device);
   if (n >= size) return size - 1;
   if (level == WEFT_LOG_WARN) {
     const char* base = strrchr(file, '/');

@@ -54,20 +54,20 @@ int weft_log_parse_level(const char* text);
 /* Format one line as it would be written (no trailing newline); used by the logger and tests. */
 int weft_log_format(char* out, int outsize, int level, const char* file, int line, const char* msg);
 
-#define WEFT_LOG_ON(level, subsys)                                              \
-  (weft_log_level_now < 0 ? (weft_log_init(), 0) : 0,                           \
+#define WEFT_LOG_ON(level, subsys)                    \
+  (weft_log_level_now < 0 ? (weft_log_init(), 0) : 0, \
    weft_log_level_now >= (level) && (weft_log_mask_now & (subsys)))
 
 #define WEFT_WARN(...) weft_log(WEFT_LOG_WARN, WEFT_ALL, __FILE__, __LINE__, __VA_ARGS__)
-#define WEFT_INFO(subsys, ...)                                                  \
-  do {                                                                          \
-    if (WEFT_LOG_ON(WEFT_LOG_INFO, (subsys)))                                   \
-      weft_log(WEFT_LOG_INFO, (subsys), __FILE__, __LINE__, __VA_ARGS__);       \
+#define WEFT_INFO(subsys, ...)                                            \
+  do {                                                                    \
+    if (WEFT_LOG_ON(WEFT_LOG_INFO, (subsys)))                             \
+      weft_log(WEFT_LOG_INFO, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
-#define WEFT_TRACE(subsys, ...)                                                 \
-  do {                                                                          \
-    if (WEFT_LOG_ON(WEFT_LOG_TRACE, (subsys)))                                  \
-      weft_log(WEFT_LOG_TRACE, (subsys), __FILE__, __LINE__, __VA_ARGS__);      \
+#define WEFT_TRACE(subsys, ...)                                            \
+  do {                                                                     \
+    if (WEFT_LOG_ON(WEFT_LOG_TRACE, (subsys)))                             \
+      weft_log(WEFT_LOG_TRACE, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
 #endif

@@ -64,7 +64,8 @@ static const struct weft_param_def params[] = {
     {"NCCL_P2P_LEVEL", WEFT_PARAM_STR, NULL, "Farthest path type (LOC,NVL,PIX,PXB,PHB,SYS) for P2P"},
     {"NCCL_SHM_DISABLE", WEFT_PARAM_INT, "0", "Disable the shared-memory transport"},
     {"NCCL_NET_GDR_LEVEL", WEFT_PARAM_STR, NULL, "Farthest path type for GPUDirect RDMA"},
-    {"NCCL_CROSS_NIC", WEFT_PARAM_INT, "2", "Rings may enter and leave a node on different NICs (0,1,2=auto)"},
+    {"NCCL_CROSS_NIC", WEFT_PARAM_INT, "2",
+     "Rings may enter and leave a node on different NICs (0,1,2=auto)"},
     {"NCCL_IB_DISABLE", WEFT_PARAM_INT, "0", "Disable the InfiniBand transport"},
     {"NCCL_SOCKET_NTHREADS", WEFT_PARAM_INT, NULL, "Helper threads per socket connection"},
     {"NCCL_NSOCKS_PERTHREAD", WEFT_PARAM_INT, NULL, "Sockets per helper thread"},
@@ -72,7 +73,8 @@ static const struct weft_param_def params[] = {
     {"NCCL_CUMEM_ENABLE", WEFT_PARAM_INT, NULL, "Use the cuMem API for device buffers"},
     {"NCCL_LAUNCH_MODE", WEFT_PARAM_STR, "PARALLEL", "PARALLEL or GROUP launch of grouped kernels"},
     {"WEFT_SHM_DIR", WEFT_PARAM_STR, "/dev/shm", "Directory whose free space shared memory uses"},
-    {"WEFT_CUDA_ARCH", WEFT_PARAM_STR, NULL, "Informational: GPU architectures the CUDA backend was built for"},
+    {"WEFT_CUDA_ARCH", WEFT_PARAM_STR, NULL,
+     "Informational: GPU architectures the CUDA backend was built for"},
 };
 
 #define NPARAMS ((int)(sizeof(params) / sizeof(params[0])))
@@ -123,7 +125,8 @@ static int load_text_locked(const char* text) {
   char* copy = strdup(text);
   if (copy == NULL) return 0;
   char* save = NULL;
-  for (char* line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) n += parse_line(line);
+  for (char* line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+    n += parse_line(line);
   free(copy);
   return n;
 }

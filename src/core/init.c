@@ -1,0 +1,234 @@
+/* Communicator creation: ncclGetUniqueId, ncclCommInitRank(Config), ncclCommInitAll,
+ * ncclCommInitRankScalable. Setup runs inline, as a group job (inside ncclGroupStart/End), or
+ * on a background thread for nonblocking configs. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/bootstrap.h"
+#include "collectives/coll.h"
+#include "core/api.h"
+#include "core/comm.h"
+#include "core/config.h"
+#include "core/group.h"
+#include "core/init.h"
+#include "core/peers.h"
+#include "util/check.h"
+#include "util/param.h"
+
+static void print_version_once(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, weft_print_version);
+}
+
+void weft_print_version(void) {
+  weft_log(WEFT_LOG_VERSION, WEFT_ALL, __FILE__, __LINE__,
+           "NCCL version %d.%d.%d+weft%s (Weft %s, NCCL API %d.%d.%d)", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH,
+           WEFT_VERSION_STRING, WEFT_VERSION_STRING, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+}
+
+static ncclResult_t choose_backend(enum weft_backend* out) {
+  const char* want = weft_param_str("WEFT_BACKEND");
+  if (want == NULL || strcmp(want, "auto") == 0 || strcmp(want, "host") == 0) {
+    *out = WEFT_BACKEND_HOST; /* the CUDA backend is not built yet: auto means host */
+    return ncclSuccess;
+  }
+  if (strcmp(want, "cuda") == 0) {
+    WEFT_WARN(
+        "WEFT_BACKEND=cuda: this build of Weft has no usable CUDA backend; use WEFT_BACKEND=host or auto");
+    return ncclInvalidUsage;
+  }
+  WEFT_WARN("Invalid WEFT_BACKEND value '%s': expected auto, cuda or host", want);
+  return ncclInvalidArgument;
+}
+
+ncclResult_t weft_comm_alloc(int rank, int nranks, int cuda_dev, const ncclConfig_t* config,
+                             struct ncclComm** out) {
+  struct ncclComm* comm = calloc(1, sizeof(*comm));
+  if (comm == NULL) {
+    WEFT_WARN("Out of memory allocating a communicator");
+    return ncclSystemError;
+  }
+  ncclResult_t res;
+  WEFT_CHECK_GOTO(weft_config_parse(config, &comm->config), res, fail);
+  WEFT_CHECK_GOTO(choose_backend(&comm->backend), res, fail);
+  comm->magic = WEFT_COMM_MAGIC;
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->cuda_dev = cuda_dev;
+  comm->async_result = ncclInProgress;
+  *out = comm;
+  return ncclSuccess;
+fail:
+  free(comm);
+  return res;
+}
+
+/* What a setup needs besides the comm: the unique ids, or the parent for a split. */
+struct init_job {
+  struct weft_async_job base;
+  ncclUniqueId* ids;
+  int nids;
+  struct ncclComm* parent;
+  int* parent_ranks;
+};
+
+ncclResult_t weft_comm_setup(struct ncclComm* comm, const ncclUniqueId* ids, int nids,
+                             struct ncclComm* parent, const int* parent_ranks) {
+  weft_log_set_device(comm->cuda_dev);
+  if (parent == NULL) comm->comm_hash = weft_hash_bytes(ids, sizeof(ncclUniqueId) * nids, 0);
+  WEFT_INFO(WEFT_INIT, "comm %p rank %d nranks %d cudaDev %d busId 0 commId 0x%llx - Init START", (void*)comm,
+            comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->comm_hash);
+  if (parent != NULL)
+    WEFT_CHECK(weft_bootstrap_split(parent->bootstrap, comm->rank, comm->nranks, parent_ranks,
+                                    &comm->abort_flag, &comm->bootstrap));
+  else if (nids > 1)
+    WEFT_CHECK(weft_bootstrap_init_scalable(ids, nids, comm->rank, comm->nranks, &comm->abort_flag,
+                                            &comm->bootstrap));
+  else
+    WEFT_CHECK(weft_bootstrap_init(&ids[0], comm->rank, comm->nranks, &comm->abort_flag, &comm->bootstrap));
+  WEFT_CHECK(weft_peers_exchange(comm));
+  WEFT_CHECK(weft_coll_comm_init(comm));
+  WEFT_INFO(
+      WEFT_INIT,
+      "comm %p rank %d nranks %d cudaDev %d busId 0 commId 0x%llx localRanks %d nodes %d - Init COMPLETE",
+      (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->comm_hash,
+      comm->local_nranks, comm->nnodes);
+  return ncclSuccess;
+}
+
+static ncclResult_t setup(struct weft_async_job* base) {
+  struct init_job* job = (struct init_job*)base;
+  return weft_comm_setup(base->comm, job->ids, job->nids, job->parent, job->parent_ranks);
+}
+
+static void job_free(struct init_job* job) {
+  free(job->ids);
+  free(job->parent_ranks);
+  free(job);
+}
+
+static void setup_done(struct weft_async_job* base, ncclResult_t res) {
+  struct ncclComm* comm = base->comm;
+  __atomic_store_n(&comm->async_result, res, __ATOMIC_RELEASE);
+  job_free((struct init_job*)base);
+}
+
+static void* setup_thread(void* arg) {
+  struct weft_async_job* job = arg;
+  setup_done(job, setup(job));
+  return NULL;
+}
+
+/* Runs the job inline, at the end of the current group, or in the background. */
+static ncclResult_t run_setup(struct ncclComm* comm, struct init_job* job) {
+  job->base.run = setup;
+  job->base.done = setup_done;
+  job->base.comm = comm;
+  if (weft_group_depth() > 0) {
+    weft_group_add_job(&job->base);
+    return ncclSuccess;
+  }
+  if (!comm->config.blocking) {
+    if (pthread_create(&comm->init_thread, NULL, setup_thread, job) != 0) {
+      WEFT_WARN("Could not start the background init thread");
+      job_free(job);
+      return ncclSystemError;
+    }
+    comm->init_thread_running = 1;
+    return ncclInProgress;
+  }
+  ncclResult_t res = setup(&job->base);
+  setup_done(&job->base, res);
+  return res;
+}
+
+ncclResult_t weft_comm_start(struct ncclComm* comm, const ncclUniqueId* ids, int nids,
+                             struct ncclComm* parent, const int* parent_ranks) {
+  struct init_job* job = calloc(1, sizeof(*job));
+  if (job == NULL) return ncclSystemError;
+  job->nids = nids;
+  job->parent = parent;
+  if (ids != NULL) {
+    job->ids = malloc(sizeof(ncclUniqueId) * nids);
+    if (job->ids) memcpy(job->ids, ids, sizeof(ncclUniqueId) * nids);
+  }
+  if (parent_ranks != NULL) {
+    job->parent_ranks = malloc(sizeof(int) * comm->nranks);
+    if (job->parent_ranks) memcpy(job->parent_ranks, parent_ranks, sizeof(int) * comm->nranks);
+  }
+  if ((ids != NULL && job->ids == NULL) || (parent_ranks != NULL && job->parent_ranks == NULL)) {
+    job_free(job);
+    return ncclSystemError;
+  }
+  return run_setup(comm, job);
+}
+
+WEFT_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
+  WEFT_ARG_CHECK(uniqueId != NULL, "uniqueId is NULL");
+  print_version_once();
+  return weft_bootstrap_get_unique_id(uniqueId);
+}
+
+static ncclResult_t init_rank(ncclComm_t* newcomm, int nranks, int nids, const ncclUniqueId* ids, int rank,
+                              int cuda_dev, ncclConfig_t* config) {
+  print_version_once();
+  WEFT_ARG_CHECK(newcomm != NULL, "newcomm is NULL");
+  *newcomm = NULL;
+  WEFT_ARG_CHECK(nranks >= 1, "nranks %d must be at least 1", nranks);
+  WEFT_ARG_CHECK(rank >= 0 && rank < nranks, "rank %d must be in [0, %d)", rank, nranks);
+  WEFT_ARG_CHECK(nids >= 1 && nids <= nranks, "nId %d must be in [1, nranks %d]", nids, nranks);
+  WEFT_ARG_CHECK(ids != NULL, "commId is NULL");
+  struct ncclComm* comm = NULL;
+  WEFT_CHECK(weft_comm_alloc(rank, nranks, cuda_dev, config, &comm));
+  *newcomm = comm; /* visible early so another thread may abort a blocked init */
+  __atomic_add_fetch(&comm->launches_in_flight, 1, __ATOMIC_ACQ_REL);
+  ncclResult_t res = weft_comm_start(comm, ids, nids, NULL, NULL);
+  /* A failed blocking init leaves nothing behind unless an abort already owns the comm. */
+  int free_it = WEFT_FAILED(res) && weft_group_depth() == 0 && comm->config.blocking && weft_comm_claim(comm);
+  if (free_it) *newcomm = NULL;
+  __atomic_sub_fetch(&comm->launches_in_flight, 1, __ATOMIC_ACQ_REL);
+  if (free_it) weft_comm_free(comm);
+  return res;
+}
+
+WEFT_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+         ncclConfig_t* config) {
+  return init_rank(comm, nranks, 1, &commId, rank, weft_current_device(), config);
+}
+
+WEFT_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return init_rank(comm, nranks, 1, &commId, rank, weft_current_device(), NULL);
+}
+
+WEFT_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
+         ncclUniqueId* commIds, ncclConfig_t* config) {
+  return init_rank(newcomm, nranks, nId, commIds, myrank, weft_current_device(), config);
+}
+
+WEFT_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
+  print_version_once();
+  WEFT_ARG_CHECK(comms != NULL, "comms is NULL");
+  WEFT_ARG_CHECK(ndev >= 1, "ndev %d must be at least 1", ndev);
+  for (int i = 0; devlist && i < ndev; i++) {
+    WEFT_ARG_CHECK(devlist[i] >= 0, "devlist[%d] = %d is not a device", i, devlist[i]);
+    for (int j = 0; j < i; j++)
+      WEFT_ARG_CHECK(devlist[i] != devlist[j], "devlist[%d] and devlist[%d] name the same device %d", j, i,
+                     devlist[i]);
+  }
+  ncclUniqueId id;
+  WEFT_CHECK(weft_bootstrap_get_unique_id(&id));
+  ncclResult_t res = ncclSuccess;
+  weft_group_enter();
+  for (int i = 0; i < ndev && res == ncclSuccess; i++)
+    res = init_rank(&comms[i], ndev, 1, &id, i, devlist ? devlist[i] : i, NULL);
+  ncclResult_t end = weft_group_leave();
+  if (res == ncclSuccess) res = end;
+  if (WEFT_FAILED(res)) {
+    for (int i = 0; i < ndev; i++) {
+      if (comms[i]) weft_comm_free(comms[i]);
+      comms[i] = NULL;
+    }
+  }
+  return res;
+}

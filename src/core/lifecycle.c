@@ -1,0 +1,143 @@
+/* Communicator queries and teardown: Count, UserRank, CuDevice, GetAsyncError, Finalize,
+ * Destroy, Abort. */
+#include <sched.h>
+#include <stdlib.h>
+
+#include "bootstrap/bootstrap.h"
+#include "collectives/coll.h"
+#include "core/api.h"
+#include "core/comm.h"
+#include "core/init.h"
+#include "util/check.h"
+
+int weft_current_device(void) { return 0; }
+
+ncclResult_t weft_comm_check(const struct ncclComm* comm, const char* caller) {
+  if (comm == NULL) {
+    WEFT_WARN("%s: comm is NULL", caller);
+    return ncclInvalidArgument;
+  }
+  if (comm->magic != WEFT_COMM_MAGIC) {
+    WEFT_WARN("%s: comm %p is not a live communicator (destroyed, or not from ncclCommInit*)", caller,
+              (const void*)comm);
+    return ncclInvalidArgument;
+  }
+  ncclResult_t state = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
+  if (state == ncclInProgress) {
+    WEFT_WARN(
+        "%s: comm %p rank %d is still initializing; wait until ncclCommGetAsyncError reports ncclSuccess",
+        caller, (const void*)comm, comm->rank);
+    return ncclInvalidArgument;
+  }
+  if (state != ncclSuccess) {
+    WEFT_WARN("%s: comm %p rank %d has failed earlier (%s); only ncclCommAbort/ncclCommDestroy may follow",
+              caller, (const void*)comm, comm->rank, pncclGetErrorString(state));
+    return state;
+  }
+  return ncclSuccess;
+}
+
+void weft_comm_set_async_error(struct ncclComm* comm, ncclResult_t res) {
+  ncclResult_t expected = ncclSuccess;
+  __atomic_compare_exchange_n(&comm->async_result, &expected, res, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+static void join_init_thread(struct ncclComm* comm) {
+  if (!comm->init_thread_running) return;
+  pthread_join(comm->init_thread, NULL);
+  comm->init_thread_running = 0;
+}
+
+int weft_comm_claim(struct ncclComm* comm) {
+  int expected = 0;
+  return __atomic_compare_exchange_n(&comm->claimed_for_free, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE);
+}
+
+void weft_comm_free(struct ncclComm* comm) {
+  if (comm == NULL) return;
+  join_init_thread(comm);
+  weft_coll_comm_fini(comm);
+  weft_bootstrap_destroy(comm->bootstrap);
+  free(comm->peers);
+  free(comm->local_ranks);
+  free(comm->rank_to_node);
+  free(comm->user_ops);
+  for (struct weft_task* t = comm->tasks.head; t;) {
+    struct weft_task* next = t->next;
+    free(t);
+    t = next;
+  }
+  comm->magic = 0;
+  free(comm);
+}
+
+/* Queries answer for any comm that exists, even one still initializing, as NCCL does. */
+static ncclResult_t check_exists(const struct ncclComm* comm, const char* caller) {
+  if (comm == NULL || comm->magic != WEFT_COMM_MAGIC) {
+    WEFT_WARN("%s: comm %p is not a live communicator", caller, (const void*)comm);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+WEFT_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+  WEFT_CHECK(check_exists(comm, "ncclCommCount"));
+  WEFT_ARG_CHECK(count != NULL, "count is NULL");
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+WEFT_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+  WEFT_CHECK(check_exists(comm, "ncclCommUserRank"));
+  WEFT_ARG_CHECK(rank != NULL, "rank is NULL");
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+WEFT_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+  WEFT_CHECK(check_exists(comm, "ncclCommCuDevice"));
+  WEFT_ARG_CHECK(device != NULL, "device is NULL");
+  *device = comm->cuda_dev;
+  return ncclSuccess;
+}
+
+WEFT_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+  WEFT_CHECK(check_exists(comm, "ncclCommGetAsyncError"));
+  WEFT_ARG_CHECK(asyncError != NULL, "asyncError is NULL");
+  *asyncError = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
+  if (*asyncError != ncclInProgress) join_init_thread(comm);
+  return ncclSuccess;
+}
+
+/* Host backend work completes before each call returns, so there is nothing left to flush. */
+WEFT_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  WEFT_CHECK(check_exists(comm, "ncclCommFinalize"));
+  if (comm->finalized) {
+    WEFT_WARN("ncclCommFinalize: comm %p rank %d is already finalized", (void*)comm, comm->rank);
+    return ncclInvalidUsage;
+  }
+  comm->finalized = 1;
+  return ncclSuccess;
+}
+
+WEFT_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  if (comm == NULL) return ncclSuccess; /* NCCL accepts NULL here */
+  WEFT_CHECK(check_exists(comm, "ncclCommDestroy"));
+  /* Destroying a comm that is still initializing in the background stops that init. */
+  if (__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE) == ncclInProgress)
+    __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  while (__atomic_load_n(&comm->launches_in_flight, __ATOMIC_ACQUIRE) > 0) sched_yield();
+  if (weft_comm_claim(comm)) weft_comm_free(comm);
+  return ncclSuccess;
+}
+
+WEFT_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+  if (comm == NULL) return ncclSuccess;
+  WEFT_CHECK(check_exists(comm, "ncclCommAbort"));
+  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  /* Operations running on other threads see the flag and return; wait until they have. */
+  while (__atomic_load_n(&comm->launches_in_flight, __ATOMIC_ACQUIRE) > 0) sched_yield();
+  if (weft_comm_claim(comm)) weft_comm_free(comm);
+  return ncclSuccess;
+}

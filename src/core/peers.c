@@ -1,0 +1,110 @@
+/* Who the ranks are: the peer information every rank publishes at init, and what follows from
+ * it (ranks per host, host numbering, backend agreement). */
+#include "core/peers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "util/check.h"
+#include "util/param.h"
+
+uint64_t weft_hash_bytes(const void* data, size_t size, uint64_t seed) {
+  const unsigned char* p = data;
+  uint64_t h = 0xcbf29ce484222325ull ^ seed; /* FNV-1a */
+  for (size_t i = 0; i < size; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* Host identity: WEFT_HOSTID, else NCCL_HOSTID, else host name + boot id, so containers on one
+ * machine with different host names still count as different hosts, as in NCCL. */
+static void host_identity(char* out, size_t size) {
+  const char* id = weft_param_str("WEFT_HOSTID");
+  if (id == NULL) id = weft_param_str("NCCL_HOSTID");
+  if (id != NULL) {
+    snprintf(out, size, "%s", id);
+    return;
+  }
+  char host[256] = {0}, boot[128] = {0};
+  gethostname(host, sizeof(host) - 1);
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f != NULL) {
+    if (fgets(boot, sizeof(boot), f) == NULL) boot[0] = 0;
+    fclose(f);
+  }
+  boot[strcspn(boot, "\n")] = 0;
+  snprintf(out, size, "%s%s", host, boot);
+}
+
+void weft_peer_info_fill(const struct ncclComm* comm, struct weft_peer_info* info) {
+  memset(info, 0, sizeof(*info));
+  char ident[512];
+  host_identity(ident, sizeof(ident));
+  info->rank = comm->rank;
+  info->backend = comm->backend;
+  info->host_hash = weft_hash_bytes(ident, strlen(ident), 0);
+  info->pid = (int)getpid();
+  info->pid_hash = weft_hash_bytes(&info->pid, sizeof(info->pid), info->host_hash);
+  info->cuda_dev = comm->backend == WEFT_BACKEND_CUDA ? comm->cuda_dev : -1;
+  info->bus_id = -1;
+  struct stat st;
+  const char* shm_dir = weft_param_str("WEFT_SHM_DIR");
+  if (stat(shm_dir ? shm_dir : "/dev/shm", &st) == 0) info->shm_dev = (uint64_t)st.st_dev;
+  gethostname(info->host_name, sizeof(info->host_name) - 1);
+  info->comm_ptr = (uint64_t)(uintptr_t)comm;
+}
+
+static const char* backend_name(int b) { return b == WEFT_BACKEND_CUDA ? "cuda" : "host"; }
+
+static ncclResult_t check_backends(const struct ncclComm* comm) {
+  for (int r = 0; r < comm->nranks; r++) {
+    if (comm->peers[r].backend != (int)comm->backend) {
+      WEFT_WARN(
+          "Backend mismatch: rank %d uses the %s backend but rank %d (host %s) uses the %s backend; "
+          "set WEFT_BACKEND the same on every rank",
+          comm->rank, backend_name(comm->backend), r, comm->peers[r].host_name,
+          backend_name(comm->peers[r].backend));
+      return ncclInvalidUsage;
+    }
+  }
+  return ncclSuccess;
+}
+
+/* Hosts are numbered in the order of their lowest rank, so every rank derives the same table. */
+static ncclResult_t map_hosts(struct ncclComm* comm) {
+  int n = comm->nranks;
+  if (n <= 0) return ncclInternalError;
+  comm->rank_to_node = calloc((size_t)n, sizeof(int));
+  comm->local_ranks = calloc((size_t)n, sizeof(int));
+  if (comm->rank_to_node == NULL || comm->local_ranks == NULL) return ncclSystemError;
+  comm->nnodes = 0;
+  for (int r = 0; r < n; r++) {
+    int node = -1;
+    for (int q = 0; q < r && node < 0; q++)
+      if (comm->peers[q].host_hash == comm->peers[r].host_hash) node = comm->rank_to_node[q];
+    comm->rank_to_node[r] = node >= 0 ? node : comm->nnodes++;
+  }
+  comm->node = comm->rank_to_node[comm->rank];
+  comm->local_nranks = 0;
+  for (int r = 0; r < n; r++) {
+    if (comm->rank_to_node[r] != comm->node) continue;
+    if (r == comm->rank) comm->local_rank = comm->local_nranks;
+    comm->local_ranks[comm->local_nranks++] = r;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t weft_peers_exchange(struct ncclComm* comm) {
+  comm->peers = calloc(comm->nranks, sizeof(*comm->peers));
+  if (comm->peers == NULL) {
+    WEFT_WARN("Out of memory allocating peer table for %d ranks", comm->nranks);
+    return ncclSystemError;
+  }
+  weft_peer_info_fill(comm, &comm->peers[comm->rank]);
+  WEFT_CHECK(weft_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof(*comm->peers)));
+  WEFT_CHECK(check_backends(comm));
+  return map_hosts(comm);
+}
