@@ -37,6 +37,7 @@ struct weft_redop {
   uint64_t scalar;            /* PREMULSUM: scalar's bytes in the element type (little end used) */
   const void* scalar_ptr;     /* PREMULSUM with ncclScalarDevice: read when the op runs, else NULL */
   uint64_t divisor;           /* SUMPOSTDIV: nranks */
+  ncclDataType_t dtype;       /* user ops: the datatype the op was created for */
   ncclRedOp_t user_op;        /* as given by the caller, for logs */
 };
 

@@ -1,0 +1,162 @@
+/* Collective entry points: AllReduce, Broadcast (and the in-place Bcast), Reduce, AllGather,
+ * ReduceScatter. Each checks its buffers the way NCCL defines them and queues one task. */
+#include <stdint.h>
+
+#include "collectives/enqueue.h"
+#include "core/api.h"
+#include "core/comm.h"
+#include "util/check.h"
+
+static size_t call_bytes(const struct weft_call* call) { return call->count * weft_dtype_size(call->dtype); }
+
+static ncclResult_t build_one(const struct weft_call* call, const struct weft_redop* op,
+                              enum weft_coll coll) {
+  struct weft_task t = {.coll = coll,
+                        .sendbuff = call->sendbuff,
+                        .recvbuff = call->recvbuff,
+                        .count = call->count,
+                        .dtype = call->dtype,
+                        .op = *op,
+                        .root = call->root};
+  return weft_enqueue_append(call->comm, &t);
+}
+
+/* Same-size buffers, in place when they are equal (AllReduce; the root of Broadcast/Reduce). */
+static ncclResult_t check_same_size(const struct weft_call* call) {
+  WEFT_CHECK(weft_enqueue_check_buf(call, "sendbuff", call->sendbuff));
+  WEFT_CHECK(weft_enqueue_check_buf(call, "recvbuff", call->recvbuff));
+  size_t n = call_bytes(call);
+  return weft_enqueue_check_overlap(call, call->sendbuff, n, call->recvbuff, n, call->recvbuff);
+}
+
+static ncclResult_t check_allreduce(const struct weft_call* call) { return check_same_size(call); }
+static ncclResult_t build_allreduce(const struct weft_call* call, const struct weft_redop* op) {
+  return build_one(call, op, WEFT_COLL_ALLREDUCE);
+}
+
+WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  struct weft_call call = {.name = "AllReduce",
+                           .sendbuff = sendbuff,
+                           .recvbuff = recvbuff,
+                           .count = count,
+                           .dtype = datatype,
+                           .op = op,
+                           .has_op = 1,
+                           .comm = comm,
+                           .stream = stream};
+  return weft_enqueue(&call, check_allreduce, build_allreduce);
+}
+
+/* Only the root's sendbuff is read; every rank receives. */
+static ncclResult_t check_broadcast(const struct weft_call* call) {
+  if (call->comm->rank == call->root) return check_same_size(call);
+  return weft_enqueue_check_buf(call, "recvbuff", call->recvbuff);
+}
+static ncclResult_t build_broadcast(const struct weft_call* call, const struct weft_redop* op) {
+  return build_one(call, op, WEFT_COLL_BROADCAST);
+}
+
+WEFT_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  struct weft_call call = {.name = "Broadcast",
+                           .sendbuff = sendbuff,
+                           .recvbuff = recvbuff,
+                           .count = count,
+                           .dtype = datatype,
+                           .root = root,
+                           .root_name = "root",
+                           .comm = comm,
+                           .stream = stream};
+  return weft_enqueue(&call, check_broadcast, build_broadcast);
+}
+
+WEFT_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
+         ncclComm_t comm, cudaStream_t stream) {
+  struct weft_call call = {.name = "Broadcast",
+                           .sendbuff = buff,
+                           .recvbuff = buff,
+                           .count = count,
+                           .dtype = datatype,
+                           .root = root,
+                           .root_name = "root",
+                           .comm = comm,
+                           .stream = stream};
+  return weft_enqueue(&call, check_broadcast, build_broadcast);
+}
+
+/* Every rank sends; only the root's recvbuff is written. */
+static ncclResult_t check_reduce(const struct weft_call* call) {
+  if (call->comm->rank == call->root) return check_same_size(call);
+  return weft_enqueue_check_buf(call, "sendbuff", call->sendbuff);
+}
+static ncclResult_t build_reduce(const struct weft_call* call, const struct weft_redop* op) {
+  return build_one(call, op, WEFT_COLL_REDUCE);
+}
+
+WEFT_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  struct weft_call call = {.name = "Reduce",
+                           .sendbuff = sendbuff,
+                           .recvbuff = recvbuff,
+                           .count = count,
+                           .dtype = datatype,
+                           .op = op,
+                           .has_op = 1,
+                           .root = root,
+                           .root_name = "root",
+                           .comm = comm,
+                           .stream = stream};
+  return weft_enqueue(&call, check_reduce, build_reduce);
+}
+
+/* In place when sendbuff is this rank's slice of recvbuff. */
+static ncclResult_t check_allgather(const struct weft_call* call) {
+  WEFT_CHECK(weft_enqueue_check_buf(call, "sendbuff", call->sendbuff));
+  WEFT_CHECK(weft_enqueue_check_buf(call, "recvbuff", call->recvbuff));
+  size_t n = call_bytes(call);
+  const void* slice = (const void*)((uintptr_t)call->recvbuff + (size_t)call->comm->rank * n);
+  return weft_enqueue_check_overlap(call, call->sendbuff, n, call->recvbuff, n * call->comm->nranks, slice);
+}
+static ncclResult_t build_allgather(const struct weft_call* call, const struct weft_redop* op) {
+  return build_one(call, op, WEFT_COLL_ALLGATHER);
+}
+
+WEFT_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  struct weft_call call = {.name = "AllGather",
+                           .sendbuff = sendbuff,
+                           .recvbuff = recvbuff,
+                           .count = sendcount,
+                           .dtype = datatype,
+                           .comm = comm,
+                           .stream = stream};
+  return weft_enqueue(&call, check_allgather, build_allgather);
+}
+
+/* In place when recvbuff is this rank's slice of sendbuff. */
+static ncclResult_t check_reducescatter(const struct weft_call* call) {
+  WEFT_CHECK(weft_enqueue_check_buf(call, "sendbuff", call->sendbuff));
+  WEFT_CHECK(weft_enqueue_check_buf(call, "recvbuff", call->recvbuff));
+  size_t n = call_bytes(call);
+  const void* in_place = (const void*)((uintptr_t)call->recvbuff - (size_t)call->comm->rank * n);
+  return weft_enqueue_check_overlap(call, call->sendbuff, n * call->comm->nranks, call->recvbuff, n,
+                                    in_place);
+}
+static ncclResult_t build_reducescatter(const struct weft_call* call, const struct weft_redop* op) {
+  return build_one(call, op, WEFT_COLL_REDUCESCATTER);
+}
+
+WEFT_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  struct weft_call call = {.name = "ReduceScatter",
+                           .sendbuff = sendbuff,
+                           .recvbuff = recvbuff,
+                           .count = recvcount,
+                           .dtype = datatype,
+                           .op = op,
+                           .has_op = 1,
+                           .comm = comm,
+                           .stream = stream};
+  return weft_enqueue(&call, check_reducescatter, build_reducescatter);
+}

@@ -1,0 +1,120 @@
+/* Shared path of every collective and point-to-point call: validate the arguments, log the
+ * call, and queue its tasks on the communicator inside an implicit group of depth one. */
+#include "collectives/enqueue.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "collectives/redop.h"
+#include "core/comm.h"
+#include "core/group.h"
+#include "util/check.h"
+#include "util/log.h"
+
+size_t weft_dtype_size(ncclDataType_t dtype) {
+  switch (dtype) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+ncclResult_t weft_enqueue_check_buf(const struct weft_call* call, const char* arg, const void* buf) {
+  WEFT_ARG_CHECK(buf != NULL || call->count == 0, "%s: %s is NULL with count %zu (comm %p rank %d)",
+                 call->name, arg, call->count, (void*)call->comm, call->comm->rank);
+  return ncclSuccess;
+}
+
+ncclResult_t weft_enqueue_check_overlap(const struct weft_call* call, const void* send, size_t send_bytes,
+                                        const void* recv, size_t recv_bytes, const void* in_place_send) {
+  uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;
+  if (send_bytes == 0 || recv_bytes == 0) return ncclSuccess;
+  if (in_place_send != NULL && send == in_place_send) return ncclSuccess;
+  int overlap = s < r + recv_bytes && r < s + send_bytes;
+  WEFT_ARG_CHECK(!overlap,
+                 "%s: sendbuff %p (%zu bytes) overlaps recvbuff %p (%zu bytes) and is not the in-place "
+                 "layout (sendbuff %p) (comm %p rank %d)",
+                 call->name, send, send_bytes, recv, recv_bytes, in_place_send, (void*)call->comm,
+                 call->comm->rank);
+  return ncclSuccess;
+}
+
+ncclResult_t weft_enqueue_append(struct ncclComm* comm, const struct weft_task* task) {
+  struct weft_task* t = malloc(sizeof(*t));
+  if (t == NULL) {
+    WEFT_WARN("Failed to allocate a task (%zu bytes) on comm %p rank %d", sizeof(*t), (void*)comm,
+              comm->rank);
+    return ncclSystemError;
+  }
+  *t = *task;
+  t->seq = comm->next_seq++;
+  t->next = NULL;
+  if (comm->tasks.tail) {
+    comm->tasks.tail->next = t;
+  } else {
+    comm->tasks.head = t;
+  }
+  comm->tasks.tail = t;
+  comm->tasks.count++;
+  return ncclSuccess;
+}
+
+/* Everything but the buffers: datatype, op, root/peer. */
+static ncclResult_t check_scalars(const struct weft_call* call, struct weft_redop* op) {
+  struct ncclComm* comm = call->comm;
+  size_t size = weft_dtype_size(call->dtype);
+  WEFT_ARG_CHECK(size != 0, "%s: invalid datatype %d (comm %p rank %d)", call->name, (int)call->dtype,
+                 (void*)comm, comm->rank);
+  /* Buffers span up to count * size * nranks bytes: that must fit in the address space. */
+  WEFT_ARG_CHECK(call->count <= SIZE_MAX / size / (size_t)comm->nranks,
+                 "%s: count %zu of datatype %d times %d ranks overflows the address space (comm %p rank %d)",
+                 call->name, call->count, (int)call->dtype, comm->nranks, (void*)comm, comm->rank);
+  if (call->has_op) WEFT_CHECK(weft_redop_resolve(comm, call->name, call->op, call->dtype, op));
+  if (call->root_name) {
+    WEFT_ARG_CHECK(call->root >= 0 && call->root < comm->nranks,
+                   "%s: invalid %s %d (should be in the 0..%d range) (comm %p rank %d)", call->name,
+                   call->root_name, call->root, comm->nranks - 1, (void*)comm, comm->rank);
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t validate_and_build(const struct weft_call* call, weft_call_check_fn check,
+                                       weft_call_build_fn build) {
+  struct ncclComm* comm = call->comm;
+  struct weft_redop op = {.kind = WEFT_OP_SUM, .user_op = ncclSum};
+  WEFT_CHECK(weft_comm_check(comm, call->name));
+  WEFT_INFO(WEFT_COLL,
+            "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] "
+            "stream %p",
+            call->name, (unsigned long)comm->next_seq, call->sendbuff, (void*)call->recvbuff, call->count,
+            (int)call->dtype, (int)call->op, call->root, (void*)comm, comm->nranks, (void*)call->stream);
+  WEFT_CHECK(check_scalars(call, &op));
+  WEFT_CHECK(check(call));
+  if (call->count == 0) return ncclSuccess;
+  /* Listed before building, so tasks appended before a failure are dropped at group end. */
+  weft_group_add_comm(comm);
+  return build(call, &op);
+}
+
+ncclResult_t weft_enqueue(const struct weft_call* call, weft_call_check_fn check, weft_call_build_fn build) {
+  weft_group_enter();
+  ncclResult_t res = validate_and_build(call, check, build);
+  if (WEFT_FAILED(res)) weft_group_set_error(res);
+  ncclResult_t end = weft_group_leave();
+  return WEFT_FAILED(res) ? res : end;
+}

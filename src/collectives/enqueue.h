@@ -1,0 +1,50 @@
+/* Argument checks and task queueing shared by the collective and point-to-point entry points
+ * (api_coll.c, api_p2p.c): validate, log the call, append tasks inside an implicit group. */
+#ifndef WEFT_COLLECTIVES_ENQUEUE_H
+#define WEFT_COLLECTIVES_ENQUEUE_H
+
+#include <stddef.h>
+
+#include "collectives/task.h"
+#include "nccl.h"
+
+struct ncclComm;
+
+/* One API call as the caller gave it. */
+struct weft_call {
+  const char* name; /* "AllReduce", ... for logs and WARNs */
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  ncclDataType_t dtype;
+  ncclRedOp_t op; /* validated only when has_op */
+  int has_op;
+  int root;              /* root or peer; 0 for calls that have neither */
+  const char* root_name; /* "root", "peer" or NULL when the call has neither */
+  struct ncclComm* comm;
+  cudaStream_t stream;
+};
+
+/* Checks the buffers of a call whose comm, datatype, op and root are already valid. */
+typedef ncclResult_t (*weft_call_check_fn)(const struct weft_call* call);
+/* Appends the call's tasks with weft_enqueue_append; only called for count > 0. */
+typedef ncclResult_t (*weft_call_build_fn)(const struct weft_call* call, const struct weft_redop* op);
+
+/* Bytes of one element; 0 for an invalid datatype. */
+size_t weft_dtype_size(ncclDataType_t dtype);
+/* Buffer needed when count > 0; WARNs naming the call and the argument otherwise. */
+ncclResult_t weft_enqueue_check_buf(const struct weft_call* call, const char* arg, const void* buf);
+/* The two byte ranges of one call may overlap only in the in-place layout, where the send
+ * range starts at in_place_send (NULL: no in-place form). Any other overlap is rejected:
+ * NCCL defines no result for it. */
+ncclResult_t weft_enqueue_check_overlap(const struct weft_call* call, const void* send, size_t send_bytes,
+                                        const void* recv, size_t recv_bytes, const void* in_place_send);
+
+/* Validate the call (comm, datatype, op, root, then check), log it at INFO/COLL and, when
+ * count > 0, build its tasks; all inside an implicit group, so errors are latched there and an
+ * enclosing ncclGroupEnd reports them too. */
+ncclResult_t weft_enqueue(const struct weft_call* call, weft_call_check_fn check, weft_call_build_fn build);
+/* Append a copy of task to comm->tasks with the next sequence number. */
+ncclResult_t weft_enqueue_append(struct ncclComm* comm, const struct weft_task* task);
+
+#endif

@@ -1,0 +1,191 @@
+/* ncclMemAlloc / ncclMemFree on the host backend (shared memory other ranks of the host can
+ * map) and ncclCommRegister / ncclCommDeregister (per-communicator registrations). */
+#include "collectives/mem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/api.h"
+#include "core/comm.h"
+#include "util/check.h"
+#include "util/log.h"
+
+struct seg_node {
+  struct weft_mem_seg seg;
+  struct seg_node* next;
+};
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct seg_node* segs;
+static struct weft_mem_reg* regs;
+static unsigned long seg_counter;
+
+/* Create, size and map an unlinked shm segment of size bytes (page multiple). */
+static ncclResult_t seg_create(size_t size, struct weft_mem_seg* seg) {
+  char name[64];
+  unsigned long n = __atomic_fetch_add(&seg_counter, 1, __ATOMIC_RELAXED);
+  snprintf(name, sizeof(name), "/weft-mem-%d-%lu", (int)getpid(), n);
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    WEFT_WARN("ncclMemAlloc: shm_open %s failed: %s", name, strerror(errno));
+    return ncclSystemError;
+  }
+  shm_unlink(name); /* peers map it through /proc/<pid>/fd: nothing can leak in /dev/shm */
+  /* Reserve the pages now: a /dev/shm too small must fail here, not as SIGBUS on first touch. */
+  int err = ftruncate(fd, (off_t)size) < 0 ? errno : posix_fallocate(fd, 0, (off_t)size);
+  if (err) {
+    WEFT_WARN(
+        "ncclMemAlloc: reserving %zu bytes of shared memory failed: %s%s", size, strerror(err),
+        err == ENOSPC ? " (/dev/shm is too small: raise its size, e.g. docker run --shm-size=...)" : "");
+    close(fd);
+    return ncclSystemError;
+  }
+  void* p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    WEFT_WARN("ncclMemAlloc: mmap of %zu bytes failed: %s", size, strerror(errno));
+    close(fd);
+    return ncclSystemError;
+  }
+  seg->base = p;
+  seg->size = size;
+  seg->fd = fd;
+  seg->pid = getpid();
+  snprintf(seg->path, sizeof(seg->path), "/proc/%d/fd/%d", (int)seg->pid, fd);
+  return ncclSuccess;
+}
+
+WEFT_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+  WEFT_ARG_CHECK(ptr != NULL, "ncclMemAlloc: ptr is NULL (size %zu)", size);
+  WEFT_ARG_CHECK(size != 0, "ncclMemAlloc: size is 0");
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  WEFT_ARG_CHECK(size <= SIZE_MAX - page, "ncclMemAlloc: size %zu is too large", size);
+  size_t rounded = (size + page - 1) / page * page;
+  struct seg_node* node = calloc(1, sizeof(*node));
+  if (node == NULL) {
+    WEFT_WARN("ncclMemAlloc: out of memory for the allocation record");
+    return ncclSystemError;
+  }
+  ncclResult_t res = seg_create(rounded, &node->seg);
+  if (res != ncclSuccess) {
+    free(node);
+    return res;
+  }
+  pthread_mutex_lock(&mem_lock);
+  node->next = segs;
+  segs = node;
+  pthread_mutex_unlock(&mem_lock);
+  *ptr = node->seg.base;
+  WEFT_INFO(WEFT_ALLOC, "ncclMemAlloc: %p size %zu (mapped %zu) shared as %s", node->seg.base, size, rounded,
+            node->seg.path);
+  return ncclSuccess;
+}
+
+WEFT_API(ncclResult_t, ncclMemFree, void* ptr) {
+  if (ptr == NULL) return ncclSuccess;
+  pthread_mutex_lock(&mem_lock);
+  struct seg_node** at = &segs;
+  while (*at && (*at)->seg.base != ptr) at = &(*at)->next;
+  struct seg_node* node = *at;
+  if (node) *at = node->next;
+  pthread_mutex_unlock(&mem_lock);
+  WEFT_ARG_CHECK(node != NULL, "ncclMemFree: ptr %p was not returned by ncclMemAlloc (or was freed already)",
+                 ptr);
+  munmap(node->seg.base, node->seg.size);
+  close(node->seg.fd);
+  WEFT_INFO(WEFT_ALLOC, "ncclMemFree: %p size %zu", ptr, node->seg.size);
+  free(node);
+  return ncclSuccess;
+}
+
+static int contains(const void* base, size_t size, const void* addr, size_t len) {
+  uintptr_t b = (uintptr_t)base, a = (uintptr_t)addr;
+  return a >= b && a - b <= size && len <= size - (a - b);
+}
+
+ncclResult_t weft_mem_lookup(const void* addr, size_t len, struct weft_mem_seg* seg) {
+  ncclResult_t res = ncclInvalidArgument;
+  pthread_mutex_lock(&mem_lock);
+  for (struct seg_node* n = segs; n; n = n->next) {
+    if (contains(n->seg.base, n->seg.size, addr, len)) {
+      if (seg) *seg = n->seg;
+      res = ncclSuccess;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mem_lock);
+  return res;
+}
+
+WEFT_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  WEFT_CHECK(weft_comm_check(comm, "ncclCommRegister"));
+  WEFT_ARG_CHECK(buff != NULL, "ncclCommRegister: buff is NULL (size %zu, comm %p)", size, (void*)comm);
+  WEFT_ARG_CHECK(size != 0, "ncclCommRegister: size is 0 (buff %p, comm %p)", buff, (void*)comm);
+  WEFT_ARG_CHECK(handle != NULL, "ncclCommRegister: handle is NULL (buff %p, comm %p)", buff, (void*)comm);
+  WEFT_ARG_CHECK((uintptr_t)buff <= UINTPTR_MAX - size, "ncclCommRegister: buff %p + size %zu wraps around",
+                 buff, size);
+  struct weft_mem_reg* reg = calloc(1, sizeof(*reg));
+  if (reg == NULL) {
+    WEFT_WARN("ncclCommRegister: out of memory for the registration record");
+    return ncclSystemError;
+  }
+  reg->comm = comm;
+  reg->buff = buff;
+  reg->size = size;
+  reg->shared = weft_mem_lookup(buff, size, NULL) == ncclSuccess;
+  pthread_mutex_lock(&mem_lock);
+  reg->next = regs;
+  regs = reg;
+  pthread_mutex_unlock(&mem_lock);
+  *handle = reg;
+  WEFT_INFO(WEFT_REG, "ncclCommRegister: comm %p buff %p size %zu handle %p%s", (void*)comm, buff, size,
+            (void*)reg, reg->shared ? " (shared memory)" : "");
+  return ncclSuccess;
+}
+
+WEFT_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+  WEFT_CHECK(weft_comm_check(comm, "ncclCommDeregister"));
+  pthread_mutex_lock(&mem_lock);
+  struct weft_mem_reg** at = &regs;
+  while (*at && (*at != handle || (*at)->comm != comm)) at = &(*at)->next;
+  struct weft_mem_reg* reg = *at;
+  if (reg) *at = reg->next;
+  pthread_mutex_unlock(&mem_lock);
+  WEFT_ARG_CHECK(reg != NULL, "ncclCommDeregister: handle %p is not a registration of comm %p", handle,
+                 (void*)comm);
+  WEFT_INFO(WEFT_REG, "ncclCommDeregister: comm %p buff %p size %zu", (void*)comm, reg->buff, reg->size);
+  free(reg);
+  return ncclSuccess;
+}
+
+const struct weft_mem_reg* weft_mem_reg_find(const struct ncclComm* comm, const void* addr, size_t len) {
+  const struct weft_mem_reg* found = NULL;
+  pthread_mutex_lock(&mem_lock);
+  for (struct weft_mem_reg* r = regs; r && !found; r = r->next) {
+    if (r->comm == comm && contains(r->buff, r->size, addr, len)) found = r;
+  }
+  pthread_mutex_unlock(&mem_lock);
+  return found;
+}
+
+void weft_mem_comm_fini(struct ncclComm* comm) {
+  if (comm == NULL) return;
+  pthread_mutex_lock(&mem_lock);
+  struct weft_mem_reg** at = &regs;
+  while (*at) {
+    if ((*at)->comm == comm) {
+      struct weft_mem_reg* r = *at;
+      *at = r->next;
+      free(r);
+    } else {
+      at = &(*at)->next;
+    }
+  }
+  pthread_mutex_unlock(&mem_lock);
+}

@@ -1,0 +1,42 @@
+/* Memory from ncclMemAlloc (POSIX shared memory other ranks of the host can map) and the
+ * per-communicator registrations of ncclCommRegister. */
+#ifndef WEFT_COLLECTIVES_MEM_H
+#define WEFT_COLLECTIVES_MEM_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "nccl.h"
+
+struct ncclComm;
+
+/* One ncclMemAlloc allocation. The shm name is unlinked at once (a killed job leaves nothing
+ * in /dev/shm); peers of the host map it by opening path, which stays valid while the owner
+ * lives. */
+struct weft_mem_seg {
+  void* base;
+  size_t size; /* mapped bytes (the request rounded up to pages) */
+  int fd;      /* open for as long as the allocation lives */
+  pid_t pid;
+  char path[64]; /* "/proc/<pid>/fd/<fd>" */
+};
+
+/* The allocation containing [addr, addr+len), copied to *seg; ncclInvalidArgument (no WARN)
+ * when addr is not inside memory from ncclMemAlloc. */
+ncclResult_t weft_mem_lookup(const void* addr, size_t len, struct weft_mem_seg* seg);
+
+/* A registration of ncclCommRegister; the handle given to the caller points at it. */
+struct weft_mem_reg {
+  struct ncclComm* comm;
+  void* buff;
+  size_t size;
+  int shared; /* inside memory from ncclMemAlloc */
+  struct weft_mem_reg* next;
+};
+
+/* The registration of comm covering [addr, addr+len), or NULL. */
+const struct weft_mem_reg* weft_mem_reg_find(const struct ncclComm* comm, const void* addr, size_t len);
+/* Drop every registration of comm (communicator teardown). NULL-safe. */
+void weft_mem_comm_fini(struct ncclComm* comm);
+
+#endif
