@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build and tests need (as root), or prints the apt-get line.
 set -u
-PKGS="build-essential make git iproute2 procps clang-format"
+PKGS="build-essential make git iproute2 procps clang-format clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

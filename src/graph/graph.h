@@ -1,0 +1,276 @@
+/* graph/: what the rest of the library calls for topology, rings/trees and tuning.
+ *
+ * Typical use at communicator init (core/ or collectives/):
+ *
+ *   struct weft_topo_system* sys;
+ *   weft_topo_get_system(&sys);                 // NCCL_TOPO_FILE, else detection; NCCL_TOPO_DUMP_FILE
+ *   weft_topo_add_host_ranks(sys, 0, n, numa, copy_bw);   // host backend only: ranks on NUMA nodes
+ *   struct weft_topo_graph ring, tree;
+ *   weft_topo_search_all(sys, 0, nnodes, &ring, &tree);   // NCCL_GRAPH_FILE / NCCL_GRAPH_DUMP_FILE
+ *   struct weft_topo_channels* ch;
+ *   weft_topo_connect_channels(&ring, &tree, nnodes, &ch); // per-channel ring order + tree links
+ *   struct weft_tuning tun;
+ *   weft_tuning_init(&tun, &(struct weft_tuning_input){...});   // NCCL_ALGO / NCCL_PROTO
+ *   weft_tuning_choose(&tun, WEFT_FUNC_ALLREDUCE, nbytes, &choice);  // per collective
+ *   ... weft_topo_channels_destroy(ch); weft_topo_system_destroy(sys);
+ *
+ * Ranks. Inside one node the search orders "rank nodes": GPUs, or for the host backend CPU ranks
+ * added with weft_topo_add_host_ranks. Graph channels list local ranks (the GPU's `rank` attribute,
+ * else its position). Across nodes, rank = node * nlocal + local rank (nodes identical, as in a
+ * homogeneous job); weft_topo_connect_channels builds the global rings and double binary trees.
+ * Nothing here touches hardware except weft_topo_detect (sysfs, dlopen'ed NVML, never required). */
+#ifndef WEFT_GRAPH_GRAPH_H
+#define WEFT_GRAPH_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nccl.h"
+
+/* Node, link and path types keep NCCL's numbering so logs and XML read the same. */
+enum weft_node_type {
+  WEFT_NODE_GPU = 0,
+  WEFT_NODE_PCI = 1,
+  WEFT_NODE_NVS = 2,
+  WEFT_NODE_CPU = 3,
+  WEFT_NODE_NIC = 4,
+  WEFT_NODE_NET = 5,
+  WEFT_NODE_TYPES = 6
+};
+enum weft_link_type {
+  WEFT_LINK_LOC = 0,
+  WEFT_LINK_NVL = 1,
+  WEFT_LINK_C2C = 3,
+  WEFT_LINK_PCI = 4,
+  WEFT_LINK_SYS = 9,
+  WEFT_LINK_NET = 10
+};
+enum weft_path_type {
+  WEFT_PATH_LOC = 0,
+  WEFT_PATH_NVL = 1,
+  WEFT_PATH_NVB = 2,
+  WEFT_PATH_C2C = 3,
+  WEFT_PATH_PIX = 4,
+  WEFT_PATH_PXB = 5,
+  WEFT_PATH_P2C = 6,
+  WEFT_PATH_PXN = 7,
+  WEFT_PATH_PHB = 8,
+  WEFT_PATH_SYS = 9,
+  WEFT_PATH_NET = 10,
+  WEFT_PATH_DIS = 11,
+  WEFT_PATH_TYPES = 12
+};
+/* Search patterns, NCCL's values. */
+enum weft_pattern {
+  WEFT_PATTERN_BALANCED_TREE = 1, /* NIC traffic split: parent + one child on GPU a, other child on b */
+  WEFT_PATTERN_SPLIT_TREE = 2,    /* parent on GPU a, children on GPU b */
+  WEFT_PATTERN_TREE = 3,          /* all NIC traffic on one GPU */
+  WEFT_PATTERN_RING = 4
+};
+
+#define WEFT_MAX_CHANNELS 64
+#define WEFT_GRAPH_MAX_LOCAL 64 /* ranks per node the search handles */
+
+struct weft_topo_system; /* the model; layout in graph/topo.h (graph-internal) */
+
+/* Name of a path type ("NVL", "PHB", ...) and the reverse; -1 for unknown text. Numeric legacy
+ * values 0..5 of NCCL_P2P_LEVEL / NCCL_NET_GDR_LEVEL are accepted by weft_topo_path_type_parse. */
+const char* weft_topo_path_name(int type);
+int weft_topo_path_type_parse(const char* text);
+const char* weft_topo_node_name(int type);
+
+/* ---- System: load, dump, detect ---- */
+
+/* Parses NCCL topology XML (text need not be NUL-terminated). `what` names the source in errors. */
+ncclResult_t weft_topo_load_text(const char* text, size_t len, const char* what,
+                                 struct weft_topo_system** out);
+ncclResult_t weft_topo_load_file(const char* path, struct weft_topo_system** out);
+/* Detects this machine (CPUs/NUMA from sysfs, NICs from /sys/class/infiniband and /sys/class/net,
+ * GPUs and NVLinks through dlopen'ed NVML when present). Never fails for lack of devices. */
+ncclResult_t weft_topo_detect(struct weft_topo_system** out);
+/* For a communicator: NCCL_TOPO_FILE if set, else detection; then NCCL_TOPO_DUMP_FILE if set. */
+ncclResult_t weft_topo_get_system(struct weft_topo_system** out);
+/* Writes the topology in NCCL's XML format (what was loaded or detected). */
+ncclResult_t weft_topo_dump_file(const struct weft_topo_system* sys, const char* path);
+ncclResult_t weft_topo_dump_string(const struct weft_topo_system* sys, char** out); /* free() it */
+void weft_topo_system_destroy(struct weft_topo_system* sys);                        /* NULL-safe */
+
+/* Host backend: places nranks CPU ranks on host `host`; numa[i] is rank i's NUMA node id (the
+ * cpu numaid; -1 or unknown = first CPU). copy_bw_gbs is the measured memcpy bandwidth (GB/s) a
+ * rank can sustain: it bounds channels x bandwidth of rings and trees among these ranks. Ranks
+ * already present as GPUs on that host are removed: a system has GPU ranks or host ranks. */
+ncclResult_t weft_topo_add_host_ranks(struct weft_topo_system* sys, int host, int nranks, const int* numa,
+                                      float copy_bw_gbs);
+
+/* Counts for reports: nodes of a type; hosts in the file; rank nodes on one host. */
+int weft_topo_count(const struct weft_topo_system* sys, int node_type);
+int weft_topo_nhosts(const struct weft_topo_system* sys);
+int weft_topo_nlocal(const struct weft_topo_system* sys, int host);
+/* Printable one-line-per-node description of the system (free() it). */
+ncclResult_t weft_topo_describe(struct weft_topo_system* sys, char** out);
+
+/* ---- Paths ---- */
+
+/* Computes the best path (type, bottleneck bandwidth, links) between every pair of GPUs, CPUs,
+ * NETs and NVSwitches, honouring NCCL_P2P_LEVEL, NCCL_NET_GDR_LEVEL and NCCL_NVB_DISABLE. Search
+ * calls it when needed; call it again after changing the system. */
+ncclResult_t weft_topo_compute_paths(struct weft_topo_system* sys);
+/* Path between two rank nodes of one host by local rank (type, GB/s); -1 when out of range. */
+int weft_topo_rank_path(struct weft_topo_system* sys, int host, int local_a, int local_b, float* bw);
+
+/* ---- Search ---- */
+
+struct weft_topo_graph {
+  int id;      /* 0 ring, 1 tree (NCCL's graph ids) */
+  int pattern; /* enum weft_pattern */
+  int cross_nic;
+  int nchannels;
+  int min_channels, max_channels;
+  float bw_intra, bw_inter;   /* GB/s per channel inside a node / to the network */
+  float latency_inter;        /* µs, from the NETs' latency attribute */
+  int type_intra, type_inter; /* worst path type the channels use */
+  int same_channels;          /* every channel has the same order */
+  int nlocal;                 /* ranks per node */
+  int inter;                  /* 1 when the graph enters and leaves the node through NETs */
+  int intra[WEFT_MAX_CHANNELS][WEFT_GRAPH_MAX_LOCAL]; /* local ranks in channel order */
+  int64_t inter_net[WEFT_MAX_CHANNELS][2];            /* NET dev in, out (-1 single node) */
+};
+
+/* Searches one pattern on host `host` for a job of nnodes identical nodes (nnodes > 1 makes
+ * channels start and end at a NET). Honours NCCL_MIN/MAX_NCHANNELS, NCCL_CROSS_NIC. Always
+ * produces at least one channel (fallback: rank order, bw 0.1, type SYS) unless no rank exists. */
+ncclResult_t weft_topo_search(struct weft_topo_system* sys, int host, int nnodes, int pattern,
+                              struct weft_topo_graph* out);
+/* Ring and tree for a communicator: NCCL_GRAPH_FILE replaces the search, NCCL_GRAPH_DUMP_FILE
+ * receives the result; the tree search tries BALANCED_TREE, SPLIT_TREE and TREE (multi-node).
+ * Logs "Pattern ..." and one line per channel under NCCL_DEBUG_SUBSYS=GRAPH. */
+ncclResult_t weft_topo_search_all(struct weft_topo_system* sys, int host, int nnodes,
+                                  struct weft_topo_graph* ring, struct weft_topo_graph* tree);
+void weft_topo_graph_log(struct weft_topo_system* sys, const struct weft_topo_graph* g);
+
+/* Graph files (NCCL's <graphs version="1"><graph ...><channel><net/><gpu/></channel></graph>). */
+ncclResult_t weft_topo_graphs_dump(struct weft_topo_system* sys, int host,
+                                   const struct weft_topo_graph* const* graphs, int ngraphs,
+                                   const char* path);
+ncclResult_t weft_topo_graphs_load(struct weft_topo_system* sys, int host, const char* path,
+                                   struct weft_topo_graph* const* graphs, int ngraphs);
+ncclResult_t weft_topo_graphs_to_string(struct weft_topo_system* sys, int host,
+                                        const struct weft_topo_graph* const* graphs, int ngraphs, char** out);
+ncclResult_t weft_topo_graphs_from_string(struct weft_topo_system* sys, int host, const char* text,
+                                          size_t len, struct weft_topo_graph* const* graphs, int ngraphs);
+
+/* ---- Channels across nodes ---- */
+
+struct weft_topo_channels {
+  int nranks, nnodes, nlocal;
+  int nchannels;  /* communicator channels: 2 x search channels, clamped (NCCL's rule) */
+  int* ring;      /* [c * nranks + i]: i-th rank of channel c's ring, starting at rank 0 */
+  int* ring_prev; /* [c * nranks + r] */
+  int* ring_next; /* [c * nranks + r] */
+  int* tree_up;   /* [c * nranks + r]: parent rank or -1 */
+  int* tree_down; /* [(c * nranks + r) * 3 + k]: children or -1 */
+  int tree_depth; /* deepest rank of any tree */
+};
+
+/* Builds the communicator's channels from per-node graphs (identical nodes): rings joined node
+ * after node, trees as intra-node chains joined by the double binary tree over nodes (channel c
+ * uses tree 0, channel c + nch tree 1), then clamps to NCCL_MIN/MAX_NCHANNELS. Logs "Channel
+ * cc/NN : ..." and "Trees [c] ..." under GRAPH. tree may be NULL (then rings only). */
+ncclResult_t weft_topo_connect_channels(const struct weft_topo_graph* ring,
+                                        const struct weft_topo_graph* tree, int nnodes,
+                                        struct weft_topo_channels** out);
+void weft_topo_channels_destroy(struct weft_topo_channels* ch);
+
+/* NCCL's double binary tree over n nodes: parent and children of node r in tree t (0 or 1);
+ * -1 means none. */
+void weft_topo_dtree(int n, int r, int t, int* parent, int* child0, int* child1);
+
+/* ---- Tuning ---- */
+
+/* Functions in the same order as enum weft_coll in collectives/task.h (castable). */
+enum weft_func {
+  WEFT_FUNC_BROADCAST = 0,
+  WEFT_FUNC_REDUCE = 1,
+  WEFT_FUNC_ALLGATHER = 2,
+  WEFT_FUNC_REDUCESCATTER = 3,
+  WEFT_FUNC_ALLREDUCE = 4,
+  WEFT_FUNC_COUNT = 5
+};
+enum weft_algo {
+  WEFT_ALGO_TREE = 0,
+  WEFT_ALGO_RING = 1,
+  WEFT_ALGO_COLLNET_DIRECT = 2,
+  WEFT_ALGO_COLLNET_CHAIN = 3,
+  WEFT_ALGO_NVLS = 4,
+  WEFT_ALGO_NVLS_TREE = 5,
+  WEFT_ALGO_PAT = 6,
+  WEFT_ALGO_COUNT = 7
+};
+enum weft_proto { WEFT_PROTO_LL = 0, WEFT_PROTO_LL128 = 1, WEFT_PROTO_SIMPLE = 2, WEFT_PROTO_COUNT = 3 };
+/* Model family: the host backend (CPU ranks, shared memory) or a GPU generation. */
+enum weft_arch {
+  WEFT_ARCH_HOST = 0,
+  WEFT_ARCH_VOLTA,
+  WEFT_ARCH_AMPERE,
+  WEFT_ARCH_HOPPER,
+  WEFT_ARCH_BLACKWELL
+};
+
+const char* weft_func_name(int func);
+const char* weft_algo_name(int algo);
+const char* weft_proto_name(int proto);
+/* Architecture from a compute capability (70, 80, 90, 100); 0 gives HOST. */
+int weft_arch_from_sm(int sm);
+
+struct weft_tuning_input {
+  int arch;       /* enum weft_arch */
+  int cpu_vendor; /* 0 Intel/other, 1 AMD: network overhead per step */
+  int nranks, nnodes;
+  int nchannels;                      /* communicator channels (weft_topo_channels.nchannels) */
+  const struct weft_topo_graph* ring; /* required */
+  const struct weft_topo_graph* tree; /* NULL: no tree algorithm */
+  float host_copy_bw; /* GB/s, HOST arch: caps the per-channel bandwidth (0: use the graph's) */
+  /* Algorithms/protocols the executor implements (bit per enum value); 0 means ring+tree and
+   * LL+Simple (+LL128 on GPUs). */
+  unsigned algo_impl, proto_impl;
+};
+
+struct weft_tuning {
+  struct weft_tuning_input in;
+  struct weft_topo_graph ring, tree; /* copies, so callers may free theirs */
+  int has_tree;
+  /* enabled[func][algo][proto]: after validity, implementation, LL128 rules and NCCL_ALGO/PROTO. */
+  unsigned char enabled[WEFT_FUNC_COUNT][WEFT_ALGO_COUNT][WEFT_PROTO_COUNT];
+};
+
+struct weft_tuning_choice {
+  int algo, proto, nchannels;
+  float time_us;   /* predicted */
+  float busbw_gbs; /* predicted bus bandwidth (nccl-tests' definition) */
+};
+
+/* Reads NCCL_ALGO and NCCL_PROTO (WARN and ncclInvalidUsage on a bad list); logs the table of
+ * predictions at a few sizes under NCCL_DEBUG_SUBSYS=TUNING when enabled. */
+ncclResult_t weft_tuning_init(struct weft_tuning* t, const struct weft_tuning_input* in);
+/* Predicted time in µs of one call, or a negative value when (func, algo, proto) is not
+ * available (invalid, not implemented or excluded). */
+float weft_tuning_predict(const struct weft_tuning* t, int func, int algo, int proto, size_t nbytes,
+                          int nranks, int nnodes, int nchannels);
+/* Bus bandwidth (GB/s) the model gives this case, 0 when unavailable. */
+float weft_tuning_busbw(const struct weft_tuning* t, int func, int algo, int proto, size_t nbytes, int nranks,
+                        int nnodes, int nchannels);
+/* Fastest enabled (algo, proto) for nbytes (per-rank buffer size as NCCL counts it: the full
+ * buffer for all-reduce/broadcast/reduce, the gathered size for all-gather/reduce-scatter),
+ * then the channel count reduced for small messages. ncclInvalidUsage when nothing is enabled. */
+ncclResult_t weft_tuning_choose(const struct weft_tuning* t, int func, size_t nbytes,
+                                struct weft_tuning_choice* out);
+/* Parses an NCCL_ALGO / NCCL_PROTO value for one function: "ring,tree", "^LL128",
+ * "allreduce:tree;broadcast:ring". Sets bit i of *mask for names[i] allowed. Returns
+ * ncclInvalidUsage (with a WARN) on unknown names. text NULL or empty allows all. */
+ncclResult_t weft_tuning_parse_list(const char* text, const char* const* names, int nnames, int func,
+                                    unsigned* mask);
+/* Writes the prediction table (rows: func x algo x proto; columns: sizes) to f. */
+void weft_tuning_print_table(const struct weft_tuning* t, FILE* f);
+
+#endif

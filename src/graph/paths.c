@@ -1,0 +1,264 @@
+/* Paths: breadth-first from every GPU, CPU, NET and NVSwitch (fewest hops, then highest
+ * bottleneck bandwidth), path types from the links crossed, then the P2P and GPUDirect RDMA
+ * rules that send some traffic through the CPU instead. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/topo.h"
+#include "util/check.h"
+#include "util/param.h"
+
+static int has_paths(int type) {
+  return type == WEFT_NODE_GPU || type == WEFT_NODE_CPU || type == WEFT_NODE_NET || type == WEFT_NODE_NVS;
+}
+
+void weft_topo_free_paths(struct weft_topo_system* sys) {
+  for (int t = 0; t < WEFT_NODE_TYPES; t++)
+    for (int i = 0; i < sys->count[t]; i++)
+      for (int d = 0; d < WEFT_NODE_TYPES; d++) {
+        free(sys->nodes[t][i].paths[d]);
+        sys->nodes[t][i].paths[d] = NULL;
+      }
+  sys->paths_ready = 0;
+}
+
+struct weft_topo_path* weft_topo_path(struct weft_topo_system* sys, const struct weft_topo_node* from,
+                                      int type, int index) {
+  if (!sys->paths_ready || from->paths[type] == NULL || index < 0 || index >= sys->count[type]) return NULL;
+  return &from->paths[type][index];
+}
+
+static int hop_type(const struct weft_topo_node* src, const struct weft_topo_node* u,
+                    const struct weft_topo_link* l) {
+  const struct weft_topo_node* v = l->remote;
+  switch (l->type) {
+    case WEFT_LINK_NVL:
+      return (u->type == WEFT_NODE_GPU && u != src) ? WEFT_PATH_NVB : WEFT_PATH_NVL;
+    case WEFT_LINK_C2C:
+      return WEFT_PATH_C2C;
+    case WEFT_LINK_PCI:
+      if (u->type == WEFT_NODE_CPU || v->type == WEFT_NODE_CPU) return WEFT_PATH_PHB;
+      if (u->type == WEFT_NODE_PCI && v->type == WEFT_NODE_PCI) return WEFT_PATH_PXB;
+      return WEFT_PATH_PIX;
+    case WEFT_LINK_SYS:
+      return WEFT_PATH_SYS;
+    default:
+      return WEFT_PATH_LOC; /* LOC, and NIC->NET ports: distance is the PCI part */
+  }
+}
+
+/* Whether a path may continue through node u (which it reached with path pu) over link l. */
+static int may_traverse(const struct weft_topo_node* src, const struct weft_topo_node* u,
+                        const struct weft_topo_path* pu, const struct weft_topo_link* l, int nvb) {
+  if (u == src) return 1;
+  if (u->type == WEFT_NODE_NET) return 0;
+  if (u->type == WEFT_NODE_GPU)
+    return nvb && !u->u.gpu.host_rank && pu->nhops == 1 && pu->hops[0]->type == WEFT_LINK_NVL &&
+           l->type == WEFT_LINK_NVL && l->remote->type == WEFT_NODE_GPU;
+  return 1;
+}
+
+struct bfs {
+  struct weft_topo_path* tmp[WEFT_NODE_TYPES];
+  struct weft_topo_node** front;
+  struct weft_topo_node** next;
+  char* queued;
+  int total;
+};
+
+static struct weft_topo_path* tmp_of(struct bfs* b, const struct weft_topo_node* n) {
+  return &b->tmp[n->type][n->index];
+}
+
+static int flat_index(struct weft_topo_system* sys, const struct weft_topo_node* n) {
+  int k = 0;
+  for (int t = 0; t < n->type; t++) k += sys->count[t];
+  return k + n->index;
+}
+
+static void bfs_run(struct weft_topo_system* sys, struct bfs* b, struct weft_topo_node* src, int nvb) {
+  for (int t = 0; t < WEFT_NODE_TYPES; t++)
+    for (int i = 0; i < sys->count[t]; i++) {
+      b->tmp[t][i].type = WEFT_PATH_DIS;
+      b->tmp[t][i].bw = 0;
+      b->tmp[t][i].nhops = -1;
+    }
+  struct weft_topo_path* ps = tmp_of(b, src);
+  ps->type = WEFT_PATH_LOC;
+  ps->bw = WEFT_TOPO_LOC_BW;
+  ps->nhops = 0;
+  int nf = 1;
+  b->front[0] = src;
+  while (nf > 0) {
+    int nn = 0;
+    memset(b->queued, 0, b->total);
+    for (int f = 0; f < nf; f++) {
+      struct weft_topo_node* u = b->front[f];
+      struct weft_topo_path* pu = tmp_of(b, u);
+      if (pu->nhops >= WEFT_TOPO_MAX_HOPS) continue;
+      for (int li = 0; li < u->nlinks; li++) {
+        struct weft_topo_link* l = &u->links[li];
+        struct weft_topo_node* v = l->remote;
+        if (v == src || !may_traverse(src, u, pu, l, nvb)) continue;
+        float bw = pu->bw < l->bw_full ? pu->bw : l->bw_full;
+        struct weft_topo_path* pv = tmp_of(b, v);
+        int nh = pu->nhops + 1;
+        if (!(pv->nhops < 0 || (pv->nhops >= nh && pv->bw < bw))) continue;
+        int ht = hop_type(src, u, l);
+        memcpy(pv->hops, pu->hops, pu->nhops * sizeof(pu->hops[0]));
+        pv->hops[pu->nhops] = l;
+        pv->nhops = nh;
+        pv->bw = bw;
+        pv->type = pu->type > ht ? pu->type : ht;
+        int k = flat_index(sys, v);
+        if (!b->queued[k]) {
+          b->queued[k] = 1;
+          b->next[nn++] = v;
+        }
+      }
+    }
+    struct weft_topo_node** sw = b->front;
+    b->front = b->next;
+    b->next = sw;
+    nf = nn;
+  }
+}
+
+/* Replaces path a->b by a->via->b (traffic staged through a CPU), with at least type PHB. */
+static void route_via(struct weft_topo_system* sys, struct weft_topo_path* p, struct weft_topo_node* a,
+                      struct weft_topo_node* via, struct weft_topo_node* b) {
+  struct weft_topo_path* p1 = &a->paths[via->type][via->index];
+  struct weft_topo_path* p2 = &via->paths[b->type][b->index];
+  (void)sys;
+  if (p1->type == WEFT_PATH_DIS || p2->type == WEFT_PATH_DIS || p1->nhops + p2->nhops > WEFT_TOPO_MAX_HOPS)
+    return;
+  struct weft_topo_path r;
+  memcpy(r.hops, p1->hops, p1->nhops * sizeof(r.hops[0]));
+  memcpy(r.hops + p1->nhops, p2->hops, p2->nhops * sizeof(r.hops[0]));
+  r.nhops = p1->nhops + p2->nhops;
+  r.bw = p1->bw < p2->bw ? p1->bw : p2->bw;
+  r.type = p1->type > p2->type ? p1->type : p2->type;
+  if (r.type < WEFT_PATH_PHB) r.type = WEFT_PATH_PHB;
+  *p = r;
+}
+
+static int level_param(const char* name, int def) {
+  const char* v = weft_param_str(name);
+  if (v == NULL || v[0] == 0) return def;
+  int t = weft_topo_path_type_parse(v);
+  if (t < 0) {
+    WEFT_WARN("%s=%s is not a path type (LOC, NVL, NVB, PIX, PXB, PHB, SYS), using %s", name, v,
+              weft_topo_path_name(def));
+    return def;
+  }
+  return t;
+}
+
+/* GPU pairs beyond NCCL_P2P_LEVEL talk through the CPU (shared memory), not peer to peer. */
+static void apply_p2p_level(struct weft_topo_system* sys) {
+  int level = level_param("NCCL_P2P_LEVEL", WEFT_PATH_PXB);
+  if (weft_param_int("NCCL_P2P_DISABLE")) level = WEFT_PATH_LOC;
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
+    struct weft_topo_node* a = &sys->nodes[WEFT_NODE_GPU][i];
+    if (a->u.gpu.host_rank || a->cpu < 0) continue;
+    for (int j = 0; j < sys->count[WEFT_NODE_GPU]; j++) {
+      struct weft_topo_path* p = &a->paths[WEFT_NODE_GPU][j];
+      if (i == j || p->type <= level || p->type >= WEFT_PATH_PHB) continue;
+      route_via(sys, p, a, &sys->nodes[WEFT_NODE_CPU][a->cpu], &sys->nodes[WEFT_NODE_GPU][j]);
+    }
+  }
+}
+
+/* GPU<->NIC traffic without GPUDirect RDMA is staged in the GPU's local CPU memory. */
+static void apply_gdr(struct weft_topo_system* sys) {
+  int level = level_param("NCCL_NET_GDR_LEVEL", WEFT_PATH_PXB);
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
+    struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
+    if (g->cpu < 0) continue;
+    struct weft_topo_node* cpu = &sys->nodes[WEFT_NODE_CPU][g->cpu];
+    for (int j = 0; j < sys->count[WEFT_NODE_NET]; j++) {
+      struct weft_topo_node* n = &sys->nodes[WEFT_NODE_NET][j];
+      struct weft_topo_path* p = &g->paths[WEFT_NODE_NET][j];
+      if (p->type == WEFT_PATH_DIS) continue;
+      int gdr = !g->u.gpu.host_rank && g->u.gpu.gdr && n->u.net.gdr && p->type <= level;
+      if (gdr) continue;
+      route_via(sys, p, g, cpu, n);
+      route_via(sys, &n->paths[WEFT_NODE_GPU][i], n, cpu, g);
+    }
+  }
+}
+
+static ncclResult_t bfs_alloc(struct weft_topo_system* sys, struct bfs* b) {
+  memset(b, 0, sizeof(*b));
+  for (int t = 0; t < WEFT_NODE_TYPES; t++) {
+    b->total += sys->count[t];
+    b->tmp[t] = calloc(sys->count[t] + 1, sizeof(struct weft_topo_path));
+    if (b->tmp[t] == NULL) return ncclSystemError;
+  }
+  b->front = calloc(b->total + 1, sizeof(*b->front));
+  b->next = calloc(b->total + 1, sizeof(*b->next));
+  b->queued = calloc(b->total + 1, 1);
+  return b->front && b->next && b->queued ? ncclSuccess : ncclSystemError;
+}
+
+static void bfs_free(struct bfs* b) {
+  for (int t = 0; t < WEFT_NODE_TYPES; t++) free(b->tmp[t]);
+  free(b->front);
+  free(b->next);
+  free(b->queued);
+}
+
+static ncclResult_t paths_from(struct weft_topo_system* sys, struct bfs* b, struct weft_topo_node* src,
+                               int nvb) {
+  bfs_run(sys, b, src, nvb);
+  for (int d = 0; d < WEFT_NODE_TYPES; d++) {
+    if (!has_paths(d)) continue;
+    src->paths[d] = calloc(sys->count[d] + 1, sizeof(struct weft_topo_path));
+    if (src->paths[d] == NULL) return ncclSystemError;
+    for (int j = 0; j < sys->count[d]; j++) {
+      src->paths[d][j] = b->tmp[d][j];
+      if (src->paths[d][j].nhops < 0) src->paths[d][j].nhops = 0;
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t weft_topo_compute_paths(struct weft_topo_system* sys) {
+  weft_topo_free_paths(sys);
+  struct bfs b;
+  int nvb = !weft_param_int("NCCL_NVB_DISABLE");
+  ncclResult_t res = bfs_alloc(sys, &b);
+  for (int t = 0; t < WEFT_NODE_TYPES && res == ncclSuccess; t++) {
+    if (!has_paths(t)) continue;
+    for (int i = 0; i < sys->count[t] && res == ncclSuccess; i++)
+      res = paths_from(sys, &b, &sys->nodes[t][i], nvb);
+  }
+  bfs_free(&b);
+  if (res != ncclSuccess) {
+    weft_topo_free_paths(sys);
+    WEFT_WARN("topology: out of memory computing paths");
+    return res;
+  }
+  sys->paths_ready = 1;
+  apply_p2p_level(sys);
+  apply_gdr(sys);
+  return ncclSuccess;
+}
+
+struct weft_topo_node* weft_topo_rank_node(struct weft_topo_system* sys, int host, int local) {
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
+    struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
+    if (g->host == host && g->u.gpu.rank == local) return g;
+  }
+  return NULL;
+}
+
+int weft_topo_rank_path(struct weft_topo_system* sys, int host, int local_a, int local_b, float* bw) {
+  if (!sys->paths_ready && weft_topo_compute_paths(sys) != ncclSuccess) return -1;
+  struct weft_topo_node* a = weft_topo_rank_node(sys, host, local_a);
+  struct weft_topo_node* b = weft_topo_rank_node(sys, host, local_b);
+  if (a == NULL || b == NULL) return -1;
+  struct weft_topo_path* p = &a->paths[WEFT_NODE_GPU][b->index];
+  if (bw) *bw = p->bw;
+  return p->type;
+}

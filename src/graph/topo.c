@@ -1,0 +1,203 @@
+/* Topology model: node and link storage, bandwidth rules for NVLink / PCI / inter-CPU links,
+ * type names, and the system's lifetime. */
+#include "graph/topo.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/check.h"
+
+static const char* const path_names[WEFT_PATH_TYPES] = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB",
+                                                        "P2C", "PXN", "PHB", "SYS", "NET", "DIS"};
+static const char* const node_names[WEFT_NODE_TYPES] = {"GPU", "PCI", "NVS", "CPU", "NIC", "NET"};
+static const int caps[WEFT_NODE_TYPES] = {WEFT_TOPO_CAP_GPU, WEFT_TOPO_CAP_PCI, WEFT_TOPO_CAP_NVS,
+                                          WEFT_TOPO_CAP_CPU, WEFT_TOPO_CAP_NIC, WEFT_TOPO_CAP_NET};
+
+const char* weft_topo_path_name(int type) {
+  return type >= 0 && type < WEFT_PATH_TYPES ? path_names[type] : "???";
+}
+
+const char* weft_topo_node_name(int type) {
+  return type >= 0 && type < WEFT_NODE_TYPES ? node_names[type] : "???";
+}
+
+int weft_topo_path_type_parse(const char* text) {
+  if (text == NULL || text[0] == 0) return -1;
+  for (int i = 0; i < WEFT_PATH_TYPES; i++)
+    if (strcasecmp(text, path_names[i]) == 0) return i;
+  /* NCCL's legacy numeric levels. */
+  static const int legacy[] = {WEFT_PATH_LOC, WEFT_PATH_PIX, WEFT_PATH_PXB,
+                               WEFT_PATH_PHB, WEFT_PATH_SYS, WEFT_PATH_SYS};
+  char* end;
+  long v = strtol(text, &end, 10);
+  if (*end == 0 && v >= 0) return v <= 5 ? legacy[v] : WEFT_PATH_SYS;
+  return -1;
+}
+
+ncclResult_t weft_topo_system_alloc(struct weft_topo_system** out) {
+  struct weft_topo_system* sys = calloc(1, sizeof(*sys));
+  if (sys == NULL) goto oom;
+  for (int t = 0; t < WEFT_NODE_TYPES; t++) {
+    sys->cap[t] = caps[t];
+    sys->nodes[t] = calloc(caps[t], sizeof(struct weft_topo_node));
+    if (sys->nodes[t] == NULL) goto oom;
+  }
+  sys->nhosts = 1;
+  *out = sys;
+  return ncclSuccess;
+oom:
+  weft_topo_system_destroy(sys);
+  WEFT_WARN("topology: out of memory allocating the system");
+  return ncclSystemError;
+}
+
+void weft_topo_system_destroy(struct weft_topo_system* sys) {
+  if (sys == NULL) return;
+  weft_topo_free_paths(sys);
+  for (int t = 0; t < WEFT_NODE_TYPES; t++) free(sys->nodes[t]);
+  weft_xml_free(sys->xml);
+  free(sys);
+}
+
+ncclResult_t weft_topo_node_add(struct weft_topo_system* sys, int type, int host, int64_t id,
+                                struct weft_topo_node** out) {
+  if (sys->count[type] >= sys->cap[type]) {
+    WEFT_WARN("topology: more than %d %s nodes", sys->cap[type], node_names[type]);
+    return ncclInvalidUsage;
+  }
+  struct weft_topo_node* n = &sys->nodes[type][sys->count[type]];
+  memset(n, 0, sizeof(*n));
+  n->type = type;
+  n->index = sys->count[type]++;
+  n->host = host;
+  n->id = id;
+  n->cpu = -1;
+  *out = n;
+  return ncclSuccess;
+}
+
+struct weft_topo_node* weft_topo_node_find(struct weft_topo_system* sys, int type, int host, int64_t id) {
+  for (int i = 0; i < sys->count[type]; i++) {
+    struct weft_topo_node* n = &sys->nodes[type][i];
+    if (n->host == host && n->id == id) return n;
+  }
+  return NULL;
+}
+
+ncclResult_t weft_topo_connect_one(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw) {
+  struct weft_topo_link* l = NULL;
+  for (int i = 0; i < a->nlinks; i++)
+    if (a->links[i].remote == b && a->links[i].type == type) l = &a->links[i];
+  if (l == NULL) {
+    if (a->nlinks >= WEFT_TOPO_MAX_LINKS) {
+      WEFT_WARN("topology: %s %s has more than %d links", node_names[a->type], a->name, WEFT_TOPO_MAX_LINKS);
+      return ncclInvalidUsage;
+    }
+    l = &a->links[a->nlinks++];
+    l->type = type;
+    l->remote = b;
+    l->bw_full = 0;
+  }
+  l->bw_full += bw;
+  l->bw = l->bw_full;
+  /* Keep links sorted by bandwidth, highest first: searches try the fastest neighbours first. */
+  for (int i = (int)(l - a->links); i > 0 && a->links[i].bw_full > a->links[i - 1].bw_full; i--) {
+    struct weft_topo_link tmp = a->links[i];
+    a->links[i] = a->links[i - 1];
+    a->links[i - 1] = tmp;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t weft_topo_connect(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw) {
+  WEFT_CHECK(weft_topo_connect_one(a, b, type, bw));
+  return weft_topo_connect_one(b, a, type, bw);
+}
+
+void weft_topo_reset_bw(struct weft_topo_system* sys) {
+  for (int t = 0; t < WEFT_NODE_TYPES; t++)
+    for (int i = 0; i < sys->count[t]; i++) {
+      struct weft_topo_node* n = &sys->nodes[t][i];
+      for (int l = 0; l < n->nlinks; l++) n->links[l].bw = n->links[l].bw_full;
+    }
+}
+
+float weft_topo_nvlink_bw(int sm) {
+  if (sm >= 100) return 40.1f;
+  if (sm >= 90) return 20.6f;
+  if (sm == 86 || sm == 87 || sm == 89) return 12.0f;
+  if (sm >= 70) return 20.0f;
+  return 18.0f;
+}
+
+/* GB/s of a PCI link: width x per-lane rate / 80 (per-lane in 100 Mb/s units, after encoding). */
+float weft_topo_pci_bw(const char* link_speed, int width) {
+  double gts = link_speed ? strtod(link_speed, NULL) : 0;
+  int lane = 60;
+  if (gts > 0) {
+    if (gts < 4)
+      lane = 15;
+    else if (gts < 7)
+      lane = 30;
+    else if (gts < 12)
+      lane = 60;
+    else if (gts < 24)
+      lane = 120;
+    else if (gts < 48)
+      lane = 240;
+    else
+      lane = 480;
+  }
+  if (width <= 0) width = 16;
+  return (float)width * lane / 80.0f;
+}
+
+float weft_topo_sys_bw(int arch, int vendor, int model) {
+  if (arch == WEFT_CPU_ARCH_POWER) return 32;
+  if (arch == WEFT_CPU_ARCH_ARM) return 6;
+  if (vendor == WEFT_CPU_VENDOR_AMD) return 16;
+  if (vendor == WEFT_CPU_VENDOR_ZHAOXIN) return 6;
+  if (vendor == WEFT_CPU_VENDOR_INTEL) {
+    if (model >= 0xCF) return 40;
+    if (model >= 0x8F) return 22;
+    if (model >= 0x55) return 10;
+    return 6;
+  }
+  return 6;
+}
+
+/* "dddd:bb:dd.f" -> number; fake or odd bus ids ("fffffff:ff:ff.0") parse too. -1 on junk. */
+int64_t weft_topo_busid_parse(const char* busid) {
+  if (busid == NULL || busid[0] == 0) return -1;
+  int64_t v = 0;
+  int digits = 0;
+  for (const char* p = busid; *p; p++) {
+    int d;
+    if (*p >= '0' && *p <= '9')
+      d = *p - '0';
+    else if (*p >= 'a' && *p <= 'f')
+      d = *p - 'a' + 10;
+    else if (*p >= 'A' && *p <= 'F')
+      d = *p - 'A' + 10;
+    else if (*p == ':' || *p == '.')
+      continue;
+    else
+      return -1;
+    if (++digits > 15) return -1;
+    v = v * 16 + d;
+  }
+  return digits ? v : -1;
+}
+
+int weft_topo_count(const struct weft_topo_system* sys, int node_type) {
+  return node_type >= 0 && node_type < WEFT_NODE_TYPES ? sys->count[node_type] : 0;
+}
+
+int weft_topo_nhosts(const struct weft_topo_system* sys) { return sys->nhosts; }
+
+int weft_topo_nlocal(const struct weft_topo_system* sys, int host) {
+  int n = 0;
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) n += sys->nodes[WEFT_NODE_GPU][i].host == host;
+  return n;
+}
