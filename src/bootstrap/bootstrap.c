@@ -1,0 +1,309 @@
+/* Joining a job: check in with the root(s), learn the ring successor, connect the ring and
+ * all-gather every rank's listen address; and the same ring built over a parent (split). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/internal.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/param.h"
+
+int64_t weft_bs_timeout_s(void) { return weft_param_int("WEFT_BOOTSTRAP_TIMEOUT"); }
+
+int weft_bootstrap_rank(const struct weft_bootstrap* bs) { return bs->rank; }
+int weft_bootstrap_nranks(const struct weft_bootstrap* bs) { return bs->nranks; }
+
+void weft_bootstrap_destroy(struct weft_bootstrap* bs) {
+  if (bs == NULL) return;
+  weft_socket_close(bs->listen_fd);
+  weft_socket_close(bs->next_fd);
+  weft_socket_close(bs->prev_fd);
+  weft_bs_incoming_drop_all(bs);
+  while (bs->parked) {
+    struct weft_bs_msg* m = bs->parked;
+    bs->parked = m->next;
+    free(m->data);
+    free(m);
+  }
+  free(bs->inc);
+  free(bs->pfds);
+  free(bs->peers);
+  free(bs->send_seq);
+  free(bs->recv_seq);
+  free(bs);
+}
+
+/* A bootstrap object listening on addr's host (any port). */
+static ncclResult_t create(int rank, int nranks, uint64_t magic, volatile uint32_t* abort_flag,
+                           const union weft_socket_addr* addr, struct weft_bootstrap** out) {
+  struct weft_bootstrap* bs = calloc(1, sizeof(*bs));
+  if (bs == NULL) goto oom;
+  bs->rank = rank;
+  bs->nranks = nranks;
+  bs->magic = magic;
+  bs->abort_flag = abort_flag;
+  bs->listen_fd = bs->next_fd = bs->prev_fd = -1;
+  bs->peers = calloc(nranks, sizeof(*bs->peers));
+  bs->send_seq = calloc(nranks, sizeof(*bs->send_seq));
+  bs->recv_seq = calloc(nranks, sizeof(*bs->recv_seq));
+  if (bs->peers == NULL || bs->send_seq == NULL || bs->recv_seq == NULL) goto oom;
+  bs->listen_addr = *addr;
+  weft_socket_addr_set_port(&bs->listen_addr, 0);
+  ncclResult_t res = weft_socket_listen(&bs->listen_addr, &bs->listen_fd);
+  if (res != ncclSuccess) {
+    weft_bootstrap_destroy(bs);
+    return res;
+  }
+  *out = bs;
+  return ncclSuccess;
+oom:
+  weft_bootstrap_destroy(bs);
+  WEFT_WARN("Bootstrap: rank %d: out of memory for %d ranks", rank, nranks);
+  return ncclSystemError;
+}
+
+static int have_prev(struct weft_bootstrap* bs, void* arg) {
+  (void)arg;
+  return bs->prev_fd >= 0;
+}
+
+/* Connect to the successor and accept the predecessor's connection. */
+static ncclResult_t ring_connect(struct weft_bootstrap* bs, const union weft_socket_addr* next_addr,
+                                 volatile uint32_t* abort_flag, int64_t deadline) {
+  if (bs->nranks == 1) return ncclSuccess;
+  int next = (bs->rank + 1) % bs->nranks, prev = (bs->rank - 1 + bs->nranks) % bs->nranks;
+  char who[64], what[160];
+  snprintf(who, sizeof(who), "rank %d (ring successor of rank %d)", next, bs->rank);
+  WEFT_CHECK(weft_socket_connect(next_addr, who, abort_flag, deadline, &bs->next_fd));
+  struct weft_bs_header hdr = {
+      .magic = bs->magic, .type = WEFT_SOCKET_BOOTSTRAP, .kind = WEFT_BS_RING, .src = bs->rank, .dst = next};
+  struct weft_bs_op op;
+  weft_bs_op_send(&op, bs->next_fd, next, &hdr, sizeof(hdr), NULL, 0);
+  snprintf(what, sizeof(what), "waiting for rank %d (ring predecessor) to connect", prev);
+  return weft_bs_progress(bs, &op, 1, have_prev, NULL, abort_flag, deadline, what);
+}
+
+static struct weft_bootstrap_handle handle_of(const ncclUniqueId* id) {
+  struct weft_bootstrap_handle h;
+  memcpy(&h, id->internal, sizeof(h));
+  return h;
+}
+
+static void warn_missing(const struct weft_bootstrap* bs, const struct weft_bs_reply* r, const char* root,
+                         double waited) {
+  char list[512];
+  int len = 0;
+  for (int k = 0; k < r->nlisted && k < WEFT_BOOTSTRAP_MAX_LISTED && len < (int)sizeof(list) - 16; k++)
+    len += snprintf(list + len, sizeof(list) - len, "%s%d", k ? "," : "", r->missing[k]);
+  WEFT_WARN(
+      "Bootstrap: rank %d of %d gave up after %.1f s waiting at the root %s for the other ranks: %d of %d "
+      "never checked in: missing ranks %s%s",
+      bs->rank, bs->nranks, waited, root, r->count, r->nneeded, list, r->count > r->nlisted ? ",..." : "");
+}
+
+static ncclResult_t on_reply(const struct weft_bootstrap* bs, const struct weft_bs_reply* r, const char* root,
+                             int64_t start, union weft_socket_addr* next) {
+  switch (r->kind) {
+    case WEFT_BS_REPLY_NEXT:
+      *next = r->next;
+      return ncclSuccess;
+    case WEFT_BS_REPLY_MISSING:
+      warn_missing(bs, r, root, (weft_socket_now_ns() - start) / 1e9);
+      return ncclRemoteError;
+    case WEFT_BS_REPLY_REJECT:
+      WEFT_WARN(
+          "Bootstrap: rank %d of %d: the root %s rejected our check-in (it serves %d ranks); ranks disagree "
+          "on "
+          "nranks or a rank is used twice",
+          bs->rank, bs->nranks, root, r->count);
+      return ncclInvalidUsage;
+    default:
+      WEFT_WARN("Bootstrap: rank %d: unknown reply %u from the root %s", bs->rank, r->kind, root);
+      return ncclRemoteError;
+  }
+}
+
+/* Wait for the root's answer on the check-in connection. At our deadline ask the root who is
+ * missing, so the error names the ranks that never arrived. */
+static ncclResult_t wait_root(struct weft_bootstrap* bs, int fd, const char* root,
+                              volatile uint32_t* abort_flag, int64_t start, int64_t deadline,
+                              union weft_socket_addr* next) {
+  struct weft_bs_reply reply;
+  size_t got = 0;
+  int64_t answer_by = 0;
+  for (;;) {
+    ssize_t n = weft_socket_try_recv(fd, (char*)&reply + got, sizeof(reply) - got);
+    if (n > 0 && (got += (size_t)n) == sizeof(reply)) return on_reply(bs, &reply, root, start, next);
+    if (n < 0) {
+      WEFT_WARN("Bootstrap: rank %d of %d: the root %s %s before pairing the ranks", bs->rank, bs->nranks,
+                root, n == WEFT_SOCKET_CLOSED ? "closed the connection" : strerror(errno));
+      return ncclRemoteError;
+    }
+    if (weft_socket_aborted(abort_flag)) {
+      WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: rank %d: abort flag set while waiting for the root %s", bs->rank,
+                root);
+      return ncclInternalError;
+    }
+    int64_t now = weft_socket_now_ns();
+    if (now >= deadline && answer_by == 0) {
+      uint32_t query = WEFT_BS_QUERY;
+      answer_by = now + 1000000000LL;
+      if (weft_socket_send_all(fd, &query, sizeof(query), "the root", abort_flag, answer_by) != ncclSuccess)
+        return ncclRemoteError;
+    } else if (answer_by != 0 && now >= answer_by) {
+      WEFT_WARN(
+          "Bootstrap: rank %d of %d timed out after %.1f s waiting for the root %s, which did not say who is "
+          "missing",
+          bs->rank, bs->nranks, (now - start) / 1e9, root);
+      return ncclRemoteError;
+    }
+    weft_socket_poll_one(fd, POLLIN, WEFT_SOCKET_POLL_MS);
+  }
+}
+
+static ncclResult_t send_checkin(struct weft_bootstrap* bs, const struct weft_bootstrap_handle* h, int kind,
+                                 int nroots, int iroot, const char* root, volatile uint32_t* abort_flag,
+                                 int64_t deadline, int* fd) {
+  struct weft_bs_checkin m = {.magic = h->magic,
+                              .type = WEFT_SOCKET_BOOTSTRAP,
+                              .kind = (uint32_t)kind,
+                              .rank = bs->rank,
+                              .nranks = bs->nranks,
+                              .nroots = nroots,
+                              .iroot = iroot,
+                              .listen = bs->listen_addr};
+  WEFT_CHECK(weft_socket_connect(&h->addr, root, abort_flag, deadline, fd));
+  ncclResult_t res = weft_socket_send_all(*fd, &m, sizeof(m), root, abort_flag, deadline);
+  if (res != ncclSuccess) {
+    weft_socket_close(*fd);
+    *fd = -1;
+  }
+  return res;
+}
+
+/* Large jobs pace their check-ins (NCCL_UID_STAGGER_*) so one root is not flooded at once. */
+static ncclResult_t stagger(int local, int block, volatile uint32_t* abort_flag) {
+  int64_t threshold = weft_param_int("NCCL_UID_STAGGER_THRESHOLD"),
+          rate = weft_param_int("NCCL_UID_STAGGER_RATE");
+  if (block <= threshold || rate <= 0) return ncclSuccess;
+  int64_t until = weft_socket_now_ns() + (int64_t)local * 1000000000LL / rate;
+  while (weft_socket_now_ns() < until) {
+    if (weft_socket_aborted(abort_flag)) return ncclInternalError;
+    weft_socket_poll_one(-1, 0, WEFT_SOCKET_POLL_MS);
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t checkin(struct weft_bootstrap* bs, const ncclUniqueId* ids, int nids,
+                            volatile uint32_t* abort_flag, int64_t start, int64_t deadline,
+                            union weft_socket_addr* next) {
+  int n = bs->nranks, k = weft_bs_root_of(n, nids, bs->rank), lo, hi;
+  weft_bs_block(n, nids, k, &lo, &hi);
+  struct weft_bootstrap_handle h = handle_of(&ids[k]);
+  char root[WEFT_SOCKET_ADDR_STRLEN + 32], text[WEFT_SOCKET_ADDR_STRLEN];
+  snprintf(root, sizeof(root), "%s (root %d of %d)", weft_socket_addr_str(&h.addr, text, sizeof(text)), k,
+           nids);
+  WEFT_CHECK(stagger(bs->rank - lo, hi - lo, abort_flag));
+  int fd;
+  WEFT_CHECK(send_checkin(bs, &h, WEFT_BS_CHECKIN, nids, k, root, abort_flag, deadline, &fd));
+  int prev_root = weft_bs_root_of(n, nids, (bs->rank - 1 + n) % n);
+  ncclResult_t res = ncclSuccess;
+  if (bs->rank == lo && prev_root != k) {
+    /* The previous block's last rank learns our address from its own root. */
+    struct weft_bootstrap_handle hp = handle_of(&ids[prev_root]);
+    char proot[WEFT_SOCKET_ADDR_STRLEN + 32];
+    snprintf(proot, sizeof(proot), "%s (root %d of %d)", weft_socket_addr_str(&hp.addr, text, sizeof(text)),
+             prev_root, nids);
+    int pfd;
+    res = send_checkin(bs, &hp, WEFT_BS_ADDR, nids, prev_root, proot, abort_flag, deadline, &pfd);
+    weft_socket_close(pfd);
+  }
+  if (res == ncclSuccess) res = wait_root(bs, fd, root, abort_flag, start, deadline, next);
+  weft_socket_close(fd);
+  return res;
+}
+
+ncclResult_t weft_bootstrap_init_scalable(const ncclUniqueId* ids, int nids, int rank, int nranks,
+                                          volatile uint32_t* abort_flag, struct weft_bootstrap** out) {
+  WEFT_ARG_CHECK(out != NULL && ids != NULL, "ids %p out %p", (const void*)ids, (void*)out);
+  WEFT_ARG_CHECK(nranks >= 1 && nranks <= WEFT_BOOTSTRAP_MAX_RANKS, "nranks %d", nranks);
+  WEFT_ARG_CHECK(rank >= 0 && rank < nranks, "rank %d of nranks %d", rank, nranks);
+  WEFT_ARG_CHECK(nids >= 1 && nids <= nranks, "%d unique ids for %d ranks", nids, nranks);
+  *out = NULL;
+  int64_t start = weft_socket_now_ns();
+  int64_t deadline = weft_socket_deadline(weft_bs_timeout_s());
+  struct weft_bootstrap_handle h0 = handle_of(&ids[0]);
+  const char* comm_id = weft_param_str("NCCL_COMM_ID");
+  if (nids == 1 && rank == 0 && comm_id != NULL && comm_id[0] != '\0' &&
+      h0.magic == WEFT_BOOTSTRAP_COMM_ID_MAGIC)
+    WEFT_CHECK(weft_bs_root_start(&h0.addr, h0.magic));
+  struct weft_socket_if itf;
+  WEFT_CHECK(weft_socket_bootstrap_if(&itf));
+  struct weft_bootstrap* bs;
+  WEFT_CHECK(create(rank, nranks, h0.magic, abort_flag, &itf.addr, &bs));
+  union weft_socket_addr next;
+  ncclResult_t res;
+  WEFT_CHECK_GOTO(checkin(bs, ids, nids, abort_flag, start, deadline, &next), res, fail);
+  WEFT_CHECK_GOTO(ring_connect(bs, &next, abort_flag, deadline), res, fail);
+  bs->peers[rank] = bs->listen_addr;
+  WEFT_CHECK_GOTO(weft_bs_allgather(bs, bs->peers, sizeof(*bs->peers), abort_flag, deadline), res, fail);
+  char text[WEFT_SOCKET_ADDR_STRLEN];
+  WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: rank %d nranks %d ready in %.1f ms (%d root%s, listening on %s)",
+            rank, nranks, (weft_socket_now_ns() - start) / 1e6, nids, nids > 1 ? "s" : "",
+            weft_socket_addr_str(&bs->listen_addr, text, sizeof(text)));
+  *out = bs;
+  return ncclSuccess;
+fail:
+  weft_bootstrap_destroy(bs);
+  return res;
+}
+
+ncclResult_t weft_bootstrap_init(const ncclUniqueId* id, int rank, int nranks, volatile uint32_t* abort_flag,
+                                 struct weft_bootstrap** out) {
+  return weft_bootstrap_init_scalable(id, 1, rank, nranks, abort_flag, out);
+}
+
+ncclResult_t weft_bootstrap_split(struct weft_bootstrap* parent, int new_rank, int new_nranks,
+                                  const int* parent_ranks, volatile uint32_t* abort_flag,
+                                  struct weft_bootstrap** out) {
+  WEFT_ARG_CHECK(parent != NULL && parent_ranks != NULL && out != NULL, "parent %p parent_ranks %p out %p",
+                 (void*)parent, (const void*)parent_ranks, (void*)out);
+  WEFT_ARG_CHECK(new_nranks >= 1 && new_nranks <= parent->nranks, "split into %d ranks from %d", new_nranks,
+                 parent->nranks);
+  WEFT_ARG_CHECK(new_rank >= 0 && new_rank < new_nranks, "new rank %d of %d", new_rank, new_nranks);
+  WEFT_ARG_CHECK(parent_ranks[new_rank] == parent->rank, "parent_ranks[%d] is %d, but this is parent rank %d",
+                 new_rank, parent_ranks[new_rank], parent->rank);
+  for (int i = 0; i < new_nranks; i++)
+    WEFT_ARG_CHECK(parent_ranks[i] >= 0 && parent_ranks[i] < parent->nranks, "parent_ranks[%d] = %d", i,
+                   parent_ranks[i]);
+  *out = NULL;
+  int64_t start = weft_socket_now_ns();
+  int64_t deadline = weft_socket_deadline(weft_bs_timeout_s());
+  struct weft_bootstrap* bs;
+  WEFT_CHECK(create(new_rank, new_nranks, parent->magic, abort_flag, &parent->listen_addr, &bs));
+  ncclResult_t res = ncclSuccess;
+  if (new_nranks > 1) {
+    /* The parent carries our new listen address to our new predecessor: no root needed. */
+    int prev = parent_ranks[(new_rank - 1 + new_nranks) % new_nranks];
+    int next = parent_ranks[(new_rank + 1) % new_nranks];
+    union weft_socket_addr next_addr;
+    WEFT_CHECK_GOTO(weft_bs_send_kind(parent, prev, WEFT_BS_SPLIT, 0, &bs->listen_addr,
+                                      sizeof(bs->listen_addr), abort_flag, deadline),
+                    res, fail);
+    WEFT_CHECK_GOTO(weft_bs_recv_kind(parent, next, WEFT_BS_SPLIT, 0, &next_addr, sizeof(next_addr),
+                                      abort_flag, deadline),
+                    res, fail);
+    WEFT_CHECK_GOTO(ring_connect(bs, &next_addr, abort_flag, deadline), res, fail);
+  }
+  bs->peers[new_rank] = bs->listen_addr;
+  WEFT_CHECK_GOTO(weft_bs_allgather(bs, bs->peers, sizeof(*bs->peers), abort_flag, deadline), res, fail);
+  WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: split parent rank %d -> rank %d nranks %d ready in %.1f ms",
+            parent->rank, new_rank, new_nranks, (weft_socket_now_ns() - start) / 1e6);
+  *out = bs;
+  return ncclSuccess;
+fail:
+  weft_bootstrap_destroy(bs);
+  return res;
+}

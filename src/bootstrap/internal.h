@@ -1,0 +1,147 @@
+/* Wire formats and state shared by the bootstrap files: the unique-id handle, the root's
+ * check-in protocol, rank-to-rank connection headers and the per-rank bootstrap object. */
+#ifndef WEFT_BOOTSTRAP_INTERNAL_H
+#define WEFT_BOOTSTRAP_INTERNAL_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap/bootstrap.h"
+#include "util/socket.h"
+
+/* NCCL's fixed magic when NCCL_COMM_ID gives the root address to every rank. */
+#define WEFT_BOOTSTRAP_COMM_ID_MAGIC 0x0280028002800280ULL
+/* Upper bounds that let a receiver reject garbage before allocating for it. */
+#define WEFT_BOOTSTRAP_MAX_RANKS (1 << 24)
+#define WEFT_BOOTSTRAP_MAX_MSG (1ULL << 32)
+/* How many missing ranks one root reply lists (the count is always exact). */
+#define WEFT_BOOTSTRAP_MAX_LISTED 64
+
+/* What ncclUniqueId carries (zero-padded to 128 bytes). */
+struct weft_bootstrap_handle {
+  uint64_t magic;
+  union weft_socket_addr addr;
+};
+
+/* Connection purposes, sent after the magic and the socket type. */
+enum weft_bs_kind {
+  WEFT_BS_CHECKIN = 1, /* rank -> its root: my listen address, reply when all are in */
+  WEFT_BS_ADDR = 2,    /* first rank of a block -> previous block's root: address only */
+  WEFT_BS_QUERY = 3,   /* rank -> root on the check-in connection: who is missing? */
+  WEFT_BS_RING = 4,    /* rank -> ring successor */
+  WEFT_BS_P2P = 5,     /* tagged message of weft_bootstrap_send */
+  WEFT_BS_BARRIER = 6, /* dissemination barrier round */
+  WEFT_BS_SPLIT = 7    /* listen address of a split's new ring neighbour */
+};
+
+struct weft_bs_checkin {
+  uint64_t magic;
+  uint32_t type; /* WEFT_SOCKET_BOOTSTRAP */
+  uint32_t kind; /* WEFT_BS_CHECKIN or WEFT_BS_ADDR */
+  int32_t rank, nranks, nroots, iroot;
+  union weft_socket_addr listen;
+};
+
+enum weft_bs_reply_kind {
+  WEFT_BS_REPLY_NEXT = 1,    /* next: the successor's listen address */
+  WEFT_BS_REPLY_MISSING = 2, /* count ranks missing, the first nlisted of them in missing[] */
+  WEFT_BS_REPLY_REJECT = 3   /* count = what the root expected (nranks) */
+};
+
+struct weft_bs_reply {
+  uint32_t kind;
+  int32_t count, nlisted, nneeded;
+  union weft_socket_addr next;
+  int32_t missing[WEFT_BOOTSTRAP_MAX_LISTED];
+};
+
+/* Opening of every rank-to-rank connection; size bytes of payload follow. */
+struct weft_bs_header {
+  uint64_t magic;
+  uint32_t type;
+  uint32_t kind;
+  int32_t src, dst, tag, pad;
+  uint64_t seq; /* per (src, dst), from 1: keeps (peer, tag) order across connections */
+  uint64_t size;
+};
+
+/* A complete message waiting for its receive call. */
+struct weft_bs_msg {
+  struct weft_bs_msg* next;
+  int src, kind, tag;
+  uint64_t seq;
+  size_t size;
+  char* data;
+};
+
+/* An accepted connection whose header or payload is still arriving. */
+struct weft_bs_incoming {
+  int fd;
+  struct weft_bs_header hdr;
+  size_t hgot, got, cap;
+  char* data;
+  int64_t deadline;
+};
+
+struct weft_bootstrap {
+  int rank, nranks;
+  uint64_t magic;
+  volatile uint32_t* abort_flag;
+  int listen_fd;
+  union weft_socket_addr listen_addr;
+  union weft_socket_addr* peers; /* listen address of every rank */
+  int next_fd, prev_fd;
+  uint64_t* send_seq; /* messages sent to each rank */
+  uint64_t* recv_seq; /* messages from each rank complete without gaps */
+  struct weft_bs_incoming* inc;
+  int ninc, capinc;
+  struct weft_bs_msg* parked; /* completion order */
+  struct pollfd* pfds;        /* scratch of weft_bs_progress */
+  int cappfds;
+};
+
+/* Ranks of root iroot of nroots: [lo, hi); the first nranks % nroots roots get one more. */
+static inline void weft_bs_block(int nranks, int nroots, int iroot, int* lo, int* hi) {
+  int base = nranks / nroots, extra = nranks % nroots;
+  *lo = iroot * base + (iroot < extra ? iroot : extra);
+  *hi = *lo + base + (iroot < extra ? 1 : 0);
+}
+
+static inline int weft_bs_root_of(int nranks, int nroots, int rank) {
+  int base = nranks / nroots, extra = nranks % nroots;
+  int boundary = extra * (base + 1);
+  return rank < boundary ? rank / (base + 1) : extra + (rank - boundary) / base;
+}
+
+/* root.c: listen on addr (port 0 picks one) and serve check-ins from a detached thread. */
+ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic);
+
+/* p2p.c: the progress engine shared by every wait. */
+struct weft_bs_op {
+  int fd, is_send, peer;
+  char* seg[2]; /* seg[0]: header or length prefix; seg[1]: payload */
+  size_t len[2], done[2];
+  uint64_t prefix; /* length prefix storage */
+  size_t expect;   /* receive: required prefix value */
+};
+void weft_bs_op_send(struct weft_bs_op* op, int fd, int peer, void* hdr, size_t hdrlen, const void* data,
+                     size_t len);
+void weft_bs_op_recv(struct weft_bs_op* op, int fd, int peer, void* data, size_t len);
+/* Run ops (and accept/read incoming connections) until all are done and, when until is not
+ * NULL, until(bs, arg) holds. what describes the wait for WARNs ("receiving tag 3 from rank 2"). */
+ncclResult_t weft_bs_progress(struct weft_bootstrap* bs, struct weft_bs_op* ops, int nops,
+                              int (*until)(struct weft_bootstrap*, void*), void* arg,
+                              volatile uint32_t* abort_flag, int64_t deadline, const char* what);
+ncclResult_t weft_bs_send_kind(struct weft_bootstrap* bs, int peer, int kind, int tag, const void* data,
+                               size_t size, volatile uint32_t* abort_flag, int64_t deadline);
+ncclResult_t weft_bs_recv_kind(struct weft_bootstrap* bs, int peer, int kind, int tag, void* data,
+                               size_t size, volatile uint32_t* abort_flag, int64_t deadline);
+ncclResult_t weft_bs_allgather(struct weft_bootstrap* bs, void* data, size_t size,
+                               volatile uint32_t* abort_flag, int64_t deadline);
+void weft_bs_incoming_drop_all(struct weft_bootstrap* bs);
+
+/* bootstrap.c */
+int64_t weft_bs_timeout_s(void);
+
+#endif

@@ -1,0 +1,390 @@
+/* The bootstrap's progress engine and what runs on it: tagged point-to-point messages (one TCP
+ * connection each, parked until received), the ring all-gather and the barrier. Every wait
+ * also accepts and reads incoming connections, so two ranks sending to each other never block. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/internal.h"
+#include "util/check.h"
+#include "util/log.h"
+
+void weft_bs_op_send(struct weft_bs_op* op, int fd, int peer, void* hdr, size_t hdrlen, const void* data,
+                     size_t len) {
+  memset(op, 0, sizeof(*op));
+  op->fd = fd;
+  op->is_send = 1;
+  op->peer = peer;
+  op->prefix = len;
+  op->seg[0] = hdr ? (char*)hdr : (char*)&op->prefix;
+  op->len[0] = hdr ? hdrlen : sizeof(op->prefix);
+  op->seg[1] = (char*)data;
+  op->len[1] = len;
+}
+
+void weft_bs_op_recv(struct weft_bs_op* op, int fd, int peer, void* data, size_t len) {
+  memset(op, 0, sizeof(*op));
+  op->fd = fd;
+  op->peer = peer;
+  op->seg[0] = (char*)&op->prefix;
+  op->len[0] = sizeof(op->prefix);
+  op->seg[1] = data;
+  op->len[1] = len;
+  op->expect = len;
+}
+
+static int op_done(const struct weft_bs_op* op) {
+  return op->done[0] == op->len[0] && op->done[1] == op->len[1];
+}
+
+/* Move as many bytes as the socket takes now. */
+static ncclResult_t op_progress(struct weft_bootstrap* bs, struct weft_bs_op* op, const char* what) {
+  for (int s = 0; s < 2; s++) {
+    while (op->done[s] < op->len[s]) {
+      ssize_t n = op->is_send
+                      ? weft_socket_try_send(op->fd, op->seg[s] + op->done[s], op->len[s] - op->done[s])
+                      : weft_socket_try_recv(op->fd, op->seg[s] + op->done[s], op->len[s] - op->done[s]);
+      if (n == 0) return ncclSuccess;
+      if (n < 0) {
+        int err = errno;
+        if (n == WEFT_SOCKET_CLOSED)
+          WEFT_WARN("Bootstrap: rank %d: rank %d closed the connection while %s", bs->rank, op->peer, what);
+        else
+          WEFT_WARN("Bootstrap: rank %d: %s with rank %d failed while %s: %s", bs->rank,
+                    op->is_send ? "send" : "recv", op->peer, what, strerror(err));
+        return n == WEFT_SOCKET_CLOSED || err == ECONNRESET || err == EPIPE ? ncclRemoteError
+                                                                            : ncclSystemError;
+      }
+      op->done[s] += (size_t)n;
+    }
+    if (s == 0 && !op->is_send && op->prefix != op->expect) {
+      WEFT_WARN("Bootstrap: rank %d: rank %d sent %llu bytes while %s, expected %zu", bs->rank, op->peer,
+                (unsigned long long)op->prefix, what, op->expect);
+      return ncclInternalError;
+    }
+  }
+  return ncclSuccess;
+}
+
+static void inc_remove(struct weft_bootstrap* bs, int i, int close_fd) {
+  if (close_fd) weft_socket_close(bs->inc[i].fd);
+  bs->inc[i] = bs->inc[--bs->ninc];
+}
+
+static void inc_drop(struct weft_bootstrap* bs, int i, const char* why) {
+  WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: rank %d: dropping an incoming connection: %s", bs->rank, why);
+  free(bs->inc[i].data);
+  inc_remove(bs, i, 1);
+}
+
+/* Messages from one rank become receivable only without gaps in seq, so a later message cannot
+ * overtake an earlier one still arriving on its own connection. */
+static void park(struct weft_bootstrap* bs, struct weft_bs_msg* m) {
+  struct weft_bs_msg** tail = &bs->parked;
+  while (*tail) tail = &(*tail)->next;
+  *tail = m;
+  for (int advanced = 1; advanced;) {
+    advanced = 0;
+    for (struct weft_bs_msg* p = bs->parked; p; p = p->next) {
+      if (p->src == m->src && p->seq == bs->recv_seq[m->src] + 1) {
+        bs->recv_seq[m->src]++;
+        advanced = 1;
+      }
+    }
+  }
+}
+
+static int header_ok(struct weft_bootstrap* bs, const struct weft_bs_header* h) {
+  if (h->type != WEFT_SOCKET_BOOTSTRAP || h->src < 0 || h->src >= bs->nranks || h->dst != bs->rank) return 0;
+  if (h->kind == WEFT_BS_RING) return h->size == 0;
+  if (h->kind != WEFT_BS_P2P && h->kind != WEFT_BS_BARRIER && h->kind != WEFT_BS_SPLIT) return 0;
+  return h->size <= WEFT_BOOTSTRAP_MAX_MSG && h->seq > bs->recv_seq[h->src];
+}
+
+/* The header is complete: a ring connection becomes prev_fd, a message starts its payload. */
+static void inc_header(struct weft_bootstrap* bs, int i) {
+  struct weft_bs_incoming* c = &bs->inc[i];
+  if (!header_ok(bs, &c->hdr)) return inc_drop(bs, i, "malformed header");
+  if (c->hdr.kind != WEFT_BS_RING) return;
+  int prev = (bs->rank - 1 + bs->nranks) % bs->nranks;
+  if (c->hdr.src != prev || bs->prev_fd >= 0) return inc_drop(bs, i, "unexpected ring connection");
+  bs->prev_fd = c->fd;
+  inc_remove(bs, i, 0);
+}
+
+static void inc_complete(struct weft_bootstrap* bs, int i) {
+  struct weft_bs_incoming* c = &bs->inc[i];
+  struct weft_bs_msg* m = calloc(1, sizeof(*m));
+  if (m == NULL) return inc_drop(bs, i, "out of memory");
+  m->src = c->hdr.src;
+  m->kind = (int)c->hdr.kind;
+  m->tag = c->hdr.tag;
+  m->seq = c->hdr.seq;
+  m->size = c->hdr.size;
+  m->data = c->data;
+  park(bs, m);
+  inc_remove(bs, i, 1);
+}
+
+static void inc_readable(struct weft_bootstrap* bs, int i) {
+  struct weft_bs_incoming* c = &bs->inc[i];
+  if (c->hgot < sizeof(c->hdr)) {
+    ssize_t n = weft_socket_try_recv(c->fd, (char*)&c->hdr + c->hgot, sizeof(c->hdr) - c->hgot);
+    if (n < 0) return inc_drop(bs, i, n == WEFT_SOCKET_CLOSED ? "closed before its header" : strerror(errno));
+    c->hgot += (size_t)n;
+    if (c->hgot >= sizeof(c->hdr.magic) && c->hdr.magic != bs->magic) return inc_drop(bs, i, "wrong magic");
+    if (c->hgot < sizeof(c->hdr)) return;
+    int fd = c->fd;
+    inc_header(bs, i);
+    /* Dropped, or handed over as the ring connection: the entry is gone. */
+    if (i >= bs->ninc || bs->inc[i].fd != fd) return;
+  }
+  if (c->got == c->cap && c->got < c->hdr.size) {
+    /* Grow as bytes arrive, so a lying size costs nothing until the data really comes. */
+    size_t cap = c->cap ? 2 * c->cap : 65536;
+    if (cap > c->hdr.size) cap = c->hdr.size;
+    char* grown = realloc(c->data, cap);
+    if (grown == NULL) return inc_drop(bs, i, "out of memory");
+    c->data = grown;
+    c->cap = cap;
+  }
+  if (c->got < c->hdr.size) {
+    ssize_t n = weft_socket_try_recv(c->fd, c->data + c->got, c->cap - c->got);
+    if (n < 0)
+      return inc_drop(bs, i, n == WEFT_SOCKET_CLOSED ? "closed before its payload" : strerror(errno));
+    c->got += (size_t)n;
+  }
+  if (c->got == c->hdr.size) inc_complete(bs, i);
+}
+
+static void accept_all(struct weft_bootstrap* bs) {
+  for (;;) {
+    int fd = weft_socket_try_accept(bs->listen_fd, NULL);
+    if (fd < 0) return;
+    if (bs->ninc == bs->capinc) {
+      int cap = bs->capinc ? 2 * bs->capinc : 16;
+      struct weft_bs_incoming* grown = realloc(bs->inc, cap * sizeof(*grown));
+      if (grown == NULL) {
+        weft_socket_close(fd);
+        return;
+      }
+      bs->inc = grown;
+      bs->capinc = cap;
+    }
+    struct weft_bs_incoming* c = &bs->inc[bs->ninc++];
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->deadline = weft_socket_deadline(weft_bs_timeout_s());
+  }
+}
+
+void weft_bs_incoming_drop_all(struct weft_bootstrap* bs) {
+  while (bs->ninc > 0) {
+    free(bs->inc[bs->ninc - 1].data);
+    inc_remove(bs, bs->ninc - 1, 1);
+  }
+}
+
+/* One poll over the ops still running, the listen socket and the incoming connections. */
+static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops, int nops, int64_t deadline) {
+  int need = nops + 1 + bs->ninc;
+  if (need > bs->cappfds) {
+    struct pollfd* grown = realloc(bs->pfds, 2 * need * sizeof(*grown));
+    if (grown == NULL) {
+      WEFT_WARN("Bootstrap: rank %d: out of memory", bs->rank);
+      return ncclSystemError;
+    }
+    bs->pfds = grown;
+    bs->cappfds = 2 * need;
+  }
+  int n = 0;
+  for (int i = 0; i < nops; i++)
+    if (!op_done(&ops[i]))
+      bs->pfds[n++] = (struct pollfd){.fd = ops[i].fd, .events = ops[i].is_send ? POLLOUT : POLLIN};
+  int first_inc = n + 1;
+  bs->pfds[n++] = (struct pollfd){.fd = bs->listen_fd, .events = POLLIN};
+  for (int i = 0; i < bs->ninc; i++) bs->pfds[n++] = (struct pollfd){.fd = bs->inc[i].fd, .events = POLLIN};
+  int64_t left_ms = deadline == WEFT_SOCKET_NO_DEADLINE
+                        ? WEFT_SOCKET_POLL_MS
+                        : (deadline - weft_socket_now_ns() + 999999) / 1000000;
+  int ms = left_ms < 0 ? 0 : left_ms < WEFT_SOCKET_POLL_MS ? (int)left_ms : WEFT_SOCKET_POLL_MS;
+  if (poll(bs->pfds, n, ms) < 0 && errno != EINTR) {
+    WEFT_WARN("Bootstrap: rank %d: poll failed: %s", bs->rank, strerror(errno));
+    return ncclSystemError;
+  }
+  int64_t now = weft_socket_now_ns();
+  int ninc = bs->ninc;
+  /* Backwards: removing entry i moves the last (already visited) one into its place. */
+  for (int i = ninc - 1; i >= 0; i--) {
+    if (bs->pfds[first_inc + i].revents)
+      inc_readable(bs, i);
+    else if (now >= bs->inc[i].deadline)
+      inc_drop(bs, i, "nothing arrived before the timeout");
+  }
+  if (bs->pfds[first_inc - 1].revents) accept_all(bs);
+  return ncclSuccess;
+}
+
+ncclResult_t weft_bs_progress(struct weft_bootstrap* bs, struct weft_bs_op* ops, int nops,
+                              int (*until)(struct weft_bootstrap*, void*), void* arg,
+                              volatile uint32_t* abort_flag, int64_t deadline, const char* what) {
+  int64_t start = weft_socket_now_ns();
+  for (;;) {
+    int pending = 0;
+    for (int i = 0; i < nops; i++) {
+      WEFT_CHECK(op_progress(bs, &ops[i], what));
+      pending += !op_done(&ops[i]);
+    }
+    if (!pending && (until == NULL || until(bs, arg))) return ncclSuccess;
+    if (weft_socket_aborted(abort_flag)) {
+      WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: rank %d: abort flag set while %s", bs->rank, what);
+      return ncclInternalError;
+    }
+    int64_t now = weft_socket_now_ns();
+    if (now >= deadline) {
+      WEFT_WARN("Bootstrap: rank %d of %d timed out after %.1f s %s (WEFT_BOOTSTRAP_TIMEOUT=%lld)", bs->rank,
+                bs->nranks, (now - start) / 1e9, what, (long long)weft_bs_timeout_s());
+      return ncclRemoteError;
+    }
+    WEFT_CHECK(wait_once(bs, ops, nops, deadline));
+  }
+}
+
+struct match {
+  int src, kind, tag;
+};
+
+/* Link to the earliest receivable message matching (src, kind, tag), or NULL. */
+static struct weft_bs_msg** find_match(struct weft_bootstrap* bs, const struct match* want) {
+  struct weft_bs_msg** best = NULL;
+  for (struct weft_bs_msg** link = &bs->parked; *link; link = &(*link)->next) {
+    struct weft_bs_msg* m = *link;
+    if (m->src != want->src || m->kind != want->kind || m->tag != want->tag) continue;
+    if (m->seq > bs->recv_seq[m->src]) continue;
+    if (best == NULL || m->seq < (*best)->seq) best = link;
+  }
+  return best;
+}
+
+static int have_match(struct weft_bootstrap* bs, void* arg) { return find_match(bs, arg) != NULL; }
+
+static ncclResult_t check_peer(struct weft_bootstrap* bs, int peer, const char* op) {
+  if (peer < 0 || peer >= bs->nranks) {
+    WEFT_WARN("Bootstrap: rank %d: %s with peer %d, outside 0..%d", bs->rank, op, peer, bs->nranks - 1);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t weft_bs_send_kind(struct weft_bootstrap* bs, int peer, int kind, int tag, const void* data,
+                               size_t size, volatile uint32_t* abort_flag, int64_t deadline) {
+  WEFT_CHECK(check_peer(bs, peer, "send"));
+  struct weft_bs_header hdr = {.magic = bs->magic,
+                               .type = WEFT_SOCKET_BOOTSTRAP,
+                               .kind = (uint32_t)kind,
+                               .src = bs->rank,
+                               .dst = peer,
+                               .tag = tag,
+                               .seq = ++bs->send_seq[peer],
+                               .size = size};
+  if (peer == bs->rank) {
+    struct weft_bs_msg* m = calloc(1, sizeof(*m));
+    char* copy = size ? malloc(size) : NULL;
+    if (m == NULL || (size && copy == NULL)) {
+      free(m);
+      WEFT_WARN("Bootstrap: rank %d: out of memory for a %zu-byte message to itself", bs->rank, size);
+      return ncclSystemError;
+    }
+    if (size) memcpy(copy, data, size);
+    *m = (struct weft_bs_msg){
+        .src = peer, .kind = kind, .tag = tag, .seq = hdr.seq, .size = size, .data = copy};
+    park(bs, m);
+    return ncclSuccess;
+  }
+  char who[48], what[160];
+  snprintf(who, sizeof(who), "rank %d (from rank %d)", peer, bs->rank);
+  snprintf(what, sizeof(what), "sending %zu bytes (tag %d) to rank %d", size, tag, peer);
+  int fd;
+  WEFT_CHECK(weft_socket_connect(&bs->peers[peer], who, abort_flag, deadline, &fd));
+  struct weft_bs_op op;
+  weft_bs_op_send(&op, fd, peer, &hdr, sizeof(hdr), data, size);
+  ncclResult_t res = weft_bs_progress(bs, &op, 1, NULL, NULL, abort_flag, deadline, what);
+  weft_socket_close(fd);
+  return res;
+}
+
+ncclResult_t weft_bs_recv_kind(struct weft_bootstrap* bs, int peer, int kind, int tag, void* data,
+                               size_t size, volatile uint32_t* abort_flag, int64_t deadline) {
+  WEFT_CHECK(check_peer(bs, peer, "recv"));
+  struct match want = {peer, kind, tag};
+  char what[160];
+  snprintf(what, sizeof(what), "waiting for a message (tag %d) from rank %d", tag, peer);
+  WEFT_CHECK(weft_bs_progress(bs, NULL, 0, have_match, &want, abort_flag, deadline, what));
+  struct weft_bs_msg** link = find_match(bs, &want);
+  struct weft_bs_msg* m = *link;
+  *link = m->next;
+  ncclResult_t res = ncclSuccess;
+  if (m->size > size) {
+    WEFT_WARN("Bootstrap: rank %d: message from rank %d (tag %d) has %zu bytes, more than the %zu expected",
+              bs->rank, peer, tag, m->size, size);
+    res = ncclInternalError;
+  } else if (m->size) {
+    memcpy(data, m->data, m->size);
+  }
+  free(m->data);
+  free(m);
+  return res;
+}
+
+ncclResult_t weft_bs_allgather(struct weft_bootstrap* bs, void* data, size_t size,
+                               volatile uint32_t* abort_flag, int64_t deadline) {
+  int n = bs->nranks, rank = bs->rank;
+  int prev = (rank - 1 + n) % n;
+  char* base = data;
+  /* Unidirectional ring: at step s we pass on the slice we received at step s-1. */
+  for (int s = 0; s < n - 1; s++) {
+    int send_slice = (rank - s + n) % n, recv_slice = (rank - s - 1 + n) % n;
+    struct weft_bs_op ops[2];
+    weft_bs_op_send(&ops[0], bs->next_fd, (rank + 1) % n, NULL, 0, base + send_slice * size, size);
+    weft_bs_op_recv(&ops[1], bs->prev_fd, prev, base + recv_slice * size, size);
+    char what[160];
+    snprintf(what, sizeof(what), "in all-gather step %d of %d, receiving rank %d's data from rank %d", s + 1,
+             n - 1, recv_slice, prev);
+    WEFT_CHECK(weft_bs_progress(bs, ops, 2, NULL, NULL, abort_flag, deadline, what));
+  }
+  WEFT_TRACE(WEFT_BOOTSTRAP, "Bootstrap: rank %d nranks %d all-gather of %zu bytes done", rank, n, size);
+  return ncclSuccess;
+}
+
+ncclResult_t weft_bootstrap_allgather(struct weft_bootstrap* bs, void* data, size_t size) {
+  WEFT_ARG_CHECK(bs != NULL && (data != NULL || size == 0), "bootstrap %p data %p", (void*)bs, data);
+  return weft_bs_allgather(bs, data, size, bs->abort_flag, weft_socket_deadline(weft_bs_timeout_s()));
+}
+
+ncclResult_t weft_bootstrap_send(struct weft_bootstrap* bs, int peer, int tag, const void* data,
+                                 size_t size) {
+  WEFT_ARG_CHECK(bs != NULL && (data != NULL || size == 0), "bootstrap %p data %p", (void*)bs, data);
+  return weft_bs_send_kind(bs, peer, WEFT_BS_P2P, tag, data, size, bs->abort_flag,
+                           weft_socket_deadline(weft_bs_timeout_s()));
+}
+
+ncclResult_t weft_bootstrap_recv(struct weft_bootstrap* bs, int peer, int tag, void* data, size_t size) {
+  WEFT_ARG_CHECK(bs != NULL && (data != NULL || size == 0), "bootstrap %p data %p", (void*)bs, data);
+  return weft_bs_recv_kind(bs, peer, WEFT_BS_P2P, tag, data, size, bs->abort_flag,
+                           weft_socket_deadline(weft_bs_timeout_s()));
+}
+
+/* Dissemination barrier: in round k everyone signals rank + 2^k and waits for rank - 2^k. */
+ncclResult_t weft_bootstrap_barrier(struct weft_bootstrap* bs) {
+  WEFT_ARG_CHECK(bs != NULL, "bootstrap is NULL");
+  int64_t deadline = weft_socket_deadline(weft_bs_timeout_s());
+  int n = bs->nranks;
+  for (int dist = 1, round = 0; dist < n; dist <<= 1, round++) {
+    WEFT_CHECK(weft_bs_send_kind(bs, (bs->rank + dist) % n, WEFT_BS_BARRIER, round, NULL, 0, bs->abort_flag,
+                                 deadline));
+    WEFT_CHECK(weft_bs_recv_kind(bs, (bs->rank - dist + n) % n, WEFT_BS_BARRIER, round, NULL, 0,
+                                 bs->abort_flag, deadline));
+  }
+  return ncclSuccess;
+}

@@ -1,0 +1,297 @@
+/* The bootstrap root: a thread that collects every rank's check-in, then tells each rank the
+ * address of its ring successor. It answers "who is missing?" queries from ranks that time out
+ * and drops connections that do not speak the protocol without disturbing the job. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/internal.h"
+#include "util/check.h"
+#include "util/log.h"
+
+/* How long the root outlives the last check-in beyond the ranks' own timeout, so ranks that time
+ * out can still ask it who is missing. */
+#define ROOT_GRACE_NS (5LL * 1000000000LL)
+#define ROOT_POLL_MS 1000
+
+struct root_conn {
+  int fd;
+  int rank; /* checked in and waiting for its reply; -1 while the check-in is arriving */
+  size_t got, qgot;
+  struct weft_bs_checkin msg;
+  uint32_t query;
+  int64_t deadline;
+  union weft_socket_addr peer;
+};
+
+struct root {
+  int listen_fd;
+  uint64_t magic;
+  char name[WEFT_SOCKET_ADDR_STRLEN];
+  int64_t timeout_s, start, give_up;
+  int nranks, nroots, iroot; /* nranks is 0 until the first check-in */
+  int lo, hi, extra;         /* our block, and the next block's first rank (-1: none) */
+  int nneeded, nhave;
+  union weft_socket_addr* addrs; /* by slot: rank - lo, extra at hi - lo */
+  uint8_t* have;
+  struct root_conn* conns;
+  int nconns, capconns;
+};
+
+static int slot_of(const struct root* r, int rank) {
+  if (rank >= r->lo && rank < r->hi) return rank - r->lo;
+  return rank == r->extra ? r->hi - r->lo : -1;
+}
+
+static int rank_of_slot(const struct root* r, int slot) {
+  return slot < r->hi - r->lo ? r->lo + slot : r->extra;
+}
+
+static void drop_conn(struct root* r, int i, const char* why) {
+  char text[WEFT_SOCKET_ADDR_STRLEN];
+  if (why) {
+    WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: dropping connection from %s: %s", r->name,
+              weft_socket_addr_str(&r->conns[i].peer, text, sizeof(text)), why);
+  }
+  weft_socket_close(r->conns[i].fd);
+  r->conns[i] = r->conns[--r->nconns];
+}
+
+static void send_reply(struct root* r, int fd, int rank, struct weft_bs_reply* reply) {
+  char who[64];
+  snprintf(who, sizeof(who), "rank %d (from root %s)", rank, r->name);
+  /* Small replies fit the socket buffer; a short deadline keeps a dead rank from holding us. */
+  (void)weft_socket_send_all(fd, reply, sizeof(*reply), who, NULL, weft_socket_deadline(5));
+}
+
+static void fill_missing(const struct root* r, struct weft_bs_reply* reply) {
+  memset(reply, 0, sizeof(*reply));
+  reply->kind = WEFT_BS_REPLY_MISSING;
+  reply->nneeded = r->nneeded;
+  for (int s = 0; s < r->nneeded; s++) {
+    if (r->have[s]) continue;
+    if (reply->nlisted < WEFT_BOOTSTRAP_MAX_LISTED) reply->missing[reply->nlisted++] = rank_of_slot(r, s);
+    reply->count++;
+  }
+}
+
+static void reject(struct root* r, int i, int expected, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void reject(struct root* r, int i, int expected, const char* fmt, ...) {
+  char why[160];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  WEFT_WARN("Bootstrap root %s: rejecting check-in of rank %d: %s", r->name, r->conns[i].msg.rank, why);
+  struct weft_bs_reply reply = {.kind = WEFT_BS_REPLY_REJECT, .count = expected};
+  send_reply(r, r->conns[i].fd, r->conns[i].msg.rank, &reply);
+  drop_conn(r, i, NULL);
+}
+
+/* First valid check-in: learn the job's shape and size our tables. */
+static int configure(struct root* r, const struct weft_bs_checkin* m) {
+  r->nranks = m->nranks;
+  r->nroots = m->nroots;
+  r->iroot = m->iroot;
+  weft_bs_block(r->nranks, r->nroots, r->iroot, &r->lo, &r->hi);
+  r->extra = (r->lo == 0 && r->hi == r->nranks) ? -1 : r->hi % r->nranks;
+  r->nneeded = r->hi - r->lo + (r->extra >= 0 ? 1 : 0);
+  r->addrs = calloc(r->nneeded, sizeof(*r->addrs));
+  r->have = calloc(r->nneeded, 1);
+  if (r->addrs == NULL || r->have == NULL) return 0;
+  WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: root %d of %d serving ranks %d-%d of %d", r->name, r->iroot,
+            r->nroots, r->lo, r->hi - 1, r->nranks);
+  return 1;
+}
+
+static void checkin(struct root* r, int i) {
+  struct root_conn* c = &r->conns[i];
+  const struct weft_bs_checkin* m = &c->msg;
+  if (m->type != WEFT_SOCKET_BOOTSTRAP || (m->kind != WEFT_BS_CHECKIN && m->kind != WEFT_BS_ADDR))
+    return drop_conn(r, i, "not a bootstrap check-in");
+  if (m->nranks < 1 || m->nranks > WEFT_BOOTSTRAP_MAX_RANKS || m->nroots < 1 || m->nroots > m->nranks ||
+      m->iroot < 0 || m->iroot >= m->nroots || m->rank < 0 || m->rank >= m->nranks)
+    return drop_conn(r, i, "check-in fields out of range");
+  if (r->nranks == 0 && !configure(r, m)) return drop_conn(r, i, "out of memory");
+  if (m->nranks != r->nranks)
+    return reject(r, i, r->nranks, "it says nranks %d, earlier ranks said %d", m->nranks, r->nranks);
+  if (m->nroots != r->nroots || m->iroot != r->iroot)
+    return reject(r, i, r->nranks, "it counts %d roots, earlier ranks %d", m->nroots, r->nroots);
+  int slot = slot_of(r, m->rank);
+  int wants_reply = m->kind == WEFT_BS_CHECKIN;
+  if (slot < 0 || (wants_reply && m->rank == r->extra) || (!wants_reply && m->rank != r->extra))
+    return reject(r, i, r->nranks, "rank %d does not belong to this root (kind %d)", m->rank, (int)m->kind);
+  if (r->have[slot]) return reject(r, i, r->nranks, "rank %d checked in twice", m->rank);
+  r->addrs[slot] = m->listen;
+  r->have[slot] = 1;
+  r->nhave++;
+  r->give_up = r->timeout_s > 0 ? weft_socket_now_ns() + r->timeout_s * 1000000000LL + ROOT_GRACE_NS
+                                : WEFT_SOCKET_NO_DEADLINE;
+  WEFT_TRACE(WEFT_BOOTSTRAP, "Bootstrap root %s: rank %d checked in (%d/%d)", r->name, m->rank, r->nhave,
+             r->nneeded);
+  if (wants_reply)
+    c->rank = m->rank;
+  else
+    drop_conn(r, i, NULL);
+}
+
+/* A checked-in rank's connection is readable: a query, or the rank went away. */
+static void waiting_readable(struct root* r, int i) {
+  struct root_conn* c = &r->conns[i];
+  ssize_t n = weft_socket_try_recv(c->fd, (char*)&c->query + c->qgot, sizeof(c->query) - c->qgot);
+  if (n < 0) {
+    int slot = slot_of(r, c->rank);
+    r->have[slot] = 0;
+    r->nhave--;
+    WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: rank %d left before all ranks arrived", r->name, c->rank);
+    return drop_conn(r, i, NULL);
+  }
+  c->qgot += (size_t)n;
+  if (c->qgot < sizeof(c->query)) return;
+  c->qgot = 0;
+  if (c->query != WEFT_BS_QUERY) return drop_conn(r, i, "unknown request from a waiting rank");
+  struct weft_bs_reply reply;
+  fill_missing(r, &reply);
+  send_reply(r, c->fd, c->rank, &reply);
+}
+
+static void readable(struct root* r, int i) {
+  struct root_conn* c = &r->conns[i];
+  if (c->rank >= 0) return waiting_readable(r, i);
+  ssize_t n = weft_socket_try_recv(c->fd, (char*)&c->msg + c->got, sizeof(c->msg) - c->got);
+  if (n == WEFT_SOCKET_CLOSED) return drop_conn(r, i, "closed before a complete check-in");
+  if (n == WEFT_SOCKET_ERROR) return drop_conn(r, i, strerror(errno));
+  c->got += (size_t)n;
+  if (c->got >= sizeof(c->msg.magic) && c->msg.magic != r->magic) return drop_conn(r, i, "wrong magic");
+  if (c->got == sizeof(c->msg)) checkin(r, i);
+}
+
+static void accept_all(struct root* r) {
+  for (;;) {
+    union weft_socket_addr peer;
+    int fd = weft_socket_try_accept(r->listen_fd, &peer);
+    if (fd < 0) return;
+    if (r->nconns == r->capconns) {
+      int cap = r->capconns ? 2 * r->capconns : 64;
+      struct root_conn* grown = realloc(r->conns, cap * sizeof(*grown));
+      if (grown == NULL) {
+        weft_socket_close(fd);
+        return;
+      }
+      r->conns = grown;
+      r->capconns = cap;
+    }
+    struct root_conn* c = &r->conns[r->nconns++];
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->rank = -1;
+    c->peer = peer;
+    /* A silent connection must not hold an fd forever; it never blocks the others. */
+    c->deadline = weft_socket_now_ns() + (r->timeout_s > 0 ? r->timeout_s : 300) * 1000000000LL;
+  }
+}
+
+static void finish(struct root* r) {
+  for (int i = 0; i < r->nconns; i++) {
+    struct root_conn* c = &r->conns[i];
+    if (c->rank < 0) continue;
+    struct weft_bs_reply reply = {.kind = WEFT_BS_REPLY_NEXT};
+    reply.next = r->addrs[slot_of(r, (c->rank + 1) % r->nranks)];
+    send_reply(r, c->fd, c->rank, &reply);
+  }
+  WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: all %d ranks checked in after %.1f ms", r->name, r->nneeded,
+            (weft_socket_now_ns() - r->start) / 1e6);
+}
+
+static void give_up(struct root* r) {
+  struct weft_bs_reply reply;
+  fill_missing(r, &reply);
+  char list[512];
+  int len = 0;
+  for (int k = 0; k < reply.nlisted && len < (int)sizeof(list) - 16; k++)
+    len += snprintf(list + len, sizeof(list) - len, "%s%d", k ? "," : "", reply.missing[k]);
+  WEFT_WARN("Bootstrap root %s: gave up waiting; %d of %d ranks never checked in: missing ranks %s%s",
+            r->name, reply.count, r->nneeded, list, reply.count > reply.nlisted ? ",..." : "");
+  for (int i = 0; i < r->nconns; i++)
+    if (r->conns[i].rank >= 0) send_reply(r, r->conns[i].fd, r->conns[i].rank, &reply);
+}
+
+static void serve(struct root* r) {
+  struct pollfd* fds = NULL;
+  int capfds = 0;
+  for (;;) {
+    if (r->nranks > 0 && r->nhave == r->nneeded) return finish(r);
+    int64_t now = weft_socket_now_ns();
+    if (r->nranks > 0 && now >= r->give_up) return give_up(r);
+    if (capfds < r->nconns + 1) {
+      capfds = 2 * (r->nconns + 1);
+      struct pollfd* grown = realloc(fds, capfds * sizeof(*fds));
+      if (grown == NULL) break;
+      fds = grown;
+    }
+    fds[0] = (struct pollfd){.fd = r->listen_fd, .events = POLLIN};
+    for (int i = 0; i < r->nconns; i++) fds[i + 1] = (struct pollfd){.fd = r->conns[i].fd, .events = POLLIN};
+    int nfds = r->nconns + 1;
+    int64_t wait_ms = r->nranks > 0 ? (r->give_up - now) / 1000000 + 1 : ROOT_POLL_MS;
+    if (poll(fds, nfds, wait_ms < ROOT_POLL_MS ? (int)wait_ms : ROOT_POLL_MS) < 0 && errno != EINTR) break;
+    now = weft_socket_now_ns();
+    /* Walk backwards: dropping a connection moves the last one into its place. */
+    for (int i = nfds - 2; i >= 0; i--) {
+      if (fds[i + 1].revents)
+        readable(r, i);
+      else if (r->conns[i].rank < 0 && now >= r->conns[i].deadline)
+        drop_conn(r, i, "no check-in before the timeout");
+    }
+    if (fds[0].revents) accept_all(r);
+  }
+  free(fds);
+  WEFT_WARN("Bootstrap root %s: poll failed: %s", r->name, strerror(errno));
+}
+
+static void* root_main(void* arg) {
+  struct root* r = arg;
+  serve(r);
+  for (int i = 0; i < r->nconns; i++) weft_socket_close(r->conns[i].fd);
+  weft_socket_close(r->listen_fd);
+  free(r->conns);
+  free(r->addrs);
+  free(r->have);
+  free(r);
+  return NULL;
+}
+
+ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic) {
+  struct root* r = calloc(1, sizeof(*r));
+  if (r == NULL) {
+    WEFT_WARN("Bootstrap root: out of memory");
+    return ncclSystemError;
+  }
+  ncclResult_t res = weft_socket_listen(addr, &r->listen_fd);
+  if (res != ncclSuccess) {
+    free(r);
+    return res;
+  }
+  r->magic = magic;
+  r->timeout_s = weft_bs_timeout_s();
+  r->start = weft_socket_now_ns();
+  weft_socket_addr_str(addr, r->name, sizeof(r->name));
+  pthread_attr_t attr;
+  pthread_t thread;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int err = pthread_create(&thread, &attr, root_main, r);
+  pthread_attr_destroy(&attr);
+  if (err != 0) {
+    WEFT_WARN("Bootstrap root %s: cannot start its thread: %s", r->name, strerror(err));
+    weft_socket_close(r->listen_fd);
+    free(r);
+    return ncclSystemError;
+  }
+  WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root listening on %s", r->name);
+  return ncclSuccess;
+}
