@@ -1,0 +1,204 @@
+/* Host prims over connectors. Simple: wait for a slot (tail for data, head for credit), move
+ * the bytes, publish the counter with release order. LL: the sender writes flagged 8-byte words
+ * and bumps tail only as a doorbell; the receiver trusts the flags, never the tail. */
+#include "collectives/host/prims.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/host/reduce.h"
+
+int weft_conn_send_ready(struct weft_conn* c) {
+  return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) + WEFT_NSTEPS > c->step;
+}
+int weft_conn_recv_ready(struct weft_conn* c) {
+  return __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE) > c->step;
+}
+static int send_ready(void* arg) { return weft_conn_send_ready(arg); }
+static int recv_ready(void* arg) { return weft_conn_recv_ready(arg); }
+
+size_t weft_prims_max_chunk_bytes(int proto, size_t simple_slot, size_t ll_slot) {
+  if (proto == WEFT_PROTO_LL) return ll_slot / sizeof(struct weft_ll_line) * WEFT_LL_LINE_DATA;
+  return simple_slot;
+}
+
+ncclResult_t weft_prims_setup(struct weft_prims* p, struct weft_conn* send, struct weft_conn* recv,
+                              struct weft_waiter* waiter, int channel, int proto, int dtype,
+                              const struct weft_dev_redop* op, int reducing, const void* in, void* out) {
+  memset(p, 0, sizeof(*p));
+  p->send = send;
+  p->recv = recv;
+  p->waiter = waiter;
+  p->channel = channel;
+  p->proto = proto;
+  p->dtype = dtype;
+  p->esize = weft_dt_size(dtype);
+  p->op = *op;
+  p->reducing = reducing;
+  p->in = in;
+  p->out = out;
+  if (proto == WEFT_PROTO_LL) {
+    struct weft_conn* c = send ? send : recv;
+    size_t bytes = c ? weft_prims_max_chunk_bytes(proto, 0, c->ll_slot) : 0;
+    p->tmp_recv = malloc(bytes + 8);
+    p->tmp_send = malloc(bytes + 8);
+    if (p->tmp_recv == NULL || p->tmp_send == NULL) {
+      weft_prims_teardown(p);
+      return ncclSystemError;
+    }
+  }
+  return ncclSuccess;
+}
+
+void weft_prims_teardown(struct weft_prims* p) {
+  free(p->tmp_recv);
+  free(p->tmp_send);
+  p->tmp_recv = p->tmp_send = NULL;
+}
+
+struct ll_wait {
+  const struct weft_ll_line* line;
+  uint32_t flag;
+};
+static int ll_line_ready(void* arg) {
+  struct ll_wait* lw = arg;
+  uint64_t a = __atomic_load_n(&lw->line->w[0], __ATOMIC_ACQUIRE);
+  uint64_t b = __atomic_load_n(&lw->line->w[1], __ATOMIC_ACQUIRE);
+  return (uint32_t)(a >> 32) == lw->flag && (uint32_t)(b >> 32) == lw->flag;
+}
+
+/* Wait for the next incoming step and return where its payload is readable. */
+static const void* recv_begin(struct weft_prims* p, size_t bytes) {
+  struct weft_conn* c = p->recv;
+  if (p->proto == WEFT_PROTO_SIMPLE) {
+    p->err = weft_host_wait(p->waiter, recv_ready, c, &c->ctrl->tail, &c->ctrl->tail_waiting, c->peer,
+                            p->channel, "data from the previous rank");
+    return p->err ? NULL : c->simple + (c->step % WEFT_NSTEPS) * c->simple_slot;
+  }
+  const struct weft_ll_line* lines =
+      (const struct weft_ll_line*)((char*)c->ll + (c->step % WEFT_NSTEPS) * c->ll_slot);
+  uint32_t flag = (uint32_t)(c->step + 1);
+  uint32_t* dst = p->tmp_recv;
+  for (size_t i = 0; i < (bytes + 7) / 8; i++) {
+    struct ll_wait lw = {&lines[i], flag};
+    if (!ll_line_ready(&lw)) {
+      p->err = weft_host_wait(p->waiter, ll_line_ready, &lw, &c->ctrl->tail, &c->ctrl->tail_waiting, c->peer,
+                              p->channel, "LL data from the previous rank");
+      if (p->err) return NULL;
+    }
+    dst[2 * i] = (uint32_t)__atomic_load_n(&lines[i].w[0], __ATOMIC_RELAXED);
+    dst[2 * i + 1] = (uint32_t)__atomic_load_n(&lines[i].w[1], __ATOMIC_RELAXED);
+  }
+  return p->tmp_recv;
+}
+
+static void recv_end(struct weft_prims* p) {
+  struct weft_conn* c = p->recv;
+  c->step++;
+  weft_host_post(&c->ctrl->head, &c->ctrl->head_waiting, c->step);
+}
+
+/* Wait for a free slot toward the next rank; returns where to put the payload. */
+static void* send_begin(struct weft_prims* p) {
+  struct weft_conn* c = p->send;
+  p->err = weft_host_wait(p->waiter, send_ready, c, &c->ctrl->head, &c->ctrl->head_waiting, c->peer,
+                          p->channel, "a free slot at the next rank");
+  if (p->err) return NULL;
+  if (p->proto == WEFT_PROTO_LL) return p->tmp_send;
+  return c->simple + (c->step % WEFT_NSTEPS) * c->simple_slot;
+}
+
+static void send_end(struct weft_prims* p, size_t bytes) {
+  struct weft_conn* c = p->send;
+  if (p->proto == WEFT_PROTO_LL) {
+    struct weft_ll_line* lines = (struct weft_ll_line*)((char*)c->ll + (c->step % WEFT_NSTEPS) * c->ll_slot);
+    uint64_t flag = (uint64_t)(uint32_t)(c->step + 1) << 32;
+    uint32_t* src = p->tmp_send;
+    size_t nlines = (bytes + 7) / 8;
+    if (bytes % 8) memset((char*)src + bytes, 0, 8 - bytes % 8);
+    for (size_t i = 0; i < nlines; i++) {
+      __atomic_store_n(&lines[i].w[0], flag | src[2 * i], __ATOMIC_RELAXED);
+      __atomic_store_n(&lines[i].w[1], flag | src[2 * i + 1], __ATOMIC_RELAXED);
+    }
+  }
+  c->step++;
+  weft_host_post(&c->ctrl->tail, &c->ctrl->tail_waiting, c->step);
+}
+
+enum { P_RECV = 1, P_SEND = 2, P_REDUCE = 4, P_COPY = 8 };
+
+/* One step of any prim: receive and/or send one slot, combining with own input and output. */
+static void prim(struct weft_prims* p, int flags, size_t in_off, size_t out_off, size_t n) {
+  if (p->err != ncclSuccess || n == 0) return;
+  size_t bytes = n * p->esize;
+  const char* in = p->in + in_off * p->esize;
+  char* out = p->out + out_off * p->esize;
+  const void* r = NULL;
+  void* s = NULL;
+  if ((flags & P_RECV) && (r = recv_begin(p, bytes)) == NULL) return;
+  if ((flags & P_SEND) && (s = send_begin(p)) == NULL) return;
+  const struct weft_dev_redop* op = &p->op;
+  switch (flags) {
+    case P_SEND: /* own input, pre-op applied, to the next rank */
+      if (p->reducing)
+        weft_host_preop(p->dtype, op, s, in, n);
+      else
+        memcpy(s, in, bytes);
+      break;
+    case P_SEND | P_COPY:
+      if (out != in) memcpy(out, in, bytes);
+      memcpy(s, in, bytes);
+      break;
+    case P_RECV:
+      memcpy(out, r, bytes);
+      break;
+    case P_RECV | P_SEND | P_COPY:
+      memcpy(out, r, bytes);
+      memcpy(s, r, bytes);
+      break;
+    case P_RECV | P_SEND | P_REDUCE:
+      weft_host_reduce(p->dtype, op, s, r, in, n);
+      break;
+    case P_RECV | P_REDUCE | P_COPY:
+      weft_host_reduce(p->dtype, op, out, r, in, n);
+      weft_host_postop(p->dtype, op, out, n);
+      break;
+    case P_RECV | P_SEND | P_REDUCE | P_COPY:
+      weft_host_reduce(p->dtype, op, out, r, in, n);
+      weft_host_postop(p->dtype, op, out, n);
+      memcpy(s, out, bytes);
+      break;
+  }
+  if (flags & P_SEND) send_end(p, bytes);
+  if (flags & P_RECV) recv_end(p);
+}
+
+void weft_prims_send(struct weft_prims* p, size_t in_off, size_t n) { prim(p, P_SEND, in_off, 0, n); }
+void weft_prims_copy_send(struct weft_prims* p, size_t in_off, size_t out_off, size_t n) {
+  prim(p, P_SEND | P_COPY, in_off, out_off, n);
+}
+void weft_prims_recv(struct weft_prims* p, size_t out_off, size_t n) { prim(p, P_RECV, 0, out_off, n); }
+void weft_prims_recv_copy_send(struct weft_prims* p, size_t out_off, size_t n) {
+  prim(p, P_RECV | P_SEND | P_COPY, 0, out_off, n);
+}
+void weft_prims_recv_reduce_send(struct weft_prims* p, size_t in_off, size_t n) {
+  prim(p, P_RECV | P_SEND | P_REDUCE, in_off, 0, n);
+}
+void weft_prims_recv_reduce_copy(struct weft_prims* p, size_t in_off, size_t out_off, size_t n) {
+  prim(p, P_RECV | P_REDUCE | P_COPY, in_off, out_off, n);
+}
+void weft_prims_recv_reduce_copy_send(struct weft_prims* p, size_t in_off, size_t out_off, size_t n) {
+  prim(p, P_RECV | P_SEND | P_REDUCE | P_COPY, in_off, out_off, n);
+}
+
+void weft_prims_local(struct weft_prims* p, size_t in_off, size_t out_off, size_t n) {
+  if (p->err != ncclSuccess || n == 0) return;
+  const char* in = p->in + in_off * p->esize;
+  char* out = p->out + out_off * p->esize;
+  if (!p->reducing) {
+    if (out != in) memcpy(out, in, n * p->esize);
+    return;
+  }
+  weft_host_preop(p->dtype, &p->op, out, in, n);
+  weft_host_postop(p->dtype, &p->op, out, n);
+}

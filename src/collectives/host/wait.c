@@ -1,0 +1,155 @@
+/* Spin-then-futex waits. The doorbell is the low 32 bits of a 64-bit step counter; futexes are
+ * the shared (non-private) kind so they work across processes on MAP_SHARED memory. */
+#include "collectives/host/wait.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/comm.h"
+#include "util/log.h"
+#include "util/param.h"
+
+#define SLEEP_SLICE_NS 20000000ull /* futex sleeps this long at most between checks */
+
+uint64_t weft_time_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks) {
+  memset(w, 0, sizeof(*w));
+  w->abort_flag = abort_flag;
+  w->rank = rank;
+  w->nranks = nranks;
+  int64_t spin = weft_param_int("WEFT_SPIN_USEC"), tmo = weft_param_int("WEFT_TIMEOUT");
+  int64_t warn = weft_param_int("WEFT_WARN_AFTER");
+  w->spin_ns = spin > 0 ? (uint64_t)spin * 1000 : 0;
+  w->timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : UINT64_MAX / 2;
+  w->warn_ns = warn > 0 ? (uint64_t)warn * 1000000000ull : UINT64_MAX / 2;
+  w->opname = "operation";
+}
+
+static void futex_wait(uint64_t* addr, uint32_t val, uint64_t ns) {
+  struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull)};
+  syscall(SYS_futex, (uint32_t*)addr, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+void weft_host_post(uint64_t* counter, uint32_t* waiting, uint64_t value) {
+  __atomic_store_n(counter, value, __ATOMIC_RELEASE);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (__atomic_load_n(waiting, __ATOMIC_RELAXED))
+    syscall(SYS_futex, (uint32_t*)counter, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* A process is gone when kill() no longer finds it or it is a zombie awaiting its parent. */
+static int process_dead(int pid) {
+  if (kill(pid, 0) < 0 && errno == ESRCH) return 1;
+  char path[64], buf[256];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return 0;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char* p = strrchr(buf, ')');
+  return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+ncclResult_t weft_host_check_peers(struct weft_waiter* w) {
+  if (w->peers == NULL || w->watch == NULL) return ncclSuccess;
+  for (int p = 0; p < w->nranks; p++) {
+    if (!w->watch[p] || !process_dead(w->peers[p].pid)) continue;
+    WEFT_WARN("Rank %d: peer rank %d (pid %d on %s) has exited during %s (seq %llu); giving up", w->rank, p,
+              w->peers[p].pid, w->peers[p].host_name, w->opname, (unsigned long long)w->seq);
+    return ncclRemoteError;
+  }
+  return ncclSuccess;
+}
+
+/* Abort, deadline, slow-wait WARN and peer liveness: everything a sleeping wait re-checks. */
+static ncclResult_t check_state(struct weft_waiter* w, uint64_t start, uint64_t now, int peer, int channel,
+                                const char* what) {
+  if (__atomic_load_n(w->abort_flag, __ATOMIC_ACQUIRE)) {
+    ncclResult_t r = w->async_result ? *w->async_result : ncclSuccess;
+    return (r != ncclSuccess && r != ncclInProgress) ? r : ncclInternalError;
+  }
+  if (now - start >= w->timeout_ns) {
+    WEFT_WARN(
+        "Rank %d: %s (seq %llu) timed out after %llu s waiting for peer rank %d on channel %d (%s); "
+        "WEFT_TIMEOUT sets the limit",
+        w->rank, w->opname, (unsigned long long)w->seq, (unsigned long long)(w->timeout_ns / 1000000000ull),
+        peer, channel, what);
+    return ncclSystemError;
+  }
+  if (!w->warned && now - start >= w->warn_ns) {
+    w->warned = 1;
+    WEFT_WARN("Rank %d: %s (seq %llu) has waited %llu s for peer rank %d on channel %d (%s)", w->rank,
+              w->opname, (unsigned long long)w->seq, (unsigned long long)((now - start) / 1000000000ull),
+              peer, channel, what);
+  }
+  if (now >= w->next_live_check_ns) {
+    w->next_live_check_ns = now + 500000000ull;
+    return weft_host_check_peers(w);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* arg, uint64_t* doorbell,
+                            uint32_t* waiting, int peer, int channel, const char* what) {
+  if (ready(arg)) return ncclSuccess;
+  uint64_t start = weft_time_ns(), now = start;
+  for (unsigned i = 1; now - start < w->spin_ns; i++) {
+    __builtin_ia32_pause();
+    if (ready(arg)) return ncclSuccess;
+    if ((i & 63) == 0) {
+      now = weft_time_ns();
+      sched_yield(); /* ranks may outnumber cores: let the peer we wait for run */
+    }
+  }
+  if (__atomic_load_n(w->abort_flag, __ATOMIC_ACQUIRE))
+    return check_state(w, start, now, peer, channel, what);
+  w->next_live_check_ns = start + 1000000000ull;
+  for (;;) {
+    uint32_t seen = (uint32_t)__atomic_load_n(doorbell, __ATOMIC_ACQUIRE);
+    __atomic_store_n(waiting, 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (ready(arg)) break;
+    now = weft_time_ns();
+    ncclResult_t res = check_state(w, start, now, peer, channel, what);
+    if (res != ncclSuccess) {
+      __atomic_store_n(waiting, 0, __ATOMIC_RELAXED);
+      return res;
+    }
+    futex_wait(doorbell, seen, SLEEP_SLICE_NS);
+  }
+  __atomic_store_n(waiting, 0, __ATOMIC_RELAXED);
+  return ncclSuccess;
+}
+
+ncclResult_t weft_host_idle(struct weft_waiter* w, uint64_t start_ns, int peer, int channel,
+                            const char* what) {
+  uint64_t now = weft_time_ns(), idle = now - start_ns;
+  if (idle < w->spin_ns) {
+    __builtin_ia32_pause();
+    sched_yield();
+    return ncclSuccess;
+  }
+  ncclResult_t res = check_state(w, start_ns, now, peer, channel, what);
+  if (res != ncclSuccess) return res;
+  /* Sleep longer the longer nothing moved: 20 us up to 1 ms. */
+  uint64_t ns = idle / 16;
+  if (ns < 20000) ns = 20000;
+  if (ns > 1000000) ns = 1000000;
+  struct timespec ts = {0, (long)ns};
+  nanosleep(&ts, NULL);
+  return ncclSuccess;
+}

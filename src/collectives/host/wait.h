@@ -1,0 +1,43 @@
+/* Waits of the host executor: spin briefly, then sleep on a futex doorbell, while polling the
+ * abort flag, a deadline (WEFT_TIMEOUT), and whether peer processes of this host still live. */
+#ifndef WEFT_COLLECTIVES_HOST_WAIT_H
+#define WEFT_COLLECTIVES_HOST_WAIT_H
+
+#include <stdint.h>
+
+#include "nccl.h"
+
+struct weft_peer_info;
+
+/* What a rank's waits need to know; filled once per launch. */
+struct weft_waiter {
+  volatile uint32_t* abort_flag;
+  volatile ncclResult_t* async_result; /* may be NULL */
+  const struct weft_peer_info* peers;  /* NULL: no liveness checks (in-process tests) */
+  const uint8_t* watch;                /* [nranks] peers whose process to watch */
+  int nranks, rank;
+  uint64_t spin_ns, timeout_ns, warn_ns;
+  const char* opname; /* operation being run, for logs */
+  uint64_t seq;       /* its sequence number */
+  int warned;         /* the one slow-wait WARN of this operation was logged */
+  uint64_t next_live_check_ns;
+};
+
+void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks);
+uint64_t weft_time_ns(void);
+
+typedef int (*weft_ready_fn)(void* arg);
+/* Wait until ready(arg). doorbell/waiting are the counter a writer bumps (and its sleep flag)
+ * after making the condition true. peer/channel/what name the wait in WARNs. */
+ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* arg, uint64_t* doorbell,
+                            uint32_t* waiting, int peer, int channel, const char* what);
+/* Publish value in counter (release) and wake a sleeper. */
+void weft_host_post(uint64_t* counter, uint32_t* waiting, uint64_t value);
+/* For progress loops over many conditions (p2p): one idle round: spin/yield/sleep escalating
+ * with idle_ns; checks abort, deadline and peers. */
+ncclResult_t weft_host_idle(struct weft_waiter* w, uint64_t start_ns, int peer, int channel,
+                            const char* what);
+/* Whether a watched peer's process died; WARNs naming it and returns ncclRemoteError. */
+ncclResult_t weft_host_check_peers(struct weft_waiter* w);
+
+#endif

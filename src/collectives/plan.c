@@ -1,0 +1,121 @@
+/* Planning of collectives on the host backend: ring, LL for small and Simple for large
+ * operations, 1..4 channels; NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS override. */
+#include "collectives/plan.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "util/check.h"
+#include "util/log.h"
+#include "util/param.h"
+
+_Static_assert((int)WEFT_DT_E5M2 == (int)ncclFloat8e5m2 && (int)WEFT_DT_BF16 == (int)ncclBfloat16 &&
+                   (int)WEFT_DT_F16 == (int)ncclFloat16,
+               "weft_dt mirrors ncclDataType_t");
+_Static_assert((int)WEFT_RED_SUMPOSTDIV == (int)WEFT_OP_SUMPOSTDIV &&
+                   (int)WEFT_RED_PREMULSUM == (int)WEFT_OP_PREMULSUM && (int)WEFT_RED_MIN == (int)WEFT_OP_MIN,
+               "weft_red mirrors weft_op_kind");
+
+#define LL_MAX_BYTES (64 * 1024)     /* LL below this size: latency matters more than bandwidth */
+#define BYTES_PER_CHANNEL (1u << 20) /* add a channel per MiB by default */
+#define DEFAULT_MAX_CHANNELS 2
+
+/* Whether name is allowed by a NCCL_ALGO/NCCL_PROTO style list ("a,b", "^a,b"; case-insensitive). */
+static int list_allows(const char* list, const char* name) {
+  if (list == NULL || list[0] == 0) return 1;
+  int exclude = list[0] == '^';
+  const char* s = list + exclude;
+  size_t len = strlen(name);
+  int found = 0;
+  while (*s) {
+    const char* end = strchr(s, ',');
+    size_t n = end ? (size_t)(end - s) : strlen(s);
+    while (n && s[0] == ' ') s++, n--;
+    while (n && s[n - 1] == ' ') n--;
+    if (n == len && strncasecmp(s, name, n) == 0) found = 1;
+    if (end == NULL) break;
+    s = end + 1;
+  }
+  return exclude ? !found : found;
+}
+
+int weft_plan_proto_allowed(int proto) {
+  const char* list = weft_param_str("NCCL_PROTO");
+  int ll = list_allows(list, "LL"), simple = list_allows(list, "Simple");
+  if (!ll && !simple) simple = 1; /* LL128 alone, or nothing: the host has only these two */
+  return proto == WEFT_PROTO_LL ? ll : simple;
+}
+
+int weft_plan_channels_to_connect(void) {
+  int n = DEFAULT_MAX_CHANNELS;
+  if (weft_param_is_set("NCCL_MAX_NCHANNELS")) n = (int)weft_param_int("NCCL_MAX_NCHANNELS");
+  if (weft_param_is_set("NCCL_MIN_NCHANNELS") && weft_param_int("NCCL_MIN_NCHANNELS") > n)
+    n = (int)weft_param_int("NCCL_MIN_NCHANNELS");
+  if (n < 1) n = 1;
+  if (n > WEFT_MAX_CHANNELS) n = WEFT_MAX_CHANNELS;
+  return n;
+}
+
+ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes, int* algo,
+                              int* proto, int* nchannels) {
+  static int warned_algo;
+  (void)coll;
+  const char* algos = weft_param_str("NCCL_ALGO");
+  if (!list_allows(algos, "Ring") && !__atomic_exchange_n(&warned_algo, 1, __ATOMIC_RELAXED))
+    WEFT_WARN("NCCL_ALGO=%s excludes Ring, the only algorithm of the host backend; using Ring", algos);
+  *algo = WEFT_ALGO_RING;
+  int ll_ok = weft_plan_proto_allowed(WEFT_PROTO_LL), simple_ok = weft_plan_proto_allowed(WEFT_PROTO_SIMPLE);
+  *proto = (ll_ok && (bytes <= LL_MAX_BYTES || !simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
+  int n = (int)(bytes / BYTES_PER_CHANNEL) + 1;
+  if (weft_param_is_set("NCCL_MIN_NCHANNELS") && n < weft_param_int("NCCL_MIN_NCHANNELS"))
+    n = (int)weft_param_int("NCCL_MIN_NCHANNELS");
+  if (weft_param_is_set("NCCL_MAX_NCHANNELS") && n > weft_param_int("NCCL_MAX_NCHANNELS"))
+    n = (int)weft_param_int("NCCL_MAX_NCHANNELS");
+  if (n > pp->nchannels) n = pp->nchannels;
+  if (n < 1) n = 1;
+  *nchannels = n;
+  return ncclSuccess;
+}
+
+ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft_task* task,
+                            struct weft_plan* plan) {
+  size_t es = weft_dt_size(task->dtype);
+  int k = pp->nranks;
+  size_t total = task->count; /* elements each channel split applies to */
+  size_t bytes = total * es;
+  if (task->coll == WEFT_COLL_ALLGATHER || task->coll == WEFT_COLL_REDUCESCATTER) bytes *= (size_t)k;
+  memset(plan, 0, sizeof(*plan));
+  WEFT_CHECK(weft_plan_choose(pp, task->coll, bytes, &plan->algo, &plan->proto, &plan->nchannels));
+  /* One step carries a Simple slot, or the data half of an LL slot's 16-byte lines. */
+  size_t chunk = (plan->proto == WEFT_PROTO_LL ? pp->ll_slot / 16 * 8 : pp->simple_slot) / es;
+  /* Channels take contiguous ranges, a multiple of 64 elements except the last. */
+  size_t per = (total + plan->nchannels - 1) / plan->nchannels;
+  per = (per + 63) / 64 * 64;
+  for (int c = 0; c < plan->nchannels; c++) {
+    struct weft_dev_work* w = &plan->work[c];
+    w->coll = task->coll;
+    w->dtype = task->dtype;
+    w->proto = plan->proto;
+    w->rank = pp->rank;
+    w->nranks = k;
+    w->root = task->root;
+    w->op.kind = task->op.kind;
+    w->op.scalar = task->op.scalar_ptr ? 0 : task->op.scalar;
+    if (task->op.scalar_ptr) memcpy(&w->op.scalar, task->op.scalar_ptr, es);
+    w->op.divisor = task->op.divisor;
+    w->count = task->count;
+    size_t off = weft_min_sz(total, (size_t)c * per);
+    w->ch_offset = off;
+    w->ch_count = weft_min_sz(per, total - off);
+    w->chunk = chunk;
+  }
+  WEFT_INFO(WEFT_TUNING, "%s seq %llu: %zu bytes, algo Ring proto %s, %d channel(s), chunk %zu elements",
+            task->coll == WEFT_COLL_ALLREDUCE       ? "AllReduce"
+            : task->coll == WEFT_COLL_ALLGATHER     ? "AllGather"
+            : task->coll == WEFT_COLL_REDUCESCATTER ? "ReduceScatter"
+            : task->coll == WEFT_COLL_BROADCAST     ? "Broadcast"
+                                                    : "Reduce",
+            (unsigned long long)task->seq, bytes, plan->proto == WEFT_PROTO_LL ? "LL" : "Simple",
+            plan->nchannels, chunk);
+  return ncclSuccess;
+}

@@ -1,0 +1,38 @@
+/* Planning: algorithm, protocol and channel count for a task, and its split over channels and
+ * into chunks. Depends only on the task, the communicator size and the environment, so every
+ * rank decides the same. */
+#ifndef WEFT_COLLECTIVES_PLAN_H
+#define WEFT_COLLECTIVES_PLAN_H
+
+#include "collectives/dev_types.h"
+#include "collectives/task.h"
+#include "nccl.h"
+
+#define WEFT_MAX_CHANNELS 4
+enum weft_algo { WEFT_ALGO_RING = 0 };
+
+/* What the comm offers the planner: set up once at comm init. */
+struct weft_plan_params {
+  int nranks, rank;
+  int nchannels;      /* channels with connectors */
+  size_t simple_slot; /* bytes per Simple slot */
+  size_t ll_slot;     /* bytes per LL slot (lines) */
+};
+
+struct weft_plan {
+  int algo, proto, nchannels;
+  struct weft_dev_work work[WEFT_MAX_CHANNELS];
+};
+
+/* Channels to set up at init: NCCL_MIN/MAX_NCHANNELS within 1..WEFT_MAX_CHANNELS. */
+int weft_plan_channels_to_connect(void);
+/* The one decision point (to be replaced by graph/'s tuning model): algorithm, protocol and
+ * channels for coll moving bytes. */
+ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes, int* algo,
+                              int* proto, int* nchannels);
+ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft_task* task,
+                            struct weft_plan* plan);
+/* Protocol allowed by NCCL_PROTO (Simple when nothing usable is allowed). */
+int weft_plan_proto_allowed(int proto);
+
+#endif

@@ -1,0 +1,106 @@
+/* Connector memory: a control page and the Simple and LL FIFOs, in POSIX shared memory between
+ * processes or in process memory between ranks that are threads of one process. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/connector.h"
+#include "util/check.h"
+#include "util/log.h"
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+ncclResult_t weft_conn_mem_create(size_t simple_bytes, size_t ll_bytes, int shared, const char* tag,
+                                  struct weft_conn_mem** out, struct weft_conn_handle* handle) {
+  struct weft_conn_mem* m = calloc(1, sizeof(*m));
+  if (m == NULL) return ncclSystemError;
+  m->simple_bytes = round_up(simple_bytes, 4096);
+  m->ll_bytes = round_up(ll_bytes, 4096);
+  m->size = WEFT_CTRL_BYTES + m->simple_bytes + m->ll_bytes;
+  m->owner = 1;
+  if (shared) {
+    struct weft_shm_seg seg;
+    ncclResult_t res = weft_shm_create(tag, m->size, &seg);
+    if (res != ncclSuccess) {
+      free(m);
+      return res;
+    }
+    m->base = seg.ptr;
+    m->is_shm = 1;
+    m->linked = 1;
+    snprintf(m->name, sizeof(m->name), "%s", seg.name);
+  } else {
+    if (posix_memalign(&m->base, 4096, m->size) != 0) {
+      WEFT_WARN("Allocating %zu bytes of connector memory failed", m->size);
+      free(m);
+      return ncclSystemError;
+    }
+    memset(m->base, 0, m->size);
+    /* Both sides of a connector inside one process share this block; the last one frees it, so
+     * a rank destroyed (or aborted) first never pulls memory from under a peer thread. */
+    ((struct weft_conn_ctrl*)m->base)->refs = 2;
+  }
+  memset(handle, 0, sizeof(*handle));
+  handle->size = m->size;
+  handle->simple_bytes = m->simple_bytes;
+  handle->ll_bytes = m->ll_bytes;
+  handle->local_ptr = (uint64_t)(uintptr_t)m->base;
+  handle->is_shm = m->is_shm;
+  snprintf(handle->name, sizeof(handle->name), "%s", m->name);
+  *out = m;
+  return ncclSuccess;
+}
+
+ncclResult_t weft_conn_mem_attach(const struct weft_conn_handle* h, struct weft_conn_mem** out) {
+  struct weft_conn_mem* m = calloc(1, sizeof(*m));
+  if (m == NULL) return ncclSystemError;
+  m->size = h->size;
+  m->simple_bytes = h->simple_bytes;
+  m->ll_bytes = h->ll_bytes;
+  m->is_shm = h->is_shm;
+  snprintf(m->name, sizeof(m->name), "%s", h->name);
+  if (h->is_shm) {
+    struct weft_shm_seg seg;
+    ncclResult_t res = weft_shm_open(h->name, h->size, &seg);
+    if (res != ncclSuccess) {
+      free(m);
+      return res;
+    }
+    m->base = seg.ptr;
+  } else {
+    m->base = (void*)(uintptr_t)h->local_ptr;
+  }
+  *out = m;
+  return ncclSuccess;
+}
+
+void weft_conn_mem_unlink(struct weft_conn_mem* m) {
+  if (m == NULL || !m->linked) return;
+  weft_shm_unlink(m->name);
+  m->linked = 0;
+}
+
+void weft_conn_mem_release(struct weft_conn_mem* m) {
+  if (m == NULL) return;
+  if (m->is_shm) {
+    weft_conn_mem_unlink(m);
+    struct weft_shm_seg seg = {.ptr = m->base, .size = m->size};
+    weft_shm_close(&seg);
+  } else if (m->base != NULL) {
+    struct weft_conn_ctrl* c = m->base;
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) free(m->base);
+  }
+  free(m);
+}
+
+void weft_conn_bind(struct weft_conn* conn, struct weft_conn_mem* m, int peer) {
+  memset(conn, 0, sizeof(*conn));
+  char* base = m->base;
+  conn->ctrl = (struct weft_conn_ctrl*)base;
+  conn->simple = base + WEFT_CTRL_BYTES;
+  conn->ll = (struct weft_ll_line*)(base + WEFT_CTRL_BYTES + m->simple_bytes);
+  conn->simple_slot = m->simple_bytes / WEFT_NSTEPS;
+  conn->ll_slot = m->ll_bytes / WEFT_NSTEPS;
+  conn->peer = peer;
+  conn->mem = m;
+}

@@ -1,0 +1,90 @@
+/* Connector layout shared by every executor (host threads, CUDA kernels) and transport: one
+ * direction of one channel between two ranks, a FIFO of WEFT_NSTEPS slots in memory the
+ * receiver owns, with monotonically increasing 64-bit step counters on separate lines. */
+#ifndef WEFT_TRANSPORT_CONNECTOR_H
+#define WEFT_TRANSPORT_CONNECTOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+#define WEFT_NSTEPS 8
+#define WEFT_CTRL_BYTES 4096 /* the control page before the buffers */
+
+/* tail: steps the sender has produced (written by the sender). head: steps the receiver has
+ * consumed (written by the receiver). *_waiting: set by a side about to sleep on that counter
+ * so the writer knows to wake it (host futex doorbell). The LL protocol does not need tail for
+ * data; the host sender still bumps it as a doorbell for a sleeping receiver. */
+struct weft_conn_ctrl {
+  uint64_t tail;
+  uint32_t tail_waiting;
+  char pad0[128 - 12];
+  uint64_t head;
+  uint32_t head_waiting;
+  char pad1[128 - 12];
+  uint32_t refs; /* sides still using memory shared within one process */
+  char pad2[128 - 4];
+};
+
+/* An LL line: two 8-byte words, each 4 data bytes and a 4-byte flag (step+1), so a reader that
+ * sees a word's flag also sees that word's data, with no fence and no tail. */
+struct weft_ll_line {
+  uint64_t w[2];
+};
+#define WEFT_LL_LINE_DATA 8
+
+/* The memory of one connector, mapped by both sides. */
+struct weft_conn_mem {
+  void* base;
+  size_t size;
+  size_t simple_bytes, ll_bytes;
+  int is_shm;
+  int owner;  /* created it (the receiving side) */
+  int linked; /* shm name still present in /dev/shm */
+  char name[64];
+};
+
+/* What the owner sends its peer so the peer can attach (fixed size, no pointers across hosts). */
+struct weft_conn_handle {
+  uint64_t size, simple_bytes, ll_bytes;
+  uint64_t local_ptr; /* same process: the address */
+  int is_shm;
+  char name[64];
+};
+
+/* One side's view: the shared memory plus its own step count. */
+struct weft_conn {
+  struct weft_conn_ctrl* ctrl;
+  char* simple;                /* WEFT_NSTEPS slots of simple_bytes / WEFT_NSTEPS */
+  struct weft_ll_line* ll;     /* WEFT_NSTEPS slots of ll_bytes / WEFT_NSTEPS */
+  size_t simple_slot, ll_slot; /* bytes per slot */
+  uint64_t step;               /* steps this side has posted */
+  int peer;                    /* rank at the other end */
+  struct weft_conn_mem* mem;
+};
+
+/* Create connector memory (shared: POSIX shm for other processes, else process memory). */
+ncclResult_t weft_conn_mem_create(size_t simple_bytes, size_t ll_bytes, int shared, const char* tag,
+                                  struct weft_conn_mem** out, struct weft_conn_handle* handle);
+ncclResult_t weft_conn_mem_attach(const struct weft_conn_handle* handle, struct weft_conn_mem** out);
+/* Remove the shm name once every side has mapped it. */
+void weft_conn_mem_unlink(struct weft_conn_mem* mem);
+/* Drop this side's use; NULL-safe. */
+void weft_conn_mem_release(struct weft_conn_mem* mem);
+void weft_conn_bind(struct weft_conn* conn, struct weft_conn_mem* mem, int peer);
+
+/* POSIX shared memory segments (transport/shm.c). */
+struct weft_shm_seg {
+  void* ptr;
+  size_t size;
+  char name[64];
+};
+/* Create, size (with space reserved up front, so a full /dev/shm is an error and not a SIGBUS)
+ * and map a new segment whose name starts with tag. */
+ncclResult_t weft_shm_create(const char* tag, size_t size, struct weft_shm_seg* seg);
+ncclResult_t weft_shm_open(const char* name, size_t size, struct weft_shm_seg* seg);
+void weft_shm_unlink(const char* name);
+void weft_shm_close(struct weft_shm_seg* seg);
+
+#endif
