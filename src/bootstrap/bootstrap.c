@@ -93,14 +93,10 @@ static struct weft_bootstrap_handle handle_of(const ncclUniqueId* id) {
 
 static void warn_missing(const struct weft_bootstrap* bs, const struct weft_bs_reply* r, const char* root,
                          double waited) {
-  char list[512];
-  int len = 0;
-  for (int k = 0; k < r->nlisted && k < WEFT_BOOTSTRAP_MAX_LISTED && len < (int)sizeof(list) - 16; k++)
-    len += snprintf(list + len, sizeof(list) - len, "%s%d", k ? "," : "", r->missing[k]);
-  WEFT_WARN(
-      "Bootstrap: rank %d of %d gave up after %.1f s waiting at the root %s for the other ranks: %d of %d "
-      "never checked in: missing ranks %s%s",
-      bs->rank, bs->nranks, waited, root, r->count, r->nneeded, list, r->count > r->nlisted ? ",..." : "");
+  char text[768];
+  weft_bs_format_missing(r, text, sizeof(text));
+  WEFT_WARN("Bootstrap: rank %d of %d gave up after %.1f s waiting at %s for the other ranks: %s", bs->rank,
+            bs->nranks, waited, root, text);
 }
 
 static ncclResult_t on_reply(const struct weft_bootstrap* bs, const struct weft_bs_reply* r, const char* root,
@@ -114,13 +110,13 @@ static ncclResult_t on_reply(const struct weft_bootstrap* bs, const struct weft_
       return ncclRemoteError;
     case WEFT_BS_REPLY_REJECT:
       WEFT_WARN(
-          "Bootstrap: rank %d of %d: the root %s rejected our check-in (it serves %d ranks); ranks disagree "
+          "Bootstrap: rank %d of %d: %s rejected our check-in (it serves %d ranks); ranks disagree "
           "on "
           "nranks or a rank is used twice",
           bs->rank, bs->nranks, root, r->count);
       return ncclInvalidUsage;
     default:
-      WEFT_WARN("Bootstrap: rank %d: unknown reply %u from the root %s", bs->rank, r->kind, root);
+      WEFT_WARN("Bootstrap: rank %d: unknown reply %u from %s", bs->rank, r->kind, root);
       return ncclRemoteError;
   }
 }
@@ -137,24 +133,23 @@ static ncclResult_t wait_root(struct weft_bootstrap* bs, int fd, const char* roo
     ssize_t n = weft_socket_try_recv(fd, (char*)&reply + got, sizeof(reply) - got);
     if (n > 0 && (got += (size_t)n) == sizeof(reply)) return on_reply(bs, &reply, root, start, next);
     if (n < 0) {
-      WEFT_WARN("Bootstrap: rank %d of %d: the root %s %s before pairing the ranks", bs->rank, bs->nranks,
-                root, n == WEFT_SOCKET_CLOSED ? "closed the connection" : strerror(errno));
+      WEFT_WARN("Bootstrap: rank %d of %d: %s %s before pairing the ranks", bs->rank, bs->nranks, root,
+                n == WEFT_SOCKET_CLOSED ? "closed the connection" : strerror(errno));
       return ncclRemoteError;
     }
     if (weft_socket_aborted(abort_flag)) {
-      WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: rank %d: abort flag set while waiting for the root %s", bs->rank,
-                root);
+      WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: rank %d: abort flag set while waiting for %s", bs->rank, root);
       return ncclInternalError;
     }
     int64_t now = weft_socket_now_ns();
     if (now >= deadline && answer_by == 0) {
       uint32_t query = WEFT_BS_QUERY;
       answer_by = now + 1000000000LL;
-      if (weft_socket_send_all(fd, &query, sizeof(query), "the root", abort_flag, answer_by) != ncclSuccess)
+      if (weft_socket_send_all(fd, &query, sizeof(query), root, abort_flag, answer_by) != ncclSuccess)
         return ncclRemoteError;
     } else if (answer_by != 0 && now >= answer_by) {
       WEFT_WARN(
-          "Bootstrap: rank %d of %d timed out after %.1f s waiting for the root %s, which did not say who is "
+          "Bootstrap: rank %d of %d timed out after %.1f s waiting for %s, which did not say who is "
           "missing",
           bs->rank, bs->nranks, (now - start) / 1e9, root);
       return ncclRemoteError;
@@ -202,22 +197,25 @@ static ncclResult_t checkin(struct weft_bootstrap* bs, const ncclUniqueId* ids, 
   int n = bs->nranks, k = weft_bs_root_of(n, nids, bs->rank), lo, hi;
   weft_bs_block(n, nids, k, &lo, &hi);
   struct weft_bootstrap_handle h = handle_of(&ids[k]);
-  char root[WEFT_SOCKET_ADDR_STRLEN + 32], text[WEFT_SOCKET_ADDR_STRLEN];
-  snprintf(root, sizeof(root), "%s (root %d of %d)", weft_socket_addr_str(&h.addr, text, sizeof(text)), k,
-           nids);
+  /* label names the root in connect errors (which add the address); root also has the address. */
+  char label[64], root[WEFT_SOCKET_ADDR_STRLEN + 64], text[WEFT_SOCKET_ADDR_STRLEN];
+  if (h.magic == WEFT_BOOTSTRAP_COMM_ID_MAGIC)
+    snprintf(label, sizeof(label), "the NCCL_COMM_ID root (hosted by rank 0)");
+  else
+    snprintf(label, sizeof(label), "root %d of %d", k, nids);
+  snprintf(root, sizeof(root), "%s at %s", label, weft_socket_addr_str(&h.addr, text, sizeof(text)));
   WEFT_CHECK(stagger(bs->rank - lo, hi - lo, abort_flag));
   int fd;
-  WEFT_CHECK(send_checkin(bs, &h, WEFT_BS_CHECKIN, nids, k, root, abort_flag, deadline, &fd));
+  WEFT_CHECK(send_checkin(bs, &h, WEFT_BS_CHECKIN, nids, k, label, abort_flag, deadline, &fd));
   int prev_root = weft_bs_root_of(n, nids, (bs->rank - 1 + n) % n);
   ncclResult_t res = ncclSuccess;
   if (bs->rank == lo && prev_root != k) {
     /* The previous block's last rank learns our address from its own root. */
     struct weft_bootstrap_handle hp = handle_of(&ids[prev_root]);
-    char proot[WEFT_SOCKET_ADDR_STRLEN + 32];
-    snprintf(proot, sizeof(proot), "%s (root %d of %d)", weft_socket_addr_str(&hp.addr, text, sizeof(text)),
-             prev_root, nids);
+    char plabel[32];
+    snprintf(plabel, sizeof(plabel), "root %d of %d", prev_root, nids);
     int pfd;
-    res = send_checkin(bs, &hp, WEFT_BS_ADDR, nids, prev_root, proot, abort_flag, deadline, &pfd);
+    res = send_checkin(bs, &hp, WEFT_BS_ADDR, nids, prev_root, plabel, abort_flag, deadline, &pfd);
     weft_socket_close(pfd);
   }
   if (res == ncclSuccess) res = wait_root(bs, fd, root, abort_flag, start, deadline, next);

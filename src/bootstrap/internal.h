@@ -52,6 +52,9 @@ enum weft_bs_reply_kind {
 struct weft_bs_reply {
   uint32_t kind;
   int32_t count, nlisted, nneeded;
+  /* MISSING: nleft ranks checked in but went away; missing[] lists the ranks that never came
+   * (nlisted of count), then nlisted_left of the ranks that left. */
+  int32_t nleft, nlisted_left;
   union weft_socket_addr next;
   int32_t missing[WEFT_BOOTSTRAP_MAX_LISTED];
 };
@@ -114,6 +117,8 @@ static inline int weft_bs_root_of(int nranks, int nroots, int rank) {
   return rank < boundary ? rank / (base + 1) : extra + (rank - boundary) / base;
 }
 
+/* root.c: "N of M never checked in: missing ranks a,b; K checked in and left: c" */
+void weft_bs_format_missing(const struct weft_bs_reply* reply, char* buf, size_t len);
 /* root.c: listen on addr (port 0 picks one) and serve check-ins from a detached thread. */
 ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic);
 

@@ -51,8 +51,8 @@ static ncclResult_t op_progress(struct weft_bootstrap* bs, struct weft_bs_op* op
         if (n == WEFT_SOCKET_CLOSED)
           WEFT_WARN("Bootstrap: rank %d: rank %d closed the connection while %s", bs->rank, op->peer, what);
         else
-          WEFT_WARN("Bootstrap: rank %d: %s with rank %d failed while %s: %s", bs->rank,
-                    op->is_send ? "send" : "recv", op->peer, what, strerror(err));
+          WEFT_WARN("Bootstrap: rank %d: %s rank %d failed while %s: %s", bs->rank,
+                    op->is_send ? "sending to" : "receiving from", op->peer, what, strerror(err));
         return n == WEFT_SOCKET_CLOSED || err == ECONNRESET || err == EPIPE ? ncclRemoteError
                                                                             : ncclSystemError;
       }

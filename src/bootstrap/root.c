@@ -18,6 +18,10 @@
 #define ROOT_GRACE_NS (5LL * 1000000000LL)
 #define ROOT_POLL_MS 1000
 
+/* A rank that checked in and then went away (gave up, aborted) is not what the job waits for:
+ * keep it apart from ranks that never came, which are the ones errors must name. */
+enum { HAVE_NEVER = 0, HAVE_PRESENT = 1, HAVE_LEFT = 2 };
+
 struct root_conn {
   int fd;
   int rank; /* checked in and waiting for its reply; -1 while the check-in is arriving */
@@ -37,7 +41,7 @@ struct root {
   int lo, hi, extra;         /* our block, and the next block's first rank (-1: none) */
   int nneeded, nhave;
   union weft_socket_addr* addrs; /* by slot: rank - lo, extra at hi - lo */
-  uint8_t* have;
+  uint8_t* have;                 /* HAVE_* by slot */
   struct root_conn* conns;
   int nconns, capconns;
 };
@@ -62,7 +66,7 @@ static void drop_conn(struct root* r, int i, const char* why) {
 }
 
 static void send_reply(struct root* r, int fd, int rank, struct weft_bs_reply* reply) {
-  char who[64];
+  char who[WEFT_SOCKET_ADDR_STRLEN + 32];
   snprintf(who, sizeof(who), "rank %d (from root %s)", rank, r->name);
   /* Small replies fit the socket buffer; a short deadline keeps a dead rank from holding us. */
   (void)weft_socket_send_all(fd, reply, sizeof(*reply), who, NULL, weft_socket_deadline(5));
@@ -73,9 +77,37 @@ static void fill_missing(const struct root* r, struct weft_bs_reply* reply) {
   reply->kind = WEFT_BS_REPLY_MISSING;
   reply->nneeded = r->nneeded;
   for (int s = 0; s < r->nneeded; s++) {
-    if (r->have[s]) continue;
+    if (r->have[s] != HAVE_NEVER) continue;
     if (reply->nlisted < WEFT_BOOTSTRAP_MAX_LISTED) reply->missing[reply->nlisted++] = rank_of_slot(r, s);
     reply->count++;
+  }
+  for (int s = 0; s < r->nneeded; s++) {
+    if (r->have[s] != HAVE_LEFT) continue;
+    if (reply->nlisted + reply->nlisted_left < WEFT_BOOTSTRAP_MAX_LISTED)
+      reply->missing[reply->nlisted + reply->nlisted_left++] = rank_of_slot(r, s);
+    reply->nleft++;
+  }
+}
+
+static int format_list(char* buf, size_t len, const int32_t* ranks, int n, int total) {
+  int used = 0;
+  for (int k = 0; k < n && used < (int)len - 16; k++)
+    used += snprintf(buf + used, len - used, "%s%d", k ? "," : "", ranks[k]);
+  if (total > n && used < (int)len - 4) used += snprintf(buf + used, len - used, ",...");
+  return used;
+}
+
+void weft_bs_format_missing(const struct weft_bs_reply* reply, char* buf, size_t len) {
+  int nlisted = reply->nlisted < 0                           ? 0
+                : reply->nlisted > WEFT_BOOTSTRAP_MAX_LISTED ? WEFT_BOOTSTRAP_MAX_LISTED
+                                                             : reply->nlisted;
+  int nleft = reply->nlisted_left < 0 ? 0 : reply->nlisted_left;
+  if (nleft > WEFT_BOOTSTRAP_MAX_LISTED - nlisted) nleft = WEFT_BOOTSTRAP_MAX_LISTED - nlisted;
+  int used = snprintf(buf, len, "%d of %d never checked in: missing ranks ", reply->count, reply->nneeded);
+  if (used < (int)len) used += format_list(buf + used, len - used, reply->missing, nlisted, reply->count);
+  if (reply->nleft > 0 && used < (int)len) {
+    used += snprintf(buf + used, len - used, "; %d checked in and left: ranks ", reply->nleft);
+    if (used < (int)len) format_list(buf + used, len - used, reply->missing + nlisted, nleft, reply->nleft);
   }
 }
 
@@ -126,9 +158,9 @@ static void checkin(struct root* r, int i) {
   int wants_reply = m->kind == WEFT_BS_CHECKIN;
   if (slot < 0 || (wants_reply && m->rank == r->extra) || (!wants_reply && m->rank != r->extra))
     return reject(r, i, r->nranks, "rank %d does not belong to this root (kind %d)", m->rank, (int)m->kind);
-  if (r->have[slot]) return reject(r, i, r->nranks, "rank %d checked in twice", m->rank);
+  if (r->have[slot] == HAVE_PRESENT) return reject(r, i, r->nranks, "rank %d checked in twice", m->rank);
   r->addrs[slot] = m->listen;
-  r->have[slot] = 1;
+  r->have[slot] = HAVE_PRESENT;
   r->nhave++;
   r->give_up = r->timeout_s > 0 ? weft_socket_now_ns() + r->timeout_s * 1000000000LL + ROOT_GRACE_NS
                                 : WEFT_SOCKET_NO_DEADLINE;
@@ -141,20 +173,23 @@ static void checkin(struct root* r, int i) {
 }
 
 /* A checked-in rank's connection is readable: a query, or the rank went away. */
+static void rank_left(struct root* r, int i, const char* why) {
+  struct root_conn* c = &r->conns[i];
+  r->have[slot_of(r, c->rank)] = HAVE_LEFT;
+  r->nhave--;
+  WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: rank %d left before all ranks arrived: %s", r->name, c->rank,
+            why);
+  drop_conn(r, i, NULL);
+}
+
 static void waiting_readable(struct root* r, int i) {
   struct root_conn* c = &r->conns[i];
   ssize_t n = weft_socket_try_recv(c->fd, (char*)&c->query + c->qgot, sizeof(c->query) - c->qgot);
-  if (n < 0) {
-    int slot = slot_of(r, c->rank);
-    r->have[slot] = 0;
-    r->nhave--;
-    WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: rank %d left before all ranks arrived", r->name, c->rank);
-    return drop_conn(r, i, NULL);
-  }
+  if (n < 0) return rank_left(r, i, n == WEFT_SOCKET_CLOSED ? "connection closed" : strerror(errno));
   c->qgot += (size_t)n;
   if (c->qgot < sizeof(c->query)) return;
   c->qgot = 0;
-  if (c->query != WEFT_BS_QUERY) return drop_conn(r, i, "unknown request from a waiting rank");
+  if (c->query != WEFT_BS_QUERY) return rank_left(r, i, "unknown request");
   struct weft_bs_reply reply;
   fill_missing(r, &reply);
   send_reply(r, c->fd, c->rank, &reply);
@@ -211,12 +246,9 @@ static void finish(struct root* r) {
 static void give_up(struct root* r) {
   struct weft_bs_reply reply;
   fill_missing(r, &reply);
-  char list[512];
-  int len = 0;
-  for (int k = 0; k < reply.nlisted && len < (int)sizeof(list) - 16; k++)
-    len += snprintf(list + len, sizeof(list) - len, "%s%d", k ? "," : "", reply.missing[k]);
-  WEFT_WARN("Bootstrap root %s: gave up waiting; %d of %d ranks never checked in: missing ranks %s%s",
-            r->name, reply.count, r->nneeded, list, reply.count > reply.nlisted ? ",..." : "");
+  char text[768];
+  weft_bs_format_missing(&reply, text, sizeof(text));
+  WEFT_WARN("Bootstrap root %s: gave up waiting; %s", r->name, text);
   for (int i = 0; i < r->nconns; i++)
     if (r->conns[i].rank >= 0) send_reply(r, r->conns[i].fd, r->conns[i].rank, &reply);
 }

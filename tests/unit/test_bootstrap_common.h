@@ -186,7 +186,7 @@ static int run_threads_skip(const ncclUniqueId* ids, int nids, int nranks, int f
   return failed;
 }
 
-static int run_threads(const ncclUniqueId* ids, int nids, int nranks, int from_env) {
+static inline int run_threads(const ncclUniqueId* ids, int nids, int nranks, int from_env) {
   struct rank_job* jobs = calloc(nranks, sizeof(*jobs));
   int failed = run_threads_skip(ids, nids, nranks, from_env, NULL, jobs);
   free(jobs);
@@ -194,7 +194,7 @@ static int run_threads(const ncclUniqueId* ids, int nids, int nranks, int from_e
 }
 
 /* Ranks as forked processes; each exits 0 when its job passed. Returns the number that failed. */
-static int run_procs(const ncclUniqueId* ids, int nids, int nranks, int from_env) {
+static inline int run_procs(const ncclUniqueId* ids, int nids, int nranks, int from_env) {
   pid_t* pids = calloc(nranks, sizeof(*pids));
   int* counter = shared_counter();
   fflush(NULL);
