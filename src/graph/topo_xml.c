@@ -259,6 +259,19 @@ static ncclResult_t add_gpu_links(struct build* b, struct weft_topo_node* g) {
   return ncclSuccess;
 }
 
+/* Graph files name GPUs by dev: repeated devs on a host become the local ranks. */
+static void unique_devs(struct weft_topo_system* sys, int h) {
+  struct weft_topo_node* g = sys->nodes[WEFT_NODE_GPU];
+  int dup = 0;
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++)
+    for (int j = i + 1; j < sys->count[WEFT_NODE_GPU]; j++)
+      dup |= g[i].host == h && g[j].host == h && g[i].u.gpu.dev == g[j].u.gpu.dev;
+  if (!dup) return;
+  WEFT_INFO(WEFT_GRAPH, "topology: GPU dev numbers repeat on host %d, using local ranks instead", h);
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++)
+    if (g[i].host == h) g[i].u.gpu.dev = g[i].u.gpu.rank;
+}
+
 /* Local ranks 0..n-1 per host: by the file's rank attribute when present, else in file order. */
 static void assign_ranks(struct build* b) {
   struct weft_topo_system* sys = b->sys;
@@ -275,6 +288,7 @@ static void assign_ranks(struct build* b) {
       if (best < 0) break;
       sys->nodes[WEFT_NODE_GPU][best].u.gpu.rank = local++;
     }
+    unique_devs(sys, h);
   }
 }
 

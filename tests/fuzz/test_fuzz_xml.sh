@@ -15,10 +15,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus"
 cp tests/data/topo/*.xml "$work/corpus/"
+root=$PWD
+mkdir -p "$BUILD/fuzz-artifacts"
 cd "$work"
-"$OLDPWD/$BUILD/fuzz/fuzz_xml" -max_total_time="${FUZZ_SECONDS:-25}" -max_len=16384 -timeout=10 \
-  -rss_limit_mb=2048 -dict="$OLDPWD/tests/fuzz/xml.dict" -print_final_stats=1 corpus >fuzz.log 2>&1
+"$root/$BUILD/fuzz/fuzz_xml" -artifact_prefix="$root/$BUILD/fuzz-artifacts/" -max_total_time="${FUZZ_SECONDS:-25}" -max_len=16384 -timeout=10 \
+  -rss_limit_mb=2048 -dict="$root/tests/fuzz/xml.dict" -print_final_stats=1 corpus >fuzz.log 2>&1
 rc=$?
 tail -n 20 fuzz.log
-[ $rc = 0 ] && echo "fuzz: no crash" || echo "fuzz: FAILED (exit $rc)"
-exit $rc
+if [ $rc = 0 ]; then echo "fuzz: no crash"; exit 0; fi
+# libFuzzer's own exit codes (1, 77 for leaks/crashes...) must not read as a skip.
+echo "fuzz: FAILED (exit $rc); inputs kept in $BUILD/fuzz-artifacts/"
+exit 1

@@ -1,0 +1,24 @@
+/* Search state shared by search.c and graph_io.c (graph-internal). */
+#ifndef WEFT_GRAPH_SEARCH_H
+#define WEFT_GRAPH_SEARCH_H
+
+#include "graph/topo.h"
+
+struct search {
+  struct weft_topo_system* sys;
+  struct weft_topo_graph* g;
+  int host, n, nnet;
+  struct weft_topo_node* rank[WEFT_GRAPH_MAX_LOCAL]; /* by local rank */
+  struct weft_topo_node* net[WEFT_TOPO_CAP_NET];
+  int pattern, inter, cross_nic, host_ranks, min_sm;
+  float speed;
+  int type_intra, type_inter;
+  long steps, step_limit, total_limit;
+  int cur_net_in, cur_net_out;
+  const int* replay; /* previous channel's order, tried first */
+};
+
+/* Fills s with the host's ranks and NETs; ncclInvalidUsage when the host has no ranks. */
+ncclResult_t weft_search_init(struct search* s, struct weft_topo_system* sys, int host, int inter);
+
+#endif
