@@ -64,14 +64,30 @@ static int process_dead(int pid) {
   return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
-ncclResult_t weft_host_check_peers(struct weft_waiter* w) {
+/* Name every watched rank whose process is gone: when a death makes its neighbours fail and
+ * exit, the rank that died first is then still in the list. */
+static ncclResult_t report_dead(struct weft_waiter* w, int p, const char* why) {
+  char list[512] = "";
+  size_t len = 0;
+  for (int q = 0; q < w->nranks && len < sizeof(list) - 40; q++)
+    if (w->watch[q] && (q == p || process_dead(w->peers[q].pid)))
+      len += (size_t)snprintf(list + len, sizeof(list) - len, "%srank %d (pid %d)", len ? ", " : "", q,
+                              w->peers[q].pid);
+  WEFT_WARN(
+      "Rank %d: peer rank %d (pid %d on %s) has exited during %s (seq %llu)%s; processes gone: %s; giving up",
+      w->rank, p, w->peers[p].pid, w->peers[p].host_name, w->opname, (unsigned long long)w->seq, why, list);
+  return ncclRemoteError;
+}
+
+ncclResult_t weft_host_check_peers(struct weft_waiter* w, int peer, int all) {
   if (w->peers == NULL || w->watch == NULL) return ncclSuccess;
-  for (int p = 0; p < w->nranks; p++) {
-    if (!w->watch[p] || !process_dead(w->peers[p].pid)) continue;
-    WEFT_WARN("Rank %d: peer rank %d (pid %d on %s) has exited during %s (seq %llu); giving up", w->rank, p,
-              w->peers[p].pid, w->peers[p].host_name, w->opname, (unsigned long long)w->seq);
-    return ncclRemoteError;
-  }
+  if (peer >= 0 && peer < w->nranks && w->watch[peer] && process_dead(w->peers[peer].pid))
+    return report_dead(w, peer, "");
+  /* A peer that finished its part may exit while we still wait for another one, so the death
+   * of a rank we do not wait for counts only after a long stall. */
+  for (int p = 0; all && p < w->nranks; p++)
+    if (w->watch[p] && process_dead(w->peers[p].pid))
+      return report_dead(w, p, peer >= 0 ? " while this rank waited for another peer" : "");
   return ncclSuccess;
 }
 
@@ -98,7 +114,8 @@ static ncclResult_t check_state(struct weft_waiter* w, uint64_t start, uint64_t 
   }
   if (now >= w->next_live_check_ns) {
     w->next_live_check_ns = now + 500000000ull;
-    return weft_host_check_peers(w);
+    uint64_t grace = w->timeout_ns / 2 < 10000000000ull ? w->timeout_ns / 2 : 10000000000ull;
+    return weft_host_check_peers(w, peer, now - start >= grace);
   }
   return ncclSuccess;
 }

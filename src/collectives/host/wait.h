@@ -37,7 +37,8 @@ void weft_host_post(uint64_t* counter, uint32_t* waiting, uint64_t value);
  * with idle_ns; checks abort, deadline and peers. */
 ncclResult_t weft_host_idle(struct weft_waiter* w, uint64_t start_ns, int peer, int channel,
                             const char* what);
-/* Whether a watched peer's process died; WARNs naming it and returns ncclRemoteError. */
-ncclResult_t weft_host_check_peers(struct weft_waiter* w);
+/* Whether the process of peer (or, with all, of any watched rank) died; WARNs naming it and
+ * returns ncclRemoteError. */
+ncclResult_t weft_host_check_peers(struct weft_waiter* w, int peer, int all);
 
 #endif

@@ -1,0 +1,34 @@
+/* Per-communicator state of the collective engine: ring connectors per channel, lazily
+ * connected point-to-point connectors, and what the planner needs. */
+#ifndef WEFT_COLLECTIVES_ENGINE_H
+#define WEFT_COLLECTIVES_ENGINE_H
+
+#include <stdint.h>
+
+#include "collectives/plan.h"
+#include "transport/connector.h"
+
+struct ncclComm;
+
+struct weft_p2p_conn {
+  struct weft_conn send, recv; /* to / from this peer */
+  struct weft_conn_mem *send_mem, *recv_mem;
+};
+
+struct weft_coll_state {
+  struct weft_plan_params pp;
+  size_t simple_bytes, ll_bytes, p2p_bytes;
+  struct weft_conn send[WEFT_MAX_CHANNELS], recv[WEFT_MAX_CHANNELS]; /* ring: to next, from previous */
+  struct weft_conn_mem *send_mem[WEFT_MAX_CHANNELS], *recv_mem[WEFT_MAX_CHANNELS];
+  struct weft_p2p_conn* p2p; /* [nranks] */
+  uint8_t* watch;            /* [nranks] peer processes on this host whose death we can see */
+};
+
+/* Connect p2p connectors for the peers this launch sends to (send_to[p]) and receives from
+ * (recv_from[p]) that are not connected yet. Both sides of a pair must call it. */
+ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_to, const uint8_t* recv_from);
+/* Run the launch's send/recv tasks (call order) to completion, all progressing together. */
+struct weft_waiter;
+ncclResult_t weft_host_p2p_run(struct ncclComm* comm, struct weft_task** tasks, int n, struct weft_waiter* w);
+
+#endif

@@ -1,0 +1,136 @@
+/* Point-to-point on the host: every send and receive of a launch progresses together without
+ * blocking (so any pattern, all-to-all included, cannot deadlock); per peer, sends and
+ * receives complete in call order. A rank's sends to itself are copied to its receives. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/dev_types.h"
+#include "collectives/engine.h"
+#include "collectives/host/prims.h"
+#include "collectives/host/wait.h"
+#include "core/comm.h"
+#include "util/check.h"
+#include "util/log.h"
+
+#define STEPS_PER_VISIT 4 /* bounded work per peer per sweep keeps all peers moving */
+
+struct p2p_op {
+  struct weft_task* t;
+  size_t bytes, done;
+};
+
+/* Copy self-sends into self-receives in call order. */
+static ncclResult_t run_self(struct ncclComm* comm, struct weft_task** tasks, int n) {
+  int si = 0, ri = 0;
+  for (;;) {
+    while (si < n && !(tasks[si]->coll == WEFT_COLL_SEND && tasks[si]->root == comm->rank)) si++;
+    while (ri < n && !(tasks[ri]->coll == WEFT_COLL_RECV && tasks[ri]->root == comm->rank)) ri++;
+    if (si == n && ri == n) return ncclSuccess;
+    if (si == n || ri == n) {
+      WEFT_WARN(
+          "Rank %d: a send to itself has no matching receive from itself in the same group (or the "
+          "reverse) (seq %llu)",
+          comm->rank, (unsigned long long)tasks[si == n ? ri : si]->seq);
+      return ncclInvalidUsage;
+    }
+    size_t sb = tasks[si]->count * weft_dt_size(tasks[si]->dtype);
+    size_t rb = tasks[ri]->count * weft_dt_size(tasks[ri]->dtype);
+    if (sb != rb)
+      WEFT_WARN("Rank %d: send to itself of %zu bytes matched with a receive of %zu bytes", comm->rank, sb,
+                rb);
+    if (tasks[ri]->recvbuff != tasks[si]->sendbuff)
+      memmove(tasks[ri]->recvbuff, tasks[si]->sendbuff, sb < rb ? sb : rb);
+    si++, ri++;
+  }
+}
+
+/* Move as many steps of op as the connector allows now; returns steps moved. */
+static int progress(struct weft_conn* c, struct p2p_op* op, int is_send) {
+  int moved = 0;
+  while (op->done < op->bytes && moved < STEPS_PER_VISIT) {
+    if (is_send ? !weft_conn_send_ready(c) : !weft_conn_recv_ready(c)) break;
+    size_t n = op->bytes - op->done < c->simple_slot ? op->bytes - op->done : c->simple_slot;
+    char* slot = c->simple + (c->step % WEFT_NSTEPS) * c->simple_slot;
+    c->step++;
+    if (is_send) {
+      memcpy(slot, (const char*)op->t->sendbuff + op->done, n);
+      weft_host_post(&c->ctrl->tail, &c->ctrl->tail_waiting, c->step);
+    } else {
+      memcpy((char*)op->t->recvbuff + op->done, slot, n);
+      weft_host_post(&c->ctrl->head, &c->ctrl->head_waiting, c->step);
+    }
+    op->done += n;
+    moved++;
+  }
+  return moved;
+}
+
+/* Per-peer queues as index lists into ops: ops of one peer and direction, in call order. */
+static ncclResult_t run_remote(struct ncclComm* comm, struct p2p_op* ops, int n, struct weft_waiter* w) {
+  struct weft_coll_state* s = comm->coll;
+  int k = comm->nranks, left = 0;
+  int* cur = malloc(2 * k * sizeof(int)); /* current op index per (peer, direction), -1 when none */
+  if (cur == NULL) return ncclSystemError;
+  for (int i = 0; i < 2 * k; i++) cur[i] = -1;
+  for (int i = n - 1; i >= 0; i--) { /* first op of each queue */
+    int slot = 2 * ops[i].t->root + (ops[i].t->coll == WEFT_COLL_SEND);
+    cur[slot] = i;
+    left++;
+  }
+  uint64_t idle_since = weft_time_ns();
+  ncclResult_t res = ncclSuccess;
+  int last_peer = -1;
+  while (left > 0 && res == ncclSuccess) {
+    int moved = 0;
+    for (int q = 0; q < 2 * k; q++) {
+      if (cur[q] < 0) continue;
+      int peer = q / 2, is_send = q % 2;
+      struct p2p_op* op = &ops[cur[q]];
+      moved += progress(is_send ? &s->p2p[peer].send : &s->p2p[peer].recv, op, is_send);
+      last_peer = peer;
+      if (op->done < op->bytes) continue;
+      left--;
+      int next = -1; /* next op of the same queue, in call order */
+      for (int i = cur[q] + 1; i < n && next < 0; i++)
+        if (ops[i].t->root == peer && (ops[i].t->coll == WEFT_COLL_SEND) == is_send) next = i;
+      cur[q] = next;
+    }
+    if (moved) {
+      idle_since = weft_time_ns();
+    } else if (left > 0) {
+      w->opname = ops[0].t->coll == WEFT_COLL_SEND ? "Send" : "Recv";
+      res = weft_host_idle(w, idle_since, last_peer, -1, "send/recv");
+    }
+  }
+  free(cur);
+  return res;
+}
+
+ncclResult_t weft_host_p2p_run(struct ncclComm* comm, struct weft_task** tasks, int n,
+                               struct weft_waiter* w) {
+  int k = comm->nranks;
+  uint8_t* need = calloc(2 * k, 1);
+  struct p2p_op* ops = calloc(n, sizeof(*ops));
+  ncclResult_t res = ncclSuccess;
+  if (need == NULL || ops == NULL) {
+    res = ncclSystemError;
+    goto out;
+  }
+  int nops = 0;
+  for (int i = 0; i < n; i++) {
+    struct weft_task* t = tasks[i];
+    if (t->root == comm->rank) continue;
+    need[(t->coll == WEFT_COLL_SEND ? 0 : k) + t->root] = 1;
+    ops[nops].t = t;
+    ops[nops].bytes = t->count * weft_dt_size(t->dtype);
+    nops++;
+  }
+  w->seq = tasks[0]->seq;
+  WEFT_CHECK_GOTO(weft_engine_p2p_connect(comm, need, need + k), res, out);
+  WEFT_CHECK_GOTO(run_self(comm, tasks, n), res, out);
+  if (nops > 0) res = run_remote(comm, ops, nops, w);
+out:
+  free(need);
+  free(ops);
+  return res;
+}
