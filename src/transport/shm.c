@@ -33,6 +33,13 @@ ncclResult_t weft_shm_create(const char* tag, size_t size, struct weft_shm_seg* 
   memset(seg, 0, sizeof(*seg));
   snprintf(seg->name, sizeof(seg->name), "/weft-%s-%d-%u", tag, (int)getpid(),
            atomic_fetch_add(&seg_counter, 1));
+  /* Refuse up front what cannot fit rather than filling the file system to find out. */
+  const char* dir = weft_param_str("WEFT_SHM_DIR");
+  struct statvfs st;
+  if (dir && statvfs(dir, &st) == 0 && (unsigned long long)st.f_bavail * st.f_frsize < size) {
+    warn_space(seg->name, size, ENOSPC);
+    return ncclSystemError;
+  }
   int fd = shm_open(seg->name, O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
     WEFT_WARN("shm_open(%s) failed: %s", seg->name, strerror(errno));

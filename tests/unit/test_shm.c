@@ -1,0 +1,61 @@
+/* Shared-memory segments and connector memory: a segment created by one process is mapped by
+ * another, names vanish once unlinked, and a request larger than /dev/shm's free space fails
+ * with a message saying how much was needed and how to raise it. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "core/comm.h"
+#include "transport/connector.h"
+#include "util/log.h"
+
+static int shm_exists(const char* name) {
+  char path[128];
+  snprintf(path, sizeof(path), "/dev/shm%s", name);
+  return access(path, F_OK) == 0;
+}
+
+int main(void) {
+  struct weft_conn_mem* owner = NULL;
+  struct weft_conn_handle h;
+  EXPECT(weft_conn_mem_create(64 * 1024, 32 * 1024, 1, "test", &owner, &h) == ncclSuccess);
+  EXPECT(h.is_shm && shm_exists(h.name));
+  struct weft_conn own;
+  weft_conn_bind(&own, owner, 1);
+  EXPECT_EQ_INT(own.simple_slot, 64 * 1024 / WEFT_NSTEPS);
+  /* Another process attaches, writes a step into the FIFO and posts tail. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct weft_conn_mem* m = NULL;
+    if (weft_conn_mem_attach(&h, &m) != ncclSuccess) _exit(2);
+    struct weft_conn c;
+    weft_conn_bind(&c, m, 0);
+    memcpy(c.simple, "hello", 6);
+    __atomic_store_n(&c.ctrl->tail, 1, __ATOMIC_RELEASE);
+    weft_conn_mem_release(m);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT(__atomic_load_n(&own.ctrl->tail, __ATOMIC_ACQUIRE) == 1 && strcmp(own.simple, "hello") == 0);
+  weft_conn_mem_unlink(owner);
+  EXPECT(!shm_exists(h.name));
+  weft_conn_mem_release(owner);
+  weft_conn_mem_release(NULL);
+
+  /* Too large for /dev/shm: a clear error, and nothing left behind. */
+  struct statvfs st;
+  if (statvfs("/dev/shm", &st) == 0) {
+    size_t too_big = (size_t)st.f_bavail * st.f_frsize + (1ull << 30);
+    struct weft_shm_seg seg;
+    EXPECT(weft_shm_create("big", too_big, &seg) == ncclSystemError);
+    const char* text = weft_log_last_error();
+    EXPECT_MSG(text && strstr(text, "--shm-size") && strstr(text, "bytes"), "%s", text ? text : "(none)");
+    EXPECT(!shm_exists(seg.name));
+  }
+  return test_finish("shm");
+}
