@@ -11,6 +11,7 @@
 #include "collectives/coll.h"
 #include "collectives/host/exec.h"
 #include "collectives/host/wait.h"
+#include "collectives/mem.h"
 #include "core/comm.h"
 #include "core/group.h"
 #include "util/check.h"
@@ -107,6 +108,7 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
 }
 
 void weft_coll_comm_fini(struct ncclComm* comm) {
+  weft_mem_comm_fini(comm); /* registrations of ncclCommRegister die with the comm */
   struct weft_coll_state* s = comm ? comm->coll : NULL;
   if (s == NULL) return;
   for (int c = 0; c < WEFT_MAX_CHANNELS; c++) {
