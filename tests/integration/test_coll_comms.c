@@ -128,6 +128,41 @@ static int run_init_all(int nranks, const struct case_list* l) {
   return problems;
 }
 
+/* Buffers from ncclMemAlloc, registered with the comm, used by an all-reduce and a broadcast. */
+static int body_memalloc(ncclComm_t comm, int rank, int nranks, void* arg) {
+  (void)arg;
+  enum { N = 100003 };
+  int64_t *send = NULL, *recv = NULL;
+  void *hs = NULL, *hr = NULL;
+  int problems = 0;
+  if (ncclMemAlloc((void**)&send, N * sizeof(int64_t)) != ncclSuccess ||
+      ncclMemAlloc((void**)&recv, N * sizeof(int64_t)) != ncclSuccess ||
+      ncclCommRegister(comm, send, N * sizeof(int64_t), &hs) != ncclSuccess ||
+      ncclCommRegister(comm, recv, N * sizeof(int64_t), &hr) != ncclSuccess) {
+    fprintf(stderr, "FAILED rank %d: ncclMemAlloc/ncclCommRegister: %s\n", rank, ncclGetLastError(NULL));
+    return 1;
+  }
+  for (int i = 0; i < N; i++) send[i] = (int64_t)i * (rank + 1);
+  if (ncclAllReduce(send, recv, N, ncclInt64, ncclSum, comm, NULL) != ncclSuccess) problems++;
+  for (int i = 0; i < N && !problems; i++) {
+    if (recv[i] != (int64_t)i * nranks * (nranks + 1) / 2) {
+      fprintf(stderr, "FAILED rank %d: all-reduce on ncclMemAlloc memory, element %d: %lld\n", rank, i,
+              (long long)recv[i]);
+      problems++;
+    }
+  }
+  if (ncclBroadcast(send, send, N, ncclInt64, nranks - 1, comm, NULL) != ncclSuccess) problems++;
+  for (int i = 0; i < N && !problems; i++) {
+    if (send[i] != (int64_t)i * nranks) {
+      fprintf(stderr, "FAILED rank %d: broadcast on ncclMemAlloc memory, element %d\n", rank, i);
+      problems++;
+    }
+  }
+  if (ncclCommDeregister(comm, hs) != ncclSuccess || ncclCommDeregister(comm, hr) != ncclSuccess) problems++;
+  if (ncclMemFree(send) != ncclSuccess || ncclMemFree(recv) != ncclSuccess) problems++;
+  return problems;
+}
+
 static void cases_some(struct case_list* l, int nranks, uint64_t seed, int stride) {
   struct case_list all = {0};
   cases_matrix(&all, nranks, seed, 3000);
@@ -166,6 +201,13 @@ int main(void) {
            bad ? "FAILED" : "ok");
     free(l.v);
   }
+  for (int procs = 0; procs < 2; procs++) {
+    int bad = procs ? run_procs(3, body_memalloc, NULL, 100) : run_threads(3, body_memalloc, NULL);
+    EXPECT_MSG(bad == 0, "ncclMemAlloc buffers, registered, 3 ranks as %s", procs ? "processes" : "threads");
+    printf("ncclMemAlloc buffers, 3 ranks as %s: %s\n", procs ? "processes" : "threads",
+           bad ? "FAILED" : "ok");
+  }
+  EXPECT_EQ_INT(shm_leftovers(getpid(), 1), 0);
   for (int n = 1; n <= 4; n += 3) {
     struct case_list l = {0};
     cases_some(&l, n, coll_base_seed + 4, 9);

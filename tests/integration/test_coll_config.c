@@ -1,7 +1,7 @@
 /* Protocols and channel counts: Simple and LL with 1 to 4 channels (NCCL_PROTO,
  * NCCL_MIN/MAX_NCHANNELS), each in a fresh copy of this program so the library reads the
- * settings at start; then large counts (1_000_003 elements, and one case over 64 MiB) with
- * the defaults. COLL_SEED=<seed> repeats a run. */
+ * settings at start (a spread of cases plus the datatype x op matrix on 3 ranks); then large counts
+ * (1_000_003 elements, and one case over 64 MiB) with the defaults. COLL_SEED=<seed> repeats a run. */
 #include <errno.h>
 
 #include "check.h"
@@ -36,6 +36,8 @@ static int run_child(void) {
   for (int i = 0; i < 3; i++) {
     struct case_list l = {0};
     cases_config(&l, ranks[i], coll_base_seed + (uint64_t)ranks[i]);
+    /* and the whole datatype x op matrix once per setting */
+    if (ranks[i] == 3) cases_matrix(&l, 3, coll_base_seed ^ 0x3a7e1ull, 20000);
     problems += run_threads(ranks[i], run_case_list, &l);
     free(l.v);
   }

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < ncounts; i++) {
     int n = counts[i];
     struct case_list l = {0};
-    cases_matrix(&l, n, coll_base_seed + (uint64_t)n, 2000);
+    cases_matrix(&l, n, coll_base_seed + (uint64_t)n, 30000);
     cases_edges(&l, n, coll_base_seed + (uint64_t)n);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
