@@ -62,37 +62,78 @@ void perf_data_init(struct perf_data* d, const struct perf_type* t, int op, int 
   }
 }
 
+/* Uniform integer in [0, span) without a division (multiply-shift range reduction). */
+static inline uint64_t below(uint64_t h, uint64_t span) { return (uint64_t)(((__uint128_t)h * span) >> 64); }
+
 static inline double draw(const struct perf_data* d, uint64_t h) {
   uint64_t r = (uint64_t)d->range;
-  if (d->t->kind == PERF_KIND_UINT) return (double)(h % (r + 1));
-  return (double)(h % (2 * r + 1)) - d->range;
+  if (d->t->kind == PERF_KIND_UINT) return (double)below(h, r + 1);
+  return (double)below(h, 2 * r + 1) - d->range;
 }
 
-static inline double gen_keyed(const struct perf_data* d, uint64_t key, int rank, size_t idx) {
-  uint64_t h = mix64(key ^ ((uint64_t)idx * 0xd1b54a32d192ed03ull));
-  size_t n = (size_t)d->nranks;
-  switch (d->kind) {
-    case PERF_GEN_SUM:
-      if ((idx % n + (size_t)rank) % n >= (size_t)d->active) return 0;
-      return draw(d, h);
-    case PERF_GEN_PROD: {
-      double mag = idx % n == (size_t)rank ? 2 : 1;
-      return d->t->kind != PERF_KIND_UINT && (h & 1) ? -mag : mag;
+static inline uint64_t elem_hash(uint64_t key, size_t idx) {
+  return mix64(key ^ ((uint64_t)idx * 0xd1b54a32d192ed03ull));
+}
+
+/* out[i] = input of rank at element first+i; the kind is decided once per row, not per element. */
+static void gen_row(const struct perf_data* d, int rank, size_t first, size_t n, double* out) {
+  uint64_t key = rank_key(d, rank);
+  size_t nr = (size_t)d->nranks;
+  if (d->kind == PERF_GEN_PROD) {
+    int sign = d->t->kind != PERF_KIND_UINT;
+    for (size_t i = 0; i < n; i++) {
+      size_t idx = first + i;
+      double mag = idx % nr == (size_t)rank ? 2 : 1;
+      out[i] = sign && (elem_hash(key, idx) & 1) ? -mag : mag;
     }
-    default:
-      return draw(d, h);
+    return;
+  }
+  for (size_t i = 0; i < n; i++) out[i] = draw(d, elem_hash(key, first + i));
+  if (d->kind == PERF_GEN_SUM && d->active < d->nranks) {
+    /* Rank r contributes to element idx only when (idx + r) mod nranks < active. */
+    size_t phase = (first % nr + (size_t)rank) % nr;
+    for (size_t i = 0; i < n; i++) {
+      if (phase >= (size_t)d->active) out[i] = 0;
+      if (++phase == nr) phase = 0;
+    }
   }
 }
 
 double perf_gen(const struct perf_data* d, int rank, size_t idx) {
-  return gen_keyed(d, rank_key(d, rank), rank, idx);
+  double v;
+  gen_row(d, rank, idx, 1, &v);
+  return v;
 }
 
 double perf_premul_scalar(int rank) { return rank & 1 ? 2 : 1; }
 
+/* Stores n doubles into a typed buffer; the type is decided once, not per element. */
+static void store_row(const struct perf_type* t, void* buf, const double* v, size_t n) {
+  switch (t->type) {
+    case ncclFloat32:
+      for (size_t i = 0; i < n; i++) ((float*)buf)[i] = (float)v[i];
+      break;
+    case ncclFloat64:
+      memcpy(buf, v, n * sizeof(double));
+      break;
+    case ncclInt32:
+      for (size_t i = 0; i < n; i++) ((int32_t*)buf)[i] = (int32_t)(int64_t)v[i];
+      break;
+    default:
+      for (size_t i = 0; i < n; i++) perf_type_store(t, buf, i, v[i]);
+      break;
+  }
+}
+
+#define PERF_CHUNK 4096
+
 void perf_fill(const struct perf_data* d, void* buf, size_t n, int src_rank, size_t first) {
-  uint64_t key = rank_key(d, src_rank);
-  for (size_t i = 0; i < n; i++) perf_type_store(d->t, buf, i, gen_keyed(d, key, src_rank, first + i));
+  double v[PERF_CHUNK];
+  for (size_t done = 0; done < n; done += PERF_CHUNK) {
+    size_t m = n - done < PERF_CHUNK ? n - done : PERF_CHUNK;
+    gen_row(d, src_rank, first + done, m, v);
+    store_row(d->t, (char*)buf + done * (size_t)d->t->size, v, m);
+  }
 }
 
 /* Integer avg is the exact sum divided by nranks, truncated toward zero as C does. */
@@ -102,38 +143,40 @@ static double finish_avg(const struct perf_data* d, double sum) {
   return (double)((uint64_t)sum / (uint64_t)d->nranks);
 }
 
-static double reduce_at(const struct perf_data* d, const uint64_t* keys, size_t idx) {
-  double acc = gen_keyed(d, keys[0], 0, idx);
-  if (d->op == PERF_OP_PREMULSUM) acc *= perf_premul_scalar(0);
-  for (int r = 1; r < d->nranks; r++) {
-    double v = gen_keyed(d, keys[r], r, idx);
-    switch (d->op) {
-      case ncclProd:
-        acc *= v;
-        break;
-      case ncclMax:
-        acc = v > acc ? v : acc;
-        break;
-      case ncclMin:
-        acc = v < acc ? v : acc;
-        break;
-      case PERF_OP_PREMULSUM:
-        acc += v * perf_premul_scalar(r);
-        break;
-      default:
-        acc += v;
-        break;
-    }
+static void accumulate(int op, double* acc, const double* v, size_t m, double scalar) {
+  switch (op) {
+    case ncclProd:
+      for (size_t i = 0; i < m; i++) acc[i] *= v[i];
+      break;
+    case ncclMax:
+      for (size_t i = 0; i < m; i++) acc[i] = v[i] > acc[i] ? v[i] : acc[i];
+      break;
+    case ncclMin:
+      for (size_t i = 0; i < m; i++) acc[i] = v[i] < acc[i] ? v[i] : acc[i];
+      break;
+    default:
+      for (size_t i = 0; i < m; i++) acc[i] += v[i] * scalar;
+      break;
   }
-  return d->op == ncclAvg ? finish_avg(d, acc) : acc;
 }
 
+/* Exact in double: every input and partial result is a small integer (see perf_data_init). */
 void perf_fill_reduced(const struct perf_data* d, void* buf, size_t n, size_t first) {
-  uint64_t* keys = malloc(sizeof(uint64_t) * (size_t)d->nranks);
-  if (!keys) abort();
-  for (int r = 0; r < d->nranks; r++) keys[r] = rank_key(d, r);
-  for (size_t i = 0; i < n; i++) perf_type_store(d->t, buf, i, reduce_at(d, keys, first + i));
-  free(keys);
+  double acc[PERF_CHUNK], v[PERF_CHUNK];
+  int premul = d->op == PERF_OP_PREMULSUM;
+  for (size_t done = 0; done < n; done += PERF_CHUNK) {
+    size_t m = n - done < PERF_CHUNK ? n - done : PERF_CHUNK;
+    gen_row(d, 0, first + done, m, acc);
+    if (premul)
+      for (size_t i = 0; i < m; i++) acc[i] *= perf_premul_scalar(0);
+    for (int r = 1; r < d->nranks; r++) {
+      gen_row(d, r, first + done, m, v);
+      accumulate(d->op, acc, v, m, premul ? perf_premul_scalar(r) : 1);
+    }
+    if (d->op == ncclAvg)
+      for (size_t i = 0; i < m; i++) acc[i] = finish_avg(d, acc[i]);
+    store_row(d->t, (char*)buf + done * (size_t)d->t->size, acc, m);
+  }
 }
 
 /* avg on floating types may pre-multiply each input by 1/nranks (as NCCL does), which rounds once
