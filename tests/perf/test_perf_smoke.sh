@@ -123,4 +123,14 @@ for p in $PERFS; do
     bad "$p corrupted: no row with #wrong > 0"
   echo "ok   ${p}_perf ($((SECONDS - start))s)"
 done
+
+# NCCL_TESTS_MIN_BW above what any host reaches: "FAILED" after the average and status 7.
+NCCL_TESTS_MIN_BW=1000000 timeout 60 "$BIN/all_reduce_perf" -b 1K -e 1K -g 2 -n 2 >"$TMP/minbw" 2>&1
+rc=$?
+[ $rc = 7 ] && grep -qE '^# Avg bus bandwidth    : [0-9.e+-]+ FAILED$' "$TMP/minbw" || bad "NCCL_TESTS_MIN_BW: exit $rc"
+# -T: a rank whose peer never starts is stopped after the timeout with nccl-tests' status 4.
+NCCL_COMM_ID=127.0.0.1:$(free_port) WEFT_RANK=0 WEFT_NRANKS=2 timeout 30 "$BIN/all_reduce_perf" -T 1 -b 8 -e 8 \
+  >"$TMP/timeout" 2>&1
+rc=$?
+[ $rc = 4 ] && grep -q 'Test timeout (1s)' "$TMP/timeout" || bad "-T 1 with a missing peer: exit $rc"
 exit $fail
