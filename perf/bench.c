@@ -137,6 +137,7 @@ static void init_data(struct perf_thread* t, struct perf_data* d, uint64_t seed,
 #endif
     perf_mem_copy(r->expected, recv, t->c.recv * es);
     job->coll->expect(d, &t->c, r->rank, r->expected);
+    perf_progress(); /* -T times the library, not the host-side data generation */
   }
 }
 
@@ -177,6 +178,7 @@ static double check_data(struct perf_thread* t, const struct perf_data* d, int i
               wrong[i], n, t->t->name, d->op >= 0 ? perf_op_name(d->op) : "none",
               in_place ? "in-place" : "out-of-place");
     sum += wrong[i];
+    perf_progress();
   }
   return sum;
 }
