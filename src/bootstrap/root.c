@@ -44,6 +44,8 @@ struct root {
   uint8_t* have;                 /* HAVE_* by slot */
   struct root_conn* conns;
   int nconns, capconns;
+  struct pollfd* fds;
+  int capfds;
 };
 
 static int slot_of(const struct root* r, int rank) {
@@ -254,23 +256,29 @@ static void give_up(struct root* r) {
 }
 
 static void serve(struct root* r) {
-  struct pollfd* fds = NULL;
-  int capfds = 0;
   for (;;) {
     if (r->nranks > 0 && r->nhave == r->nneeded) return finish(r);
     int64_t now = weft_socket_now_ns();
     if (r->nranks > 0 && now >= r->give_up) return give_up(r);
-    if (capfds < r->nconns + 1) {
-      capfds = 2 * (r->nconns + 1);
-      struct pollfd* grown = realloc(fds, capfds * sizeof(*fds));
-      if (grown == NULL) break;
-      fds = grown;
+    if (r->capfds < r->nconns + 1) {
+      int cap = 2 * (r->nconns + 1);
+      struct pollfd* grown = realloc(r->fds, cap * sizeof(*grown));
+      if (grown == NULL) {
+        WEFT_WARN("Bootstrap root %s: out of memory with %d connections", r->name, r->nconns);
+        return;
+      }
+      r->fds = grown;
+      r->capfds = cap;
     }
+    struct pollfd* fds = r->fds;
     fds[0] = (struct pollfd){.fd = r->listen_fd, .events = POLLIN};
     for (int i = 0; i < r->nconns; i++) fds[i + 1] = (struct pollfd){.fd = r->conns[i].fd, .events = POLLIN};
     int nfds = r->nconns + 1;
     int64_t wait_ms = r->nranks > 0 ? (r->give_up - now) / 1000000 + 1 : ROOT_POLL_MS;
-    if (poll(fds, nfds, wait_ms < ROOT_POLL_MS ? (int)wait_ms : ROOT_POLL_MS) < 0 && errno != EINTR) break;
+    if (poll(fds, nfds, wait_ms < ROOT_POLL_MS ? (int)wait_ms : ROOT_POLL_MS) < 0 && errno != EINTR) {
+      WEFT_WARN("Bootstrap root %s: poll failed: %s", r->name, strerror(errno));
+      return;
+    }
     now = weft_socket_now_ns();
     /* Walk backwards: dropping a connection moves the last one into its place. */
     for (int i = nfds - 2; i >= 0; i--) {
@@ -281,8 +289,6 @@ static void serve(struct root* r) {
     }
     if (fds[0].revents) accept_all(r);
   }
-  free(fds);
-  WEFT_WARN("Bootstrap root %s: poll failed: %s", r->name, strerror(errno));
 }
 
 static void* root_main(void* arg) {
@@ -291,6 +297,7 @@ static void* root_main(void* arg) {
   for (int i = 0; i < r->nconns; i++) weft_socket_close(r->conns[i].fd);
   weft_socket_close(r->listen_fd);
   free(r->conns);
+  free(r->fds);
   free(r->addrs);
   free(r->have);
   free(r);
@@ -307,6 +314,19 @@ ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic) {
   if (res != ncclSuccess) {
     free(r);
     return res;
+  }
+  /* Allocate up front: until a rank connects the thread then takes no locks (malloc, log), so
+   * the process may fork right after ncclGetUniqueId (launchers and tests do). */
+  r->capconns = r->capfds = 64;
+  r->conns = calloc(r->capconns, sizeof(*r->conns));
+  r->fds = calloc(r->capfds, sizeof(*r->fds));
+  if (r->conns == NULL || r->fds == NULL) {
+    WEFT_WARN("Bootstrap root: out of memory");
+    weft_socket_close(r->listen_fd);
+    free(r->conns);
+    free(r->fds);
+    free(r);
+    return ncclSystemError;
   }
   r->magic = magic;
   r->timeout_s = weft_bs_timeout_s();

@@ -2,6 +2,7 @@
  * hostname), several roots, split, and garbage connections to the root and to ranks. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 
 #include "bootstrap/internal.h"
@@ -286,14 +287,35 @@ static void test_misuse(void) {
   EXPECT(weft_bootstrap_init(&id, 0, 0, NULL, &bs) == ncclInvalidArgument);
 }
 
+static int count_fds(void) {
+  int n = 0;
+  for (int fd = 0; fd < 4096; fd++) n += fcntl(fd, F_GETFD) != -1;
+  return n;
+}
+
+/* A finished job leaves no descriptor behind: ranks close theirs, the root thread exits. */
+static void test_no_fd_leak(void) {
+  int before = count_fds();
+  ncclUniqueId id;
+  EXPECT(weft_bootstrap_get_unique_id(&id) == ncclSuccess);
+  EXPECT(run_threads(&id, 1, 8, 0) == 0);
+  int after = count_fds();
+  for (int i = 0; i < 100 && after != before; i++) {
+    usleep(10000); /* the root closes its sockets just after the last reply */
+    after = count_fds();
+  }
+  EXPECT_EQ_INT(after, before);
+}
+
 int main(void) {
   int64_t t0 = weft_socket_now_ns();
   struct {
     const char* name;
     void (*fn)(void);
-  } tests[] = {{"unique ids", test_unique_ids}, {"threads 1-16", test_threads}, {"processes", test_processes},
-               {"NCCL_COMM_ID", test_comm_id},  {"scalable", test_scalable},    {"split", test_split},
-               {"garbage", test_garbage},       {"misuse", test_misuse}};
+  } tests[] = {
+      {"unique ids", test_unique_ids}, {"threads 1-16", test_threads}, {"processes", test_processes},
+      {"NCCL_COMM_ID", test_comm_id},  {"scalable", test_scalable},    {"split", test_split},
+      {"garbage", test_garbage},       {"misuse", test_misuse},        {"no fd leak", test_no_fd_leak}};
   for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
     int64_t t = weft_socket_now_ns();
     int before = test_failures;
