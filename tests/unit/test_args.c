@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "collectives/task.h"
@@ -210,7 +211,30 @@ static void test_group_latch(struct ncclComm* c) {
   EXPECT_EQ_INT(ncclGroupEnd(), ncclInvalidArgument);
 }
 
+/* Each call is logged at INFO/COLL in NCCL's shape. */
+static void test_log_line(struct ncclComm* c, const char* path) {
+  EXPECT_EQ_INT(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ_INT(ncclReduce(b, b + 1024, 9, ncclFloat64, ncclMin, 3, c, NULL), ncclSuccess);
+  end_group_without_launch(c);
+  FILE* f = fopen(path, "r");
+  char line[1024], want[512];
+  snprintf(want, sizeof(want),
+           "NCCL INFO Reduce: opCount %lx sendbuff %p recvbuff %p count 9 datatype 8 op 3 root 3 comm %p "
+           "[nranks=4] stream (nil)",
+           (unsigned long)(c->next_seq - 1), (void*)b, (void*)(b + 1024), (void*)c);
+  int found = 0;
+  while (f && fgets(line, sizeof(line), f)) found |= strstr(line, want) != NULL;
+  if (f) fclose(f);
+  EXPECT_MSG(found, "no line \"%s\" in the log", want);
+}
+
 int main(void) {
+  char log_path[] = "/tmp/weft-test-args-XXXXXX";
+  int fd = mkstemp(log_path);
+  if (fd >= 0) close(fd);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
+  setenv("NCCL_DEBUG_FILE", log_path, 1);
   struct ncclComm* c = fake_comm(2, 4);
   test_invalid_comm();
   test_scalars(c);
@@ -219,6 +243,8 @@ int main(void) {
   test_aliasing(c);
   test_tasks(c);
   test_group_latch(c);
+  test_log_line(c, log_path);
+  unlink(log_path);
   EXPECT_EQ_INT(c->tasks.count, 0);
   free(c);
   return test_finish("test_args");
