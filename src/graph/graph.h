@@ -107,6 +107,12 @@ ncclResult_t weft_topo_add_host_ranks(struct weft_topo_system* sys, int host, in
 int weft_topo_count(const struct weft_topo_system* sys, int node_type);
 int weft_topo_nhosts(const struct weft_topo_system* sys);
 int weft_topo_nlocal(const struct weft_topo_system* sys, int host);
+/* NUMA ids of the CPUs of a host, in file order (at most max); returns how many. */
+int weft_topo_cpu_numa_ids(const struct weft_topo_system* sys, int host, int* ids, int max);
+/* Lowest compute capability among a host's GPU ranks (0 for host ranks or none). */
+int weft_topo_min_sm(const struct weft_topo_system* sys, int host);
+/* 1 when the host's first CPU is AMD (network overhead per step in tuning), else 0. */
+int weft_topo_cpu_is_amd(const struct weft_topo_system* sys, int host);
 /* Printable one-line-per-node description of the system (free() it). */
 ncclResult_t weft_topo_describe(struct weft_topo_system* sys, char** out);
 

@@ -201,3 +201,27 @@ int weft_topo_nlocal(const struct weft_topo_system* sys, int host) {
   for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) n += sys->nodes[WEFT_NODE_GPU][i].host == host;
   return n;
 }
+
+int weft_topo_cpu_numa_ids(const struct weft_topo_system* sys, int host, int* ids, int max) {
+  int n = 0;
+  for (int i = 0; i < sys->count[WEFT_NODE_CPU] && n < max; i++)
+    if (sys->nodes[WEFT_NODE_CPU][i].host == host) ids[n++] = (int)sys->nodes[WEFT_NODE_CPU][i].id;
+  return n;
+}
+
+int weft_topo_min_sm(const struct weft_topo_system* sys, int host) {
+  int sm = 0;
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
+    const struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
+    if (g->host != host || g->u.gpu.host_rank) continue;
+    if (sm == 0 || g->u.gpu.sm < sm) sm = g->u.gpu.sm;
+  }
+  return sm;
+}
+
+int weft_topo_cpu_is_amd(const struct weft_topo_system* sys, int host) {
+  for (int i = 0; i < sys->count[WEFT_NODE_CPU]; i++)
+    if (sys->nodes[WEFT_NODE_CPU][i].host == host)
+      return sys->nodes[WEFT_NODE_CPU][i].u.cpu.vendor == WEFT_CPU_VENDOR_AMD;
+  return 0;
+}

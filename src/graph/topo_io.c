@@ -127,7 +127,7 @@ __attribute__((format(printf, 2, 3))) static void tprintf(struct text* t, const 
 static void describe_node(struct text* t, const struct weft_topo_node* n) {
   tprintf(t, "%s/%d", weft_topo_node_name(n->type), n->index);
   if (n->type == WEFT_NODE_GPU && n->u.gpu.host_rank)
-    tprintf(t, " host-rank %d numa %s", n->u.gpu.rank, n->cpu >= 0 ? "" : "?");
+    tprintf(t, " host-rank %d", n->u.gpu.rank);
   else if (n->type == WEFT_NODE_GPU)
     tprintf(t, " %s dev %d rank %d sm %d", n->name, n->u.gpu.dev, n->u.gpu.rank, n->u.gpu.sm);
   else if (n->type == WEFT_NODE_NET)

@@ -67,6 +67,7 @@ static const struct weft_param_def params[] = {
     {"NCCL_CROSS_NIC", WEFT_PARAM_INT, "2",
      "Rings may enter and leave a node on different NICs (0,1,2=auto)"},
     {"NCCL_NVB_DISABLE", WEFT_PARAM_INT, "0", "Do not route GPU traffic through an NVLink-connected peer GPU"},
+    {"WEFT_TOPO_SYSFS", WEFT_PARAM_STR, "", "Prefix of /sys and /proc for topology detection (tests use a fake tree)"},
     {"NCCL_IB_DISABLE", WEFT_PARAM_INT, "0", "Disable the InfiniBand transport"},
     {"NCCL_SOCKET_NTHREADS", WEFT_PARAM_INT, NULL, "Helper threads per socket connection"},
     {"NCCL_NSOCKS_PERTHREAD", WEFT_PARAM_INT, NULL, "Sockets per helper thread"},
