@@ -124,6 +124,11 @@ static void test_interfaces(void) {
   EXPECT(strstr(weft_log_last_error(), "no_such_if") != NULL);
   unsetenv("NCCL_SOCKET_IFNAME");
   EXPECT(weft_socket_bootstrap_if(&itf) == ncclSuccess);
+  /* NCCL_COMM_ID on loopback: the interface in its subnet is lo, whatever else is up. */
+  setenv("NCCL_COMM_ID", "127.0.0.1:5555", 1);
+  EXPECT(weft_socket_bootstrap_if(&itf) == ncclSuccess);
+  EXPECT(strcmp(itf.name, "lo") == 0);
+  unsetenv("NCCL_COMM_ID");
 }
 
 static void loopback(union weft_socket_addr* a) {
