@@ -145,8 +145,9 @@ static ncclResult_t wait_root(struct weft_bootstrap* bs, int fd, const char* roo
     if (now >= deadline && answer_by == 0) {
       uint32_t query = WEFT_BS_QUERY;
       answer_by = now + 1000000000LL;
-      if (weft_socket_send_all(fd, &query, sizeof(query), root, abort_flag, answer_by) != ncclSuccess)
-        return ncclRemoteError;
+      /* 4 bytes on an idle socket go out at once. If the root has just replied and closed, the
+       * send fails but the reply is still ours to read, so the outcome is decided below. */
+      (void)weft_socket_try_send(fd, &query, sizeof(query));
     } else if (answer_by != 0 && now >= answer_by) {
       WEFT_WARN(
           "Bootstrap: rank %d of %d timed out after %.1f s waiting for %s, which did not say who is "
