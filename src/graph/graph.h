@@ -98,8 +98,8 @@ void weft_topo_system_destroy(struct weft_topo_system* sys);                    
 
 /* Host backend: places nranks CPU ranks on host `host`; numa[i] is rank i's NUMA node id (the
  * cpu numaid; -1 or unknown = first CPU). copy_bw_gbs is the measured memcpy bandwidth (GB/s) a
- * rank can sustain: it bounds channels x bandwidth of rings and trees among these ranks. The host
- * must have no GPU ranks (ncclInvalidUsage otherwise): a system has GPU ranks or host ranks. */
+ * rank can sustain: it bounds channels x bandwidth of rings and trees among these ranks. GPUs of
+ * that host stay in the graph but stop being ranks; placing host ranks twice is ncclInvalidUsage. */
 ncclResult_t weft_topo_add_host_ranks(struct weft_topo_system* sys, int host, int nranks, const int* numa,
                                       float copy_bw_gbs);
 

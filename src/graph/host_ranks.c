@@ -32,10 +32,14 @@ ncclResult_t weft_topo_add_host_ranks(struct weft_topo_system* sys, int host, in
               sys->nhosts, WEFT_GRAPH_MAX_LOCAL);
     return ncclInvalidUsage;
   }
-  if (weft_topo_nlocal(sys, host) > 0) {
-    WEFT_WARN("topology: host %d already has %d ranks; host ranks need a CPU-only system", host,
-              weft_topo_nlocal(sys, host));
-    return ncclInvalidUsage;
+  /* The host backend runs on CPUs: GPUs of this host stay in the graph but stop being ranks. */
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
+    struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
+    if (g->host == host && !g->u.gpu.host_rank) g->u.gpu.rank = -1;
+    if (g->host == host && g->u.gpu.host_rank) {
+      WEFT_WARN("topology: host %d already has host ranks", host);
+      return ncclInvalidUsage;
+    }
   }
   float bw = copy_bw_gbs > 0 ? copy_bw_gbs : 10.0f;
   for (int r = 0; r < nranks; r++) {

@@ -131,13 +131,12 @@ static int place(struct search* s, int* order, char* used, int k) {
   return 0;
 }
 
-static int net_cmp_channel;
 static int net_order(struct search* s, int* nets) {
   struct cand c[WEFT_TOPO_CAP_NET];
   for (int i = 0; i < s->nnet; i++) {
     c[i].r = i;
     c[i].bw = s->net[i]->nlinks ? s->net[i]->links[0].bw : 0;
-    c[i].dist = (i - net_cmp_channel % s->nnet + s->nnet) % s->nnet; /* rotate NICs over channels */
+    c[i].dist = (i - s->channel % s->nnet + s->nnet) % s->nnet; /* rotate NICs over channels */
   }
   qsort(c, s->nnet, sizeof(c[0]), cand_cmp);
   for (int i = 0; i < s->nnet; i++) nets[i] = c[i].r;
@@ -221,7 +220,7 @@ static int try_graph(struct search* s, struct weft_topo_graph* g) {
   s->replay = NULL;
   while (g->nchannels < g->max_channels && s->steps < s->total_limit) {
     int order[WEFT_GRAPH_MAX_LOCAL];
-    net_cmp_channel = g->nchannels;
+    s->channel = g->nchannels;
     if (!one_channel(s, order)) break;
     int c = g->nchannels++;
     memcpy(g->intra[c], order, s->n * sizeof(int));

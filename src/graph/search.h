@@ -15,6 +15,7 @@ struct search {
   int type_intra, type_inter;
   long steps, step_limit, total_limit;
   int cur_net_in, cur_net_out;
+  int channel;       /* channel being built (NIC rotation) */
   const int* replay; /* previous channel's order, tried first */
 };
 

@@ -198,7 +198,8 @@ int weft_topo_nhosts(const struct weft_topo_system* sys) { return sys->nhosts; }
 
 int weft_topo_nlocal(const struct weft_topo_system* sys, int host) {
   int n = 0;
-  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) n += sys->nodes[WEFT_NODE_GPU][i].host == host;
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++)
+    n += sys->nodes[WEFT_NODE_GPU][i].host == host && sys->nodes[WEFT_NODE_GPU][i].u.gpu.rank >= 0;
   return n;
 }
 

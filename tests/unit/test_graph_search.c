@@ -1,5 +1,6 @@
 /* Ring and tree search on the fixtures: expected channel counts and bandwidths (what the links
  * allow, reasons inline), NVLink use, socket crossings, graph file round trip, host ranks. */
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,18 @@ static void check_host_ranks(void) {
   free(ring);
   free(tree);
   weft_topo_system_destroy(sys);
+  /* Host backend on a GPU machine: the CPUs carry the ranks, the GPUs are left out. */
+  sys = load("pcie-8gpu-2switch-2socket.xml");
+  ring = malloc(sizeof(*ring));
+  tree = malloc(sizeof(*tree));
+  int numa3[3] = {0, 1, 1};
+  EXPECT(sys && weft_topo_add_host_ranks(sys, 0, 3, numa3, 6.0f) == ncclSuccess);
+  EXPECT(sys && weft_topo_nlocal(sys, 0) == 3);
+  EXPECT(sys && weft_topo_search_all(sys, 0, 1, ring, tree) == ncclSuccess);
+  EXPECT(ring->nlocal == 3 && ring->nchannels == 1 && near(ring->bw_intra, 6) && channels_valid(ring));
+  free(ring);
+  free(tree);
+  weft_topo_system_destroy(sys);
 }
 
 static void check_channel_limits(void) {
@@ -178,11 +191,60 @@ static void check_channel_limits(void) {
   weft_topo_system_destroy(sys);
 }
 
+/* Real machines' files (when present): every search and channel build is valid. */
+static void check_real_files(void) {
+  const char* dir = getenv("WEFT_TOPO_REAL_DIR") ? getenv("WEFT_TOPO_REAL_DIR") : "../shared/data/topo-real";
+  DIR* d = opendir(dir);
+  if (d == NULL) {
+    printf("real-file directory %s absent: skipped\n", dir);
+    return;
+  }
+  struct dirent* e;
+  int n = 0;
+  struct weft_topo_graph *ring = malloc(sizeof(*ring)), *tree = malloc(sizeof(*tree));
+  while ((e = readdir(d)) != NULL) {
+    if (!strstr(e->d_name, ".xml")) continue;
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    struct weft_topo_system* sys = NULL;
+    EXPECT_MSG(weft_topo_load_file(path, &sys) == ncclSuccess, "%s", path);
+    if (sys == NULL || weft_topo_nlocal(sys, 0) == 0) {
+      weft_topo_system_destroy(sys);
+      continue;
+    }
+    for (int nodes = 1; nodes <= 4; nodes *= 2) {
+      struct weft_topo_channels* ch = NULL;
+      EXPECT_MSG(weft_topo_search_all(sys, 0, nodes, ring, tree) == ncclSuccess, "%s x%d", path, nodes);
+      EXPECT_MSG(channels_valid(ring) && channels_valid(tree), "%s x%d", path, nodes);
+      EXPECT(weft_topo_connect_channels(ring, tree, nodes, &ch) == ncclSuccess && ch);
+      weft_topo_channels_destroy(ch);
+    }
+    /* NVLink machines keep their rings on NVLink. */
+    int nvl = 0;
+    for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++)
+      for (int l = 0; l < sys->nodes[WEFT_NODE_GPU][i].nlinks; l++)
+        nvl |= sys->nodes[WEFT_NODE_GPU][i].links[l].type == WEFT_LINK_NVL &&
+               sys->nodes[WEFT_NODE_GPU][i].links[l].remote->type == WEFT_NODE_NVS;
+    if (nvl) {
+      EXPECT(weft_topo_search_all(sys, 0, 1, ring, tree) == ncclSuccess);
+      EXPECT_MSG(ring->type_intra == WEFT_PATH_NVL, "%s: ring type %s", path,
+                 weft_topo_path_name(ring->type_intra));
+    }
+    weft_topo_system_destroy(sys);
+    n++;
+  }
+  closedir(d);
+  free(ring);
+  free(tree);
+  printf("searched %d real files\n", n);
+}
+
 int main(void) {
   setenv("NCCL_DEBUG", "WARN", 0);
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) check_case(&cases[i]);
   check_paths();
   check_host_ranks();
   check_channel_limits();
+  check_real_files();
   return test_finish("test_graph_search");
 }

@@ -55,60 +55,78 @@ static int build(struct report* r, int nranks) {
   return weft_tuning_init(&r->tuning, &in) == ncclSuccess ? 0 : -1;
 }
 
-int main(int argc, char** argv) {
+struct args {
+  const char* xml;
+  int detect, json, nranks;
+};
+
+/* Returns 0, or the exit status for a usage error / --help. */
+static int parse_args(int argc, char** argv, struct args* a, struct report* r) {
   static const struct option opts[] = {
       {"xml", required_argument, NULL, 'x'},   {"detect", no_argument, NULL, 'd'},
       {"nodes", required_argument, NULL, 'n'}, {"json", no_argument, NULL, 'j'},
       {"ranks", required_argument, NULL, 'r'}, {"copy-bw", required_argument, NULL, 'c'},
       {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
-  const char* xml = NULL;
-  int detect = 0, json = 0, nranks = 0, c;
-  struct report* r = calloc(1, sizeof(*r));
-  if (r == NULL) return 1;
-  r->nnodes = 1;
-  r->copy_bw = 10;
+  int c;
   while ((c = getopt_long(argc, argv, "x:dn:jr:c:h", opts, NULL)) != -1) {
     switch (c) {
       case 'x':
-        xml = optarg;
+        a->xml = optarg;
         break;
       case 'd':
-        detect = 1;
+        a->detect = 1;
         break;
       case 'n':
         r->nnodes = atoi(optarg);
         break;
       case 'j':
-        json = 1;
+        a->json = 1;
         break;
       case 'r':
-        nranks = atoi(optarg);
+        a->nranks = atoi(optarg);
         break;
       case 'c':
         r->copy_bw = (float)atof(optarg);
         break;
       case 'h':
         usage(stdout);
-        return 0;
+        return -1;
       default:
         usage(stderr);
         return 2;
     }
   }
-  if ((xml == NULL) == !detect || r->nnodes < 1 || r->nnodes > 4096 || optind != argc || !(r->copy_bw > 0)) {
+  if ((a->xml == NULL) == !a->detect || r->nnodes < 1 || r->nnodes > 4096 || optind != argc ||
+      !(r->copy_bw > 0)) {
     usage(stderr);
     return 2;
   }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  struct args a = {0};
+  struct report* r = calloc(1, sizeof(*r));
+  if (r == NULL) return 1;
+  r->nnodes = 1;
+  r->copy_bw = 10;
+  int st = parse_args(argc, argv, &a, r);
+  if (st != 0) {
+    free(r);
+    return st < 0 ? 0 : st;
+  }
+  const char* xml = a.xml;
   r->source = xml ? xml : "detect";
   ncclResult_t res = xml ? weft_topo_load_file(xml, &r->sys) : weft_topo_detect(&r->sys);
   if (res != ncclSuccess) {
     fprintf(stderr, "weft-topo: cannot %s%s: %s\n", xml ? "load " : "detect the topology", xml ? xml : "",
             weft_log_last_error());
+    free(r);
     return 1;
   }
-  int rc = build(r, nranks);
+  int rc = build(r, a.nranks);
   if (rc == 0) {
-    if (json)
+    if (a.json)
       report_json(r, stdout);
     else
       report_text(r, stdout);
