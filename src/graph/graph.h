@@ -89,6 +89,11 @@ ncclResult_t weft_topo_load_file(const char* path, struct weft_topo_system** out
 /* Detects this machine (CPUs/NUMA from sysfs, NICs from /sys/class/infiniband and /sys/class/net,
  * GPUs and NVLinks through dlopen'ed NVML when present). Never fails for lack of devices. */
 ncclResult_t weft_topo_detect(struct weft_topo_system** out);
+/* Fuses the XML views of a node's local ranks (as exchanged by an intra-node all-gather of
+ * weft_topo_dump_string texts) into one system: elements matched by identity (cpu by host_hash +
+ * numaid, pci by busid, net by name + dev, nvlink by target), attributes and children united. */
+ncclResult_t weft_topo_fuse_text(const char* const* texts, const size_t* lens, int n,
+                                 struct weft_topo_system** out);
 /* For a communicator: NCCL_TOPO_FILE if set, else detection; then NCCL_TOPO_DUMP_FILE if set. */
 ncclResult_t weft_topo_get_system(struct weft_topo_system** out);
 /* Writes the topology in NCCL's XML format (what was loaded or detected). */

@@ -179,11 +179,45 @@ static void check_malformed(void) {
   }
 }
 
+/* Two ranks' partial views of one node fuse into the whole node. */
+static void check_fuse(void) {
+  const char* a =
+      "<system version=\"1\"><cpu host_hash=\"0x1\" numaid=\"0\" vendor=\"GenuineIntel\" modelid=\"143\">"
+      "<pci busid=\"0000:10:00.0\" class=\"0x060400\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">"
+      "<pci busid=\"0000:11:00.0\" class=\"0x030200\" device=\"0x2330\"><gpu dev=\"0\" sm=\"90\" rank=\"0\">"
+      "<nvlink target=\"fffffff:ff:ff.0\" count=\"18\" tclass=\"0x068000\"/></gpu></pci>"
+      "<pci busid=\"0000:12:00.0\" class=\"0x020700\"><nic><net name=\"mlx5_0\" dev=\"0\" speed=\"400000\"/>"
+      "</nic></pci></pci></cpu></system>";
+  const char* b =
+      "<system version=\"1\"><cpu host_hash=\"0x1\" numaid=\"0\" vendor=\"GenuineIntel\" modelid=\"143\">"
+      "<pci busid=\"0000:10:00.0\" class=\"0x060400\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">"
+      "<pci busid=\"0000:13:00.0\" class=\"0x030200\" device=\"0x2330\"><gpu dev=\"1\" sm=\"90\" rank=\"1\">"
+      "<nvlink target=\"fffffff:ff:ff.0\" count=\"18\" tclass=\"0x068000\"/></gpu></pci>"
+      "<pci busid=\"0000:12:00.0\" class=\"0x020700\"><nic><net name=\"mlx5_0\" dev=\"0\" speed=\"400000\"/>"
+      "</nic></pci></pci></cpu></system>";
+  const char* texts[2] = {a, b};
+  size_t lens[2] = {strlen(a), strlen(b)};
+  struct weft_topo_system* sys = NULL;
+  EXPECT(weft_topo_fuse_text(texts, lens, 2, &sys) == ncclSuccess);
+  if (sys) {
+    EXPECT_EQ_INT(sys->count[WEFT_NODE_GPU], 2);
+    EXPECT_EQ_INT(sys->count[WEFT_NODE_PCI], 1);
+    EXPECT_EQ_INT(sys->count[WEFT_NODE_NET], 1); /* the shared NIC once */
+    EXPECT_EQ_INT(sys->count[WEFT_NODE_NVS], 1);
+    EXPECT_EQ_INT(weft_topo_nlocal(sys, 0), 2);
+    weft_topo_system_destroy(sys);
+  }
+  const char* bad[2] = {a, "<graphs/>"};
+  size_t badlens[2] = {strlen(a), 9};
+  EXPECT(weft_topo_fuse_text(bad, badlens, 2, &sys) == ncclInvalidUsage && sys == NULL);
+}
+
 int main(void) {
   setenv("NCCL_DEBUG", "WARN", 0);
   check_counts();
   check_links();
   check_malformed();
+  check_fuse();
   int nfix = 0, nreal = 0;
   check_dir("tests/data/topo", &nfix);
   EXPECT(nfix >= 8);
