@@ -1,12 +1,14 @@
 /* Detection: builds NCCL topology XML for this machine from sysfs (NUMA nodes and their CPUs,
  * NICs from /sys/class/infiniband and /sys/class/net with speeds and PCI parents, NVIDIA GPUs on
- * the PCI bus), then the system from it. WEFT_TOPO_SYSFS prefixes every path (tests). */
+ * the PCI bus, with NVLinks from NVML when present), then the system from it. WEFT_TOPO_SYSFS prefixes every
+ * path (tests). */
 #include <dirent.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "graph/detect.h"
 #include "graph/topo.h"
 #include "util/check.h"
 #include "util/param.h"
@@ -251,7 +253,37 @@ static ncclResult_t add_nets(struct det* d) {
   return ncclSuccess;
 }
 
+/* <gpu> under the PCI chain of the device at sysfs path rel (under root), with NVML's data when
+ * known: compute capability and NVLinks (targets not on the PCI bus are NVSwitches). */
+static ncclResult_t add_gpu(struct det* d, const char* busid, const struct weft_nvml_gpu* nv) {
+  char f[PATH_MAX], real[PATH_MAX];
+  snprintf(f, sizeof(f), "%s/sys/bus/pci/devices/%s", d->root, busid);
+  struct weft_xml_node *pci = NULL, *g;
+  if (realpath(f, real) == NULL) return ncclSuccess;
+  WEFT_CHECK(pci_chain(d, real, &pci));
+  if (pci == NULL) return ncclSuccess;
+  if ((g = weft_xml_add_child(pci, "gpu")) == NULL) return ncclSystemError;
+  WEFT_CHECK(weft_xml_set_int(g, "dev", d->ngpu));
+  if (nv && nv->sm > 0) WEFT_CHECK(weft_xml_set_int(g, "sm", nv->sm));
+  WEFT_CHECK(weft_xml_set_int(g, "rank", d->ngpu++));
+  WEFT_CHECK(weft_xml_set_int(g, "gdr", 1));
+  for (int i = 0; nv && i < nv->ntargets; i++) {
+    struct weft_xml_node* l = weft_xml_add_child(g, "nvlink");
+    if (l == NULL) return ncclSystemError;
+    snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/class", nv->targets[i].busid);
+    long cls = read_long(d, f, 0x068000);
+    WEFT_CHECK(weft_xml_set(l, "target", nv->targets[i].busid));
+    WEFT_CHECK(weft_xml_set_int(l, "count", nv->targets[i].count));
+    WEFT_CHECK(weft_xml_set_hex(l, "tclass", (unsigned long long)cls));
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t add_gpus(struct det* d) {
+  static struct weft_nvml_gpu nv[WEFT_TOPO_CAP_GPU];
+  int n = d->root[0] ? 0 : weft_topo_nvml_gpus(nv, WEFT_TOPO_CAP_GPU); /* a fake tree has no NVML */
+  for (int i = 0; i < n; i++) WEFT_CHECK(add_gpu(d, nv[i].busid, &nv[i]));
+  if (n > 0) return ncclSuccess;
   char path[PATH_MAX];
   snprintf(path, sizeof(path), "%s/sys/bus/pci/devices", d->root);
   DIR* dir = opendir(path);
@@ -259,20 +291,11 @@ static ncclResult_t add_gpus(struct det* d) {
   ncclResult_t res = ncclSuccess;
   while (res == ncclSuccess && dir && (e = readdir(dir)) != NULL) {
     if (e->d_name[0] == '.') continue;
-    char f[PATH_MAX], real[PATH_MAX];
+    char f[PATH_MAX];
     snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/class", e->d_name);
     long cls = read_long(d, f, 0);
     snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/vendor", e->d_name);
-    if ((cls >> 16) != 0x03 || read_long(d, f, 0) != 0x10de) continue;
-    snprintf(f, sizeof(f), "%s/sys/bus/pci/devices/%s", d->root, e->d_name);
-    struct weft_xml_node *pci = NULL, *g;
-    if (realpath(f, real) == NULL) continue;
-    res = pci_chain(d, real, &pci);
-    if (res != ncclSuccess || pci == NULL) continue;
-    if ((g = weft_xml_add_child(pci, "gpu")) == NULL) res = ncclSystemError;
-    if (res == ncclSuccess) res = weft_xml_set_int(g, "dev", d->ngpu);
-    if (res == ncclSuccess) res = weft_xml_set_int(g, "rank", d->ngpu++);
-    if (res == ncclSuccess) res = weft_xml_set_int(g, "gdr", 1);
+    if ((cls >> 16) == 0x03 && read_long(d, f, 0) == 0x10de) res = add_gpu(d, e->d_name, NULL);
   }
   if (dir) closedir(dir);
   return res;
@@ -320,7 +343,7 @@ ncclResult_t weft_topo_detect(struct weft_topo_system** out) {
     weft_topo_system_destroy(sys);
     return res;
   }
-  WEFT_INFO(WEFT_GRAPH, "Detected topology: %d NUMA nodes, %d NICs, %d NETs, %d GPUs (no NVLink information)",
+  WEFT_INFO(WEFT_GRAPH, "Detected topology: %d NUMA nodes, %d NICs, %d NETs, %d GPUs",
             sys->count[WEFT_NODE_CPU], sys->count[WEFT_NODE_NIC], sys->count[WEFT_NODE_NET],
             sys->count[WEFT_NODE_GPU]);
   *out = sys;
