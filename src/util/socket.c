@@ -257,8 +257,11 @@ static ncclResult_t choose_bootstrap_if(const char* spec, const char* comm_id, s
   if ((spec == NULL || spec[0] == '\0') && comm_id != NULL) {
     union weft_socket_addr root;
     WEFT_CHECK(weft_socket_addr_parse(comm_id, weft_socket_family(), &root));
-    for (int i = 0; i < nall && n == 0; i++)
-      if (weft_socket_same_subnet(&all[i], &root)) pick[n++] = all[i];
+    /* Look at the root's family only: an interface listed through IPv4 may share an IPv6 subnet. */
+    struct weft_socket_if same[MAX_IFS];
+    int nsame = weft_socket_list_ifs(root.sa.sa_family, same, MAX_IFS);
+    for (int i = 0; i < nsame && n == 0; i++)
+      if (weft_socket_same_subnet(&same[i], &root)) pick[n++] = same[i];
     if (n == 0)
       WEFT_INFO(WEFT_BOOTSTRAP, "No interface in the subnet of NCCL_COMM_ID=%s; using the default order",
                 comm_id);

@@ -128,6 +128,13 @@ static void test_interfaces(void) {
   setenv("NCCL_COMM_ID", "127.0.0.1:5555", 1);
   EXPECT(weft_socket_bootstrap_if(&itf) == ncclSuccess);
   EXPECT(strcmp(itf.name, "lo") == 0);
+  int v6 = weft_socket_list_ifs(AF_INET6, ifs, 16), lo6 = 0;
+  for (int i = 0; i < v6; i++) lo6 |= strcmp(ifs[i].name, "lo") == 0;
+  if (lo6) { /* an IPv6 root gives an IPv6 interface */
+    setenv("NCCL_COMM_ID", "[::1]:5555", 1);
+    EXPECT(weft_socket_bootstrap_if(&itf) == ncclSuccess);
+    EXPECT(strcmp(itf.name, "lo") == 0 && itf.addr.sa.sa_family == AF_INET6);
+  }
   unsetenv("NCCL_COMM_ID");
 }
 
