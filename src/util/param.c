@@ -251,8 +251,12 @@ int64_t weft_param_int(const char* name) {
   errno = 0;
   long long x = strtoll(v, &end, 0);
   if (errno == 0 && end != v && *end == 0) return x;
-  WEFT_WARN("Invalid value %s for %s (from %s): not an integer, using default %s", v, name,
-            weft_param_source_name(src), def && def->default_value ? def->default_value : "0");
+  /* One WARN per parameter: hot paths may read it often. */
+  static char warned[sizeof(params) / sizeof(params[0])];
+  int index = (int)(def - params);
+  if (!__atomic_exchange_n(&warned[index], 1, __ATOMIC_RELAXED))
+    WEFT_WARN("Invalid value %s for %s (from %s): not an integer, using default %s", v, name,
+              weft_param_source_name(src), def && def->default_value ? def->default_value : "0");
   if (def && def->default_value) return strtoll(def->default_value, NULL, 0);
   return 0;
 }
