@@ -29,7 +29,7 @@ static const struct weft_param_def params[] = {
     {"NCCL_SOCKET_RETRY_SLEEP_MSEC", WEFT_PARAM_INT, "100", "Pause between refused connection attempts"},
     {"NCCL_HOSTID", WEFT_PARAM_STR, NULL, "Host identity used instead of host name + boot id"},
     {"WEFT_HOSTID", WEFT_PARAM_STR, NULL, "Host identity (overrides NCCL_HOSTID); lets tests act as hosts"},
-    {"WEFT_BOOTSTRAP_TIMEOUT", WEFT_PARAM_INT, "300", "Seconds a bootstrap step waits before failing"},
+    {"WEFT_BOOTSTRAP_TIMEOUT", WEFT_PARAM_INT, "300", "Seconds a bootstrap step waits before failing (0: no limit)"},
     {"NCCL_UID_STAGGER_THRESHOLD", WEFT_PARAM_INT, "256", "Ranks per root above which check-ins stagger"},
     {"NCCL_UID_STAGGER_RATE", WEFT_PARAM_INT, "7000", "Check-ins per second when staggering"},
     /* Backend, waits and errors */
@@ -68,6 +68,7 @@ static const struct weft_param_def params[] = {
     {"NCCL_CROSS_NIC", WEFT_PARAM_INT, "2",
      "Rings may enter and leave a node on different NICs (0,1,2=auto)"},
     {"NCCL_NVB_DISABLE", WEFT_PARAM_INT, "0", "Do not route GPU traffic through an NVLink-connected peer GPU"},
+    {"NCCL_PXN_DISABLE", WEFT_PARAM_INT, "0", "Do not send to a NIC through an NVLink peer GPU closer to it (PXN)"},
     {"WEFT_TOPO_SYSFS", WEFT_PARAM_STR, "", "Prefix of /sys and /proc for topology detection (tests use a fake tree)"},
     {"NCCL_IB_DISABLE", WEFT_PARAM_INT, "0", "Disable the InfiniBand transport"},
     {"NCCL_SOCKET_NTHREADS", WEFT_PARAM_INT, NULL, "Helper threads per socket connection"},
