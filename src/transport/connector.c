@@ -82,6 +82,10 @@ void weft_conn_mem_unlink(struct weft_conn_mem* m) {
 
 void weft_conn_mem_release(struct weft_conn_mem* m) {
   if (m == NULL) return;
+  if (m->release != NULL) {
+    m->release(m);
+    return;
+  }
   if (m->is_shm) {
     weft_conn_mem_unlink(m);
     struct weft_shm_seg seg = {.ptr = m->base, .size = m->size};

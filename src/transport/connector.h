@@ -24,8 +24,13 @@ struct weft_conn_ctrl {
   uint32_t head_waiting;
   char pad1[128 - 12];
   uint32_t refs; /* sides still using memory shared within one process */
-  char pad2[128 - 4];
+  /* What each step carries, written by the sender before it publishes tail, so a proxy knows
+   * what to forward: payload bytes, WEFT_STEP_LL for LL lines; 0 = the whole Simple slot. */
+  uint32_t step_info[WEFT_NSTEPS];
+  char pad2[128 - 4 - 4 * WEFT_NSTEPS];
 };
+#define WEFT_STEP_LL 0x80000000u
+#define WEFT_STEP_BYTES 0x7fffffffu
 
 /* An LL line: two 8-byte words, each 4 data bytes and a 4-byte flag (step+1), so a reader that
  * sees a word's flag also sees that word's data, with no fence and no tail. */
@@ -43,15 +48,19 @@ struct weft_conn_mem {
   int owner;  /* created it (the receiving side) */
   int linked; /* shm name still present in /dev/shm */
   char name[64];
+  /* Transport-owned connectors (network): state and the function that releases everything. */
+  void* transport;
+  void (*release)(struct weft_conn_mem* mem);
 };
 
 /* What the owner sends its peer so the peer can attach (fixed size, no pointers across hosts). */
 struct weft_conn_handle {
   uint64_t size, simple_bytes, ll_bytes;
   uint64_t local_ptr; /* same process: the address */
-  int is_shm;
+  int is_shm;         /* 0 process memory, 1 POSIX shm, WEFT_CONN_NET: name holds a network handle */
   char name[64];
 };
+#define WEFT_CONN_NET 2
 
 /* One side's view: the shared memory plus its own step count. */
 struct weft_conn {
@@ -73,6 +82,10 @@ void weft_conn_mem_unlink(struct weft_conn_mem* mem);
 /* Drop this side's use; NULL-safe. */
 void weft_conn_mem_release(struct weft_conn_mem* mem);
 void weft_conn_bind(struct weft_conn* conn, struct weft_conn_mem* mem, int peer);
+/* Senders record what the step they are about to publish carries (see step_info). */
+static inline void weft_conn_note_step(struct weft_conn* c, size_t bytes, int ll) {
+  c->ctrl->step_info[c->step % WEFT_NSTEPS] = (uint32_t)bytes | (ll ? WEFT_STEP_LL : 0);
+}
 
 /* POSIX shared memory segments (transport/shm.c). */
 struct weft_shm_seg {

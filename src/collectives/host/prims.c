@@ -121,6 +121,7 @@ static void send_end(struct weft_prims* p, size_t bytes) {
       __atomic_store_n(&lines[i].w[1], flag | src[2 * i + 1], __ATOMIC_RELAXED);
     }
   }
+  weft_conn_note_step(c, bytes, p->proto == WEFT_PROTO_LL); /* for a network proxy */
   c->step++;
   weft_host_post(&c->ctrl->tail, &c->ctrl->tail_waiting, c->step);
 }
