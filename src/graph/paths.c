@@ -1,6 +1,7 @@
 /* Paths: breadth-first from every GPU, CPU, NET and NVSwitch (fewest hops, then highest
- * bottleneck bandwidth), path types from the links crossed, then the P2P and GPUDirect RDMA
- * rules that send some traffic through the CPU instead. */
+ * bottleneck bandwidth), path types from the links crossed, then the rules that reroute some
+ * traffic: P2P level (through the CPU), C2C to NICs (P2C), PXN (through an NVLink peer GPU next
+ * to the NIC) and GPUDirect RDMA (through CPU memory when not possible). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,11 +180,52 @@ static void apply_gdr(struct weft_topo_system* sys) {
     for (int j = 0; j < sys->count[WEFT_NODE_NET]; j++) {
       struct weft_topo_node* n = &sys->nodes[WEFT_NODE_NET][j];
       struct weft_topo_path* p = &g->paths[WEFT_NODE_NET][j];
-      if (p->type == WEFT_PATH_DIS) continue;
+      if (p->type == WEFT_PATH_DIS || p->type == WEFT_PATH_PXN) continue; /* the peer does GDR */
       int gdr = !g->u.gpu.host_rank && g->u.gpu.gdr && n->u.net.gdr && p->type <= level;
       if (gdr) continue;
       route_via(sys, p, g, cpu, n);
       route_via(sys, &n->paths[WEFT_NODE_GPU][i], n, cpu, g);
+    }
+  }
+}
+
+/* GPU with a C2C link to its CPU reaches NICs behind that CPU over C2C (type P2C). */
+static void apply_c2c(struct weft_topo_system* sys) {
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
+    struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
+    if (g->cpu < 0 || g->paths[WEFT_NODE_CPU][g->cpu].type != WEFT_PATH_C2C) continue;
+    struct weft_topo_node* cpu = &sys->nodes[WEFT_NODE_CPU][g->cpu];
+    for (int j = 0; j < sys->count[WEFT_NODE_NET]; j++) {
+      struct weft_topo_path* p = &g->paths[WEFT_NODE_NET][j];
+      if (p->type != WEFT_PATH_PHB || cpu->paths[WEFT_NODE_NET][j].type > WEFT_PATH_PHB) continue;
+      route_via(sys, p, g, cpu, &sys->nodes[WEFT_NODE_NET][j]);
+      p->type = WEFT_PATH_P2C;
+    }
+  }
+}
+
+/* PXN: a GPU far from a NIC sends through an NVLink peer that sits next to it. */
+static void apply_pxn(struct weft_topo_system* sys) {
+  if (weft_param_int("NCCL_PXN_DISABLE")) return;
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
+    struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
+    if (g->u.gpu.host_rank) continue;
+    for (int j = 0; j < sys->count[WEFT_NODE_NET]; j++) {
+      struct weft_topo_path* p = &g->paths[WEFT_NODE_NET][j];
+      struct weft_topo_node *net = &sys->nodes[WEFT_NODE_NET][j], *best = NULL;
+      if (p->type <= WEFT_PATH_PXB || net->host != g->host || !net->u.net.gdr) continue;
+      for (int k = 0; k < sys->count[WEFT_NODE_GPU]; k++) {
+        struct weft_topo_node* peer = &sys->nodes[WEFT_NODE_GPU][k];
+        struct weft_topo_path* q = &peer->paths[WEFT_NODE_NET][j];
+        if (k == i || peer->host != g->host || !peer->u.gpu.gdr ||
+            g->paths[WEFT_NODE_GPU][k].type != WEFT_PATH_NVL)
+          continue;
+        if (q->type > WEFT_PATH_PXB || (q->bw <= p->bw && p->type <= WEFT_PATH_PXN)) continue;
+        if (best == NULL || q->bw > best->paths[WEFT_NODE_NET][j].bw) best = peer;
+      }
+      if (best == NULL) continue;
+      route_via(sys, p, g, best, net);
+      p->type = WEFT_PATH_PXN;
     }
   }
 }
@@ -241,6 +283,8 @@ ncclResult_t weft_topo_compute_paths(struct weft_topo_system* sys) {
   }
   sys->paths_ready = 1;
   apply_p2p_level(sys);
+  apply_c2c(sys);
+  apply_pxn(sys);
   apply_gdr(sys);
   return ncclSuccess;
 }

@@ -132,6 +132,37 @@ static void check_paths(void) {
     unsetenv("NCCL_NVB_DISABLE");
     weft_topo_system_destroy(sys);
   }
+  /* PXN: GPU 1 reaches NIC 0 (under GPU 0's switch) through GPU 0 over NVLink, not the CPU. */
+  sys = load("h100-nvswitch-8gpu-8nic.xml");
+  if (sys) {
+    EXPECT(weft_topo_compute_paths(sys) == ncclSuccess);
+    struct weft_topo_node* g1 = weft_topo_rank_node(sys, 0, 1);
+    struct weft_topo_node* g0 = weft_topo_rank_node(sys, 0, 0);
+    EXPECT_EQ_INT(g1->paths[WEFT_NODE_NET][0].type, WEFT_PATH_PXN);
+    EXPECT(near(g1->paths[WEFT_NODE_NET][0].bw, 48));
+    EXPECT_EQ_INT(g0->paths[WEFT_NODE_NET][0].type, WEFT_PATH_PIX);
+    setenv("NCCL_PXN_DISABLE", "1", 1);
+    EXPECT(weft_topo_compute_paths(sys) == ncclSuccess);
+    EXPECT_EQ_INT(g1->paths[WEFT_NODE_NET][0].type, WEFT_PATH_PHB);
+    unsetenv("NCCL_PXN_DISABLE");
+    weft_topo_system_destroy(sys);
+  }
+  /* P2C: a GPU with a C2C link to its CPU reaches a NIC behind that CPU over C2C. */
+  const char* c2c =
+      "<system version=\"1\"><cpu numaid=\"0\" arch=\"arm64\"><pci busid=\"0000:01:00.0\" "
+      "class=\"0x030200\"><gpu dev=\"0\" sm=\"90\"><c2c bw=\"40000\" count=\"10\"/></gpu></pci>"
+      "<pci busid=\"0000:02:00.0\" class=\"0x020000\"><nic><net name=\"n\" dev=\"0\" "
+      "speed=\"400000\" gdr=\"1\"/></nic></pci></cpu></system>";
+  sys = NULL;
+  EXPECT(weft_topo_load_text(c2c, strlen(c2c), "c2c", &sys) == ncclSuccess);
+  if (sys) {
+    EXPECT(weft_topo_compute_paths(sys) == ncclSuccess);
+    setenv("NCCL_NET_GDR_LEVEL", "P2C", 1);
+    EXPECT(weft_topo_compute_paths(sys) == ncclSuccess);
+    EXPECT_EQ_INT(sys->nodes[WEFT_NODE_GPU][0].paths[WEFT_NODE_NET][0].type, WEFT_PATH_P2C);
+    unsetenv("NCCL_NET_GDR_LEVEL");
+    weft_topo_system_destroy(sys);
+  }
   sys = load("pcie-8gpu-2switch-2socket.xml");
   if (sys) {
     EXPECT_EQ_INT(weft_topo_rank_path(sys, 0, 0, 1, NULL), WEFT_PATH_PIX);
