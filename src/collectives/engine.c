@@ -9,6 +9,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll.h"
+#include "collectives/host/direct.h"
 #include "collectives/host/exec.h"
 #include "collectives/host/wait.h"
 #include "collectives/mem.h"
@@ -100,6 +101,9 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   s->pp.nchannels = weft_plan_channels_to_connect();
   init_watch(comm, s);
   if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));
+  WEFT_CHECK(weft_host_direct_init(comm, &s->direct));
+  /* Parameters are read once per communicator: lookups cost microseconds per launch. */
+  weft_waiter_init(&s->waiter, &comm->abort_flag, comm->rank, comm->nranks);
   s->pp.simple_slot = comm->nranks > 1 ? s->send[0].simple_slot : s->simple_bytes / WEFT_NSTEPS;
   s->pp.ll_slot = comm->nranks > 1 ? s->send[0].ll_slot : s->ll_bytes / WEFT_NSTEPS;
   WEFT_INFO(WEFT_INIT, "comm %p rank %d: %d ring channel(s), Simple %zu and LL %zu bytes per connector",
@@ -111,6 +115,7 @@ void weft_coll_comm_fini(struct ncclComm* comm) {
   weft_mem_comm_fini(comm); /* registrations of ncclCommRegister die with the comm */
   struct weft_coll_state* s = comm ? comm->coll : NULL;
   if (s == NULL) return;
+  weft_host_direct_fini(s->direct);
   for (int c = 0; c < WEFT_MAX_CHANNELS; c++) {
     weft_conn_mem_release(s->send_mem[c]);
     weft_conn_mem_release(s->recv_mem[c]);
@@ -159,11 +164,14 @@ static const char* coll_name(int coll) {
 
 static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct weft_waiter* w) {
   struct weft_coll_state* s = comm->coll;
-  struct weft_plan plan;
-  WEFT_CHECK(weft_plan_coll(&s->pp, t, &plan));
   w->opname = coll_name(t->coll);
   w->seq = t->seq;
   w->warned = 0;
+  int handled = 0;
+  WEFT_CHECK(weft_host_direct_run(s->direct, t, w, &handled));
+  if (handled) return ncclSuccess;
+  struct weft_plan plan;
+  WEFT_CHECK(weft_plan_coll(&s->pp, t, &plan));
   int one = comm->nranks == 1;
   for (int c = 0; c < plan.nchannels; c++)
     WEFT_CHECK(weft_host_run_work(&plan.work[c], one ? NULL : &s->send[c], one ? NULL : &s->recv[c], w, c,
@@ -197,7 +205,7 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
     return ncclSystemError;
   }
   struct weft_waiter w;
-  weft_waiter_init(&w, &comm->abort_flag, comm->rank, comm->nranks);
+  w = comm->coll->waiter;
   w.async_result = &comm->async_result;
   w.peers = comm->peers;
   w.watch = comm->coll->watch;

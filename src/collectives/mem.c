@@ -57,16 +57,13 @@ static ncclResult_t seg_create(size_t size, struct weft_mem_seg* seg) {
   seg->size = size;
   seg->fd = fd;
   seg->pid = getpid();
+  seg->id = n + 1;
   snprintf(seg->path, sizeof(seg->path), "/proc/%d/fd/%d", (int)seg->pid, fd);
   return ncclSuccess;
 }
 
-WEFT_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
-  WEFT_ARG_CHECK(ptr != NULL, "ncclMemAlloc: ptr is NULL (size %zu)", size);
-  WEFT_ARG_CHECK(size != 0, "ncclMemAlloc: size is 0");
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  WEFT_ARG_CHECK(size <= SIZE_MAX - page, "ncclMemAlloc: size %zu is too large", size);
-  size_t rounded = (size + page - 1) / page * page;
+/* Create a segment of rounded bytes and add it to the registry. */
+static ncclResult_t alloc_node(size_t rounded, struct seg_node** out) {
   struct seg_node* node = calloc(1, sizeof(*node));
   if (node == NULL) {
     WEFT_WARN("ncclMemAlloc: out of memory for the allocation record");
@@ -81,10 +78,59 @@ WEFT_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   node->next = segs;
   segs = node;
   pthread_mutex_unlock(&mem_lock);
-  *ptr = node->seg.base;
-  WEFT_INFO(WEFT_ALLOC, "ncclMemAlloc: %p size %zu (mapped %zu) shared as %s", node->seg.base, size, rounded,
-            node->seg.path);
+  *out = node;
   return ncclSuccess;
+}
+
+static size_t page_round(size_t size) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (size + page - 1) / page * page;
+}
+
+WEFT_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+  WEFT_ARG_CHECK(ptr != NULL, "ncclMemAlloc: ptr is NULL (size %zu)", size);
+  WEFT_ARG_CHECK(size != 0, "ncclMemAlloc: size is 0");
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  WEFT_ARG_CHECK(size <= SIZE_MAX - page, "ncclMemAlloc: size %zu is too large", size);
+  struct seg_node* node;
+  WEFT_CHECK(alloc_node(page_round(size), &node));
+  *ptr = node->seg.base;
+  WEFT_INFO(WEFT_ALLOC, "ncclMemAlloc: %p size %zu (mapped %zu) shared as %s", node->seg.base, size,
+            node->seg.size, node->seg.path);
+  return ncclSuccess;
+}
+
+ncclResult_t weft_mem_alloc_shared(size_t size, void** ptr) {
+  struct seg_node* node;
+  WEFT_CHECK(alloc_node(page_round(size), &node));
+  *ptr = node->seg.base;
+  return ncclSuccess;
+}
+
+ncclResult_t weft_mem_map_peer(int pid, int fd, size_t size, void** base) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+  int f = open(path, O_RDWR);
+  if (f < 0) {
+    WEFT_WARN("Mapping shared memory %s (%zu bytes) of process %d failed: open: %s", path, size, pid,
+              strerror(errno));
+    return ncclSystemError;
+  }
+  /* Populated now: a fault per page later would cost far more than the collective. */
+  void* p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, f, 0);
+  int err = errno;
+  close(f);
+  if (p == MAP_FAILED) {
+    WEFT_WARN("Mapping shared memory %s (%zu bytes) of process %d failed: mmap: %s", path, size, pid,
+              strerror(err));
+    return ncclSystemError;
+  }
+  *base = p;
+  return ncclSuccess;
+}
+
+void weft_mem_unmap(void* base, size_t size) {
+  if (base != NULL) munmap(base, size);
 }
 
 WEFT_API(ncclResult_t, ncclMemFree, void* ptr) {

@@ -4,6 +4,7 @@
 #define WEFT_COLLECTIVES_MEM_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "nccl.h"
@@ -18,8 +19,17 @@ struct weft_mem_seg {
   size_t size; /* mapped bytes (the request rounded up to pages) */
   int fd;      /* open for as long as the allocation lives */
   pid_t pid;
+  uint64_t id;   /* unique within the process: fd numbers are reused, ids are not */
   char path[64]; /* "/proc/<pid>/fd/<fd>" */
 };
+
+/* Shared memory like ncclMemAlloc's (in the registry, so weft_mem_lookup finds it), for the
+ * library's own use: no API logging. Freed with ncclMemFree. */
+ncclResult_t weft_mem_alloc_shared(size_t size, void** ptr);
+/* Map the whole segment of another process of this host (fd of pid, size bytes), pages
+ * populated up front; *base is the mapping. weft_mem_unmap undoes it. */
+ncclResult_t weft_mem_map_peer(int pid, int fd, size_t size, void** base);
+void weft_mem_unmap(void* base, size_t size);
 
 /* The allocation containing [addr, addr+len), copied to *seg; ncclInvalidArgument (no WARN)
  * when addr is not inside memory from ncclMemAlloc. */

@@ -152,6 +152,62 @@ ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* ar
   return ncclSuccess;
 }
 
+void weft_host_post_counter(uint64_t* counter, uint32_t* sleepers, uint64_t value) {
+  __atomic_store_n(counter, value, __ATOMIC_RELEASE);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (__atomic_load_n(sleepers, __ATOMIC_RELAXED))
+    syscall(SYS_futex, (uint32_t*)counter, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static int counter_ready(const uint64_t* counter, uint64_t value, const uint32_t* failed) {
+  return __atomic_load_n(counter, __ATOMIC_ACQUIRE) >= value || __atomic_load_n(failed, __ATOMIC_RELAXED);
+}
+
+/* The sleeping half of weft_host_wait_counter. */
+static ncclResult_t sleep_counter(struct weft_waiter* w, uint64_t* counter, uint64_t value,
+                                  uint32_t* sleepers, const uint32_t* failed, uint64_t start, int peer,
+                                  const char* what) {
+  w->next_live_check_ns = start + 1000000000ull;
+  ncclResult_t res = ncclSuccess;
+  __atomic_fetch_add(sleepers, 1, __ATOMIC_RELAXED);
+  for (;;) {
+    uint32_t seen = (uint32_t)__atomic_load_n(counter, __ATOMIC_ACQUIRE);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (counter_ready(counter, value, failed)) break;
+    res = check_state(w, start, weft_time_ns(), peer, 0, what);
+    if (res != ncclSuccess) break;
+    futex_wait(counter, seen, SLEEP_SLICE_NS);
+  }
+  __atomic_fetch_sub(sleepers, 1, __ATOMIC_RELAXED);
+  return res;
+}
+
+ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, uint64_t value,
+                                    uint32_t* sleepers, const uint32_t* failed, int peer, const char* what) {
+  if (!counter_ready(counter, value, failed)) {
+    uint64_t start = weft_time_ns(), now = start;
+    for (unsigned i = 1;; i++) {
+      if (w->oversub)
+        sched_yield(); /* the rank we wait for may need this CPU */
+      else
+        __builtin_ia32_pause();
+      if (counter_ready(counter, value, failed)) break;
+      if ((i & (w->oversub ? 7 : 255)) == 0) {
+        now = weft_time_ns();
+        if (now - start >= w->spin_ns || __atomic_load_n(w->abort_flag, __ATOMIC_RELAXED)) {
+          ncclResult_t res = sleep_counter(w, counter, value, sleepers, failed, start, peer, what);
+          if (res != ncclSuccess) return res;
+          break;
+        }
+      }
+    }
+  }
+  if (__atomic_load_n(counter, __ATOMIC_ACQUIRE) >= value) return ncclSuccess;
+  WEFT_WARN("Rank %d: %s (seq %llu): peer rank %d failed while this rank waited for %s", w->rank, w->opname,
+            (unsigned long long)w->seq, peer, what);
+  return ncclRemoteError;
+}
+
 ncclResult_t weft_host_idle(struct weft_waiter* w, uint64_t start_ns, int peer, int channel,
                             const char* what) {
   uint64_t now = weft_time_ns(), idle = now - start_ns;

@@ -21,6 +21,7 @@ struct weft_waiter {
   uint64_t seq;       /* its sequence number */
   int warned;         /* the one slow-wait WARN of this operation was logged */
   uint64_t next_live_check_ns;
+  int oversub; /* more ranks than CPUs on this host: waits yield instead of spinning */
 };
 
 void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks);
@@ -33,6 +34,13 @@ ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* ar
                             uint32_t* waiting, int peer, int channel, const char* what);
 /* Publish value in counter (release) and wake a sleeper. */
 void weft_host_post(uint64_t* counter, uint32_t* waiting, uint64_t value);
+/* Counters that several ranks may wait on at once (the direct paths' board): sleepers count
+ * themselves in *sleepers. Wait until *counter >= value (acquire) or *failed is set (then
+ * ncclRemoteError, naming peer). Pure spinning first when ranks fit the CPUs, yielding when
+ * they do not, then futex sleep on the counter's low 32 bits. */
+ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, uint64_t value,
+                                    uint32_t* sleepers, const uint32_t* failed, int peer, const char* what);
+void weft_host_post_counter(uint64_t* counter, uint32_t* sleepers, uint64_t value);
 /* For progress loops over many conditions (p2p): one idle round: spin/yield/sleep escalating
  * with idle_ns; checks abort, deadline and peers. */
 ncclResult_t weft_host_idle(struct weft_waiter* w, uint64_t start_ns, int peer, int channel,

@@ -1,0 +1,265 @@
+/* Direct paths' setup and per-operation protocol: boards (one per rank, mapped by every peer),
+ * descriptors of the operation's buffers, the cache of peers' ncclMemAlloc segments, and the
+ * decision between the small exchange, zero-copy and the ring. The data movement itself is in
+ * direct_ops.c. */
+#include "collectives/host/direct.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/bootstrap.h"
+#include "collectives/host/direct_impl.h"
+#include "collectives/mem.h"
+#include "core/comm.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/param.h"
+
+struct board_info {
+  int32_t pid, fd, ok;
+  uint64_t size;
+};
+
+static int cpus_available(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  int n = CPU_COUNT(&set);
+  return n > 0 ? n : 1;
+}
+
+/* Own board: shared memory from the ncclMemAlloc registry, touched now (first touch is slow). */
+static int make_board(struct weft_direct* d, struct board_info* info) {
+  void* p = NULL;
+  struct weft_mem_seg seg;
+  if (weft_mem_alloc_shared(sizeof(struct weft_board), &p) != ncclSuccess) return 0;
+  memset(p, 0, sizeof(struct weft_board));
+  if (weft_mem_lookup(p, sizeof(struct weft_board), &seg) != ncclSuccess) {
+    ncclMemFree(p);
+    return 0;
+  }
+  d->mine = p;
+  info->pid = (int32_t)seg.pid;
+  info->fd = seg.fd;
+  info->size = seg.size;
+  return 1;
+}
+
+static int map_boards(struct weft_direct* d, const struct board_info* infos) {
+  for (int p = 0; p < d->nranks; p++) {
+    if (p == d->rank) {
+      d->boards[p] = d->mine;
+      continue;
+    }
+    void* base;
+    if (weft_mem_map_peer(infos[p].pid, infos[p].fd, infos[p].size, &base) != ncclSuccess) return 0;
+    d->boards[p] = base;
+    d->board_sizes[p] = infos[p].size;
+  }
+  return 1;
+}
+
+static ncclResult_t alloc_state(struct ncclComm* comm, struct weft_direct** out) {
+  struct weft_direct* d = calloc(1, sizeof(*d));
+  if (d == NULL) return ncclSystemError;
+  *out = d;
+  int k = comm->nranks;
+  d->nranks = k;
+  d->rank = comm->rank;
+  d->boards = calloc(k, sizeof(*d->boards));
+  d->board_sizes = calloc(k, sizeof(*d->board_sizes));
+  d->same_proc = calloc(k, sizeof(*d->same_proc));
+  d->cache = calloc((size_t)k * WEFT_DIRECT_CACHE_WAYS, sizeof(*d->cache));
+  d->in = calloc(k, sizeof(*d->in));
+  d->out = calloc(k, sizeof(*d->out));
+  if (posix_memalign(&d->tmp, 4096, WEFT_DIRECT_CHUNK) != 0) d->tmp = NULL;
+  if (!d->boards || !d->board_sizes || !d->same_proc || !d->cache || !d->in || !d->out || !d->tmp) {
+    WEFT_WARN("comm %p rank %d: out of memory for the direct paths' state", (void*)comm, comm->rank);
+    return ncclSystemError;
+  }
+  d->all_same_proc = 1;
+  for (int p = 0; p < k; p++) {
+    d->same_proc[p] = comm->peers[p].pid_hash == comm->peers[comm->rank].pid_hash;
+    d->all_same_proc &= d->same_proc[p];
+  }
+  d->oversub = comm->local_nranks > cpus_available();
+  d->forced = weft_param_is_set("NCCL_ALGO") || weft_param_is_set("NCCL_PROTO");
+  return ncclSuccess;
+}
+
+ncclResult_t weft_host_direct_init(struct ncclComm* comm, struct weft_direct** out) {
+  *out = NULL;
+  int k = comm->nranks;
+  if (k < 2 || comm->local_nranks != k) return ncclSuccess;
+  struct weft_direct* d = NULL;
+  struct board_info* infos = calloc(k, sizeof(*infos));
+  ncclResult_t res = infos ? alloc_state(comm, &d) : ncclSystemError;
+  WEFT_CHECK_GOTO(res, res, fail);
+  struct board_info* me = &infos[comm->rank];
+  me->ok = weft_param_int("WEFT_DIRECT") != 0 && make_board(d, me);
+  WEFT_CHECK_GOTO(weft_bootstrap_allgather(comm->bootstrap, infos, sizeof(*infos)), res, fail);
+  int ok = 1;
+  for (int p = 0; p < k; p++) ok &= infos[p].ok;
+  /* Agree on whether every rank mapped every board: the paths need all of them. */
+  me->ok = ok && map_boards(d, infos);
+  WEFT_CHECK_GOTO(weft_bootstrap_allgather(comm->bootstrap, infos, sizeof(*infos)), res, fail);
+  for (int p = 0; p < k; p++) ok &= infos[p].ok;
+  free(infos);
+  infos = NULL;
+  if (!ok) {
+    WEFT_INFO(WEFT_INIT, "comm %p rank %d: direct paths off (WEFT_DIRECT=0 or a board could not be mapped)",
+              (void*)comm, comm->rank);
+    weft_host_direct_fini(d);
+    return ncclSuccess;
+  }
+  WEFT_INFO(WEFT_INIT, "comm %p rank %d: direct paths on, %d ranks on %d CPUs%s, %s", (void*)comm, comm->rank,
+            k, cpus_available(), d->oversub ? " (oversubscribed: waits yield)" : "",
+            d->all_same_proc ? "one process" : "ncclMemAlloc buffers shared across processes");
+  *out = d;
+  return ncclSuccess;
+fail:
+  free(infos);
+  weft_host_direct_fini(d);
+  return res;
+}
+
+void weft_host_direct_fini(struct weft_direct* d) {
+  if (d == NULL) return;
+  for (int p = 0; d->boards && p < d->nranks; p++)
+    if (p != d->rank && d->boards[p]) weft_mem_unmap(d->boards[p], d->board_sizes[p]);
+  for (int i = 0; d->cache && i < d->nranks * WEFT_DIRECT_CACHE_WAYS; i++)
+    weft_mem_unmap(d->cache[i].base, d->cache[i].size);
+  if (d->mine) ncclMemFree(d->mine);
+  free(d->boards);
+  free(d->board_sizes);
+  free(d->same_proc);
+  free(d->cache);
+  free(d->in);
+  free(d->out);
+  free(d->tmp);
+  free(d);
+}
+
+/* Describe buf (bytes long) for peers: its address, and its segment when it is shared. */
+static int describe(const void* buf, size_t bytes, struct weft_dbuf* b) {
+  struct weft_mem_seg seg;
+  memset(b, 0, sizeof(*b));
+  b->addr = (uint64_t)(uintptr_t)buf;
+  if (weft_mem_lookup(buf, bytes, &seg) != ncclSuccess) return 0;
+  b->seg_id = seg.id;
+  b->seg_size = seg.size;
+  b->off = (uint64_t)((const char*)buf - (const char*)seg.base);
+  b->pid = (int32_t)seg.pid;
+  b->fd = seg.fd;
+  return 1;
+}
+
+/* Where peer p's buffer b is mapped here: its address in this process, or a cached mapping of
+ * its segment (least recently used evicted). */
+static ncclResult_t resolve(struct weft_direct* d, int p, const struct weft_dbuf* b, void** ptr) {
+  if (d->same_proc[p]) {
+    *ptr = (void*)(uintptr_t)b->addr;
+    return ncclSuccess;
+  }
+  struct weft_seg_map* ways = &d->cache[(size_t)p * WEFT_DIRECT_CACHE_WAYS];
+  struct weft_seg_map* victim = &ways[0];
+  d->clock++;
+  for (int i = 0; i < WEFT_DIRECT_CACHE_WAYS; i++) {
+    if (ways[i].base && ways[i].id == b->seg_id && ways[i].pid == b->pid && ways[i].size == b->seg_size) {
+      ways[i].used = d->clock;
+      *ptr = (char*)ways[i].base + b->off;
+      return ncclSuccess;
+    }
+    if (ways[i].used < victim->used) victim = &ways[i];
+  }
+  weft_mem_unmap(victim->base, victim->size);
+  memset(victim, 0, sizeof(*victim));
+  void* base;
+  WEFT_CHECK(weft_mem_map_peer(b->pid, b->fd, b->seg_size, &base));
+  victim->base = base;
+  victim->size = b->seg_size;
+  victim->id = b->seg_id;
+  victim->pid = b->pid;
+  victim->used = d->clock;
+  *ptr = (char*)base + b->off;
+  return ncclSuccess;
+}
+
+/* Mark this rank failed so peers waiting on its board give up instead of hanging. */
+static ncclResult_t fail_op(struct weft_direct* d, ncclResult_t res) {
+  __atomic_store_n(&d->mine->failed, 1, __ATOMIC_RELEASE);
+  weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, d->mine->arrive);
+  weft_host_post_counter(&d->mine->done, &d->mine->done_sleepers, d->mine->done);
+  return res;
+}
+
+ncclResult_t weft_direct_wait_all(struct weft_direct* d, struct weft_waiter* w, int done, uint64_t seq) {
+  for (int p = 0; p < d->nranks; p++) {
+    if (p == d->rank) continue;
+    struct weft_board* b = d->boards[p];
+    ncclResult_t res =
+        done ? weft_host_wait_counter(w, &b->done, seq, &b->done_sleepers, &b->failed, p,
+                                      "the end of the step")
+             : weft_host_wait_counter(w, &b->arrive, seq, &b->arrive_sleepers, &b->failed, p, "its arrival");
+    if (res != ncclSuccess) return res;
+  }
+  return ncclSuccess;
+}
+
+static int supported(int coll) { return coll == WEFT_COLL_ALLREDUCE; }
+
+/* Publish this rank's buffers, wait for every peer's, and map theirs when every rank can share. */
+static ncclResult_t arrive(struct weft_direct* d, const struct weft_task* t, struct weft_waiter* w,
+                           uint64_t seq, int* all_capable) {
+  size_t bytes = t->count * weft_dt_size(t->dtype);
+  struct weft_desc* mine = &d->mine->desc[seq & 1];
+  int ok_in = describe(t->sendbuff, bytes, &mine->in), ok_out = describe(t->recvbuff, bytes, &mine->out);
+  mine->capable = d->all_same_proc || (ok_in && ok_out);
+  weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
+  WEFT_CHECK(weft_direct_wait_all(d, w, 0, seq));
+  *all_capable = 1;
+  for (int p = 0; p < d->nranks; p++) *all_capable &= d->boards[p]->desc[seq & 1].capable;
+  if (!*all_capable) return ncclSuccess;
+  for (int p = 0; p < d->nranks; p++) {
+    const struct weft_desc* desc = &d->boards[p]->desc[seq & 1];
+    void* in;
+    if (p == d->rank) {
+      d->in[p] = t->sendbuff;
+      d->out[p] = t->recvbuff;
+      continue;
+    }
+    ncclResult_t res = resolve(d, p, &desc->in, &in);
+    if (res == ncclSuccess) res = resolve(d, p, &desc->out, &d->out[p]);
+    if (res != ncclSuccess) return res;
+    d->in[p] = in;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task* t, struct weft_waiter* w,
+                                  int* handled) {
+  *handled = 0;
+  if (d == NULL || d->forced || !supported(t->coll)) return ncclSuccess;
+  if (__atomic_load_n(&d->mine->failed, __ATOMIC_RELAXED)) {
+    WEFT_WARN("Rank %d: %s (seq %llu) refused: an earlier operation of this communicator failed", d->rank,
+              w->opname, (unsigned long long)w->seq);
+    return ncclInvalidUsage;
+  }
+  size_t es = weft_dt_size(t->dtype), bytes = t->count * es;
+  struct weft_dev_redop op = {.kind = t->op.kind, .scalar = t->op.scalar, .divisor = t->op.divisor};
+  if (t->op.scalar_ptr) memcpy(&op.scalar, t->op.scalar_ptr, es);
+  w->oversub = d->oversub;
+  uint64_t seq = ++d->seq;
+  if (bytes <= WEFT_DIRECT_SMALL_MAX) {
+    *handled = 1;
+    ncclResult_t res = weft_direct_small_allreduce(d, t, &op, w, seq);
+    return res == ncclSuccess ? res : fail_op(d, res);
+  }
+  int all_capable;
+  ncclResult_t res = arrive(d, t, w, seq, &all_capable);
+  if (res != ncclSuccess) return fail_op(d, res);
+  if (!all_capable) return ncclSuccess;
+  *handled = 1;
+  res = weft_direct_allreduce(d, t, &op, w, seq);
+  return res == ncclSuccess ? res : fail_op(d, res);
+}

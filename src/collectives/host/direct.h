@@ -1,0 +1,29 @@
+/* Direct paths of the host executor for communicators whose ranks all share one host: a
+ * per-rank "board" in shared memory that every peer maps carries arrival/done counters, the
+ * buffer descriptors of the current operation, and copies of small inputs. Small all-reduces
+ * exchange their inputs through it in one step; larger collectives whose buffers all come from
+ * ncclMemAlloc (or whose ranks are threads of one process) read and write the peers' buffers
+ * in place (zero-copy, the host analogue of NCCL's P2P direct mode). Everything else runs on
+ * the ring connectors. */
+#ifndef WEFT_COLLECTIVES_HOST_DIRECT_H
+#define WEFT_COLLECTIVES_HOST_DIRECT_H
+
+#include "collectives/host/wait.h"
+#include "collectives/task.h"
+#include "nccl.h"
+
+struct ncclComm;
+struct weft_direct;
+
+/* Set up the boards of comm (collective over its ranks). *out stays NULL when the direct paths
+ * do not apply (several hosts, one rank, WEFT_DIRECT=0) or when any rank could not map every
+ * board: all ranks then agree to use the ring only. */
+ncclResult_t weft_host_direct_init(struct ncclComm* comm, struct weft_direct** out);
+/* NULL-safe. */
+void weft_host_direct_fini(struct weft_direct* d);
+/* Run t through a direct path when one applies (*handled = 1); otherwise leave it to the ring
+ * (*handled = 0). Every rank decides the same for the same task. */
+ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task* t, struct weft_waiter* w,
+                                  int* handled);
+
+#endif

@@ -1,0 +1,82 @@
+/* Internals shared by direct.c (setup, protocol) and direct_ops.c (data movement): the board
+ * layout and the per-communicator state. */
+#ifndef WEFT_COLLECTIVES_HOST_DIRECT_IMPL_H
+#define WEFT_COLLECTIVES_HOST_DIRECT_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collectives/dev_types.h"
+#include "collectives/host/wait.h"
+#include "collectives/task.h"
+#include "nccl.h"
+
+#define WEFT_DIRECT_SMALL_MAX (16 * 1024) /* all-reduce up to this size: copy through the board */
+#define WEFT_DIRECT_INLINE 24             /* inputs this small ride in the arrival line itself */
+#define WEFT_DIRECT_CHUNK (16 * 1024)     /* zero-copy works through L1-sized pieces */
+#define WEFT_DIRECT_CACHE_WAYS 8          /* mapped segments kept per peer */
+
+/* A buffer as a peer sees it: the address (usable by ranks of the same process) and, when it is
+ * inside ncclMemAlloc memory, the segment to map and the offset in it. */
+struct weft_dbuf {
+  uint64_t addr, seg_id, seg_size, off;
+  int32_t pid, fd;
+};
+
+struct weft_desc {
+  uint32_t capable; /* every peer may read in and write out directly */
+  uint32_t pad0;
+  struct weft_dbuf in, out;
+  char pad1[128 - 8 - 2 * sizeof(struct weft_dbuf)];
+};
+
+/* One rank's board: written only by its owner (except the sleeper counts), read by every peer.
+ * Counters count operations (seq); parity-indexed parts of operation seq are rewritten at seq+2
+ * at the earliest, which needs every peer to have arrived at seq+1, i.e. finished seq. */
+struct weft_board {
+  uint64_t arrive; /* operations this rank has entered (inputs readable, outputs writable) */
+  uint32_t arrive_sleepers;
+  uint32_t failed;                          /* this rank gave up: peers stop waiting */
+  unsigned char inl[2][WEFT_DIRECT_INLINE]; /* small inputs, same cache line as arrive */
+  char pad0[128 - 16 - 2 * WEFT_DIRECT_INLINE];
+  uint64_t done; /* operations whose writes into peers' buffers this rank has finished */
+  uint32_t done_sleepers;
+  char pad1[128 - 12];
+  struct weft_desc desc[2];
+  unsigned char slot[2][WEFT_DIRECT_SMALL_MAX] __attribute__((aligned(64)));
+};
+
+struct weft_seg_map {
+  void* base;
+  size_t size;
+  uint64_t id, used;
+  int pid;
+};
+
+struct weft_direct {
+  int nranks, rank;
+  int oversub;       /* more local ranks than CPUs */
+  int forced;        /* NCCL_ALGO/NCCL_PROTO set: the user asked for the ring's protocols */
+  int all_same_proc; /* every rank is a thread of this process: addresses are shared */
+  uint8_t* same_proc;
+  uint64_t seq;
+  struct weft_board* mine;
+  struct weft_board** boards; /* [nranks], boards[rank] == mine */
+  size_t* board_sizes;
+  struct weft_seg_map* cache; /* [nranks][WEFT_DIRECT_CACHE_WAYS] */
+  uint64_t clock;
+  const void** in; /* this operation's buffers of every rank, as mapped here */
+  void** out;
+  void* tmp; /* WEFT_DIRECT_CHUNK bytes */
+};
+
+/* Wait until every peer's arrive (done = 0) or done (done = 1) counter reaches seq. */
+ncclResult_t weft_direct_wait_all(struct weft_direct* d, struct weft_waiter* w, int done, uint64_t seq);
+ncclResult_t weft_direct_small_allreduce(struct weft_direct* d, const struct weft_task* t,
+                                         const struct weft_dev_redop* op, struct weft_waiter* w,
+                                         uint64_t seq);
+/* After every rank arrived with shareable buffers (d->in/out filled). */
+ncclResult_t weft_direct_allreduce(struct weft_direct* d, const struct weft_task* t,
+                                   const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq);
+
+#endif
