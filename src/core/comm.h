@@ -23,12 +23,14 @@ struct weft_peer_info {
   int cuda_dev;     /* -1 on the host backend */
   int64_t bus_id;   /* PCI bus id of the device, -1 if none */
   uint64_t shm_dev; /* st_dev of /dev/shm: same value means shared memory can be mapped */
+  int numa_node;    /* NUMA node of the CPU the rank runs on, -1 unknown */
+  float copy_bw;    /* GB/s of memcpy measured by the rank's process: the slowest sets tuning */
   char host_name[64];
   uint64_t comm_ptr; /* address of the peer's ncclComm: meaningful only within one process */
 };
 
-struct weft_coll_state;  /* owned by collectives/ */
-struct weft_topo_system; /* owned by graph/ */
+struct weft_coll_state; /* owned by collectives/ */
+struct weft_comm_topo;  /* core/topology.c: system, rings, trees, tuning */
 struct weft_bootstrap;
 
 struct ncclComm {
@@ -68,7 +70,7 @@ struct ncclComm {
   int user_ops_capacity;
 
   struct weft_coll_state* coll;
-  struct weft_topo_system* topo;
+  struct weft_comm_topo* topo; /* NULL when the topology could not be modelled */
 
   /* Split bookkeeping: children made from this comm, so splits get distinct hashes. */
   int split_count;

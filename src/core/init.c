@@ -13,6 +13,7 @@
 #include "core/group.h"
 #include "core/init.h"
 #include "core/peers.h"
+#include "core/topology.h"
 #include "util/check.h"
 #include "util/param.h"
 
@@ -88,6 +89,7 @@ ncclResult_t weft_comm_setup(struct ncclComm* comm, const ncclUniqueId* ids, int
   else
     WEFT_CHECK(weft_bootstrap_init(&ids[0], comm->rank, comm->nranks, &comm->abort_flag, &comm->bootstrap));
   WEFT_CHECK(weft_peers_exchange(comm));
+  WEFT_CHECK(weft_comm_topo_init(comm));
   WEFT_CHECK(weft_coll_comm_init(comm));
   WEFT_INFO(
       WEFT_INIT,

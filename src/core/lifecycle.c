@@ -8,6 +8,7 @@
 #include "core/api.h"
 #include "core/comm.h"
 #include "core/init.h"
+#include "core/topology.h"
 #include "util/check.h"
 
 int weft_current_device(void) { return 0; }
@@ -58,6 +59,7 @@ void weft_comm_free(struct ncclComm* comm) {
   if (comm == NULL) return;
   join_init_thread(comm);
   weft_coll_comm_fini(comm);
+  weft_comm_topo_fini(comm);
   weft_bootstrap_destroy(comm->bootstrap);
   free(comm->peers);
   free(comm->local_ranks);

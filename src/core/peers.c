@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "core/topology.h"
 #include "util/check.h"
 #include "util/param.h"
 
@@ -53,6 +54,8 @@ void weft_peer_info_fill(const struct ncclComm* comm, struct weft_peer_info* inf
   struct stat st;
   const char* shm_dir = weft_param_str("WEFT_SHM_DIR");
   if (stat(shm_dir ? shm_dir : "/dev/shm", &st) == 0) info->shm_dev = (uint64_t)st.st_dev;
+  info->numa_node = weft_current_numa_node();
+  info->copy_bw = weft_measure_copy_bw();
   gethostname(info->host_name, sizeof(info->host_name) - 1);
   info->comm_ptr = (uint64_t)(uintptr_t)comm;
 }

@@ -1,0 +1,26 @@
+/* The communicator's view of the machine: topology system, searched rings and trees, and the
+ * tuning model the planner asks for algorithm, protocol and channel count. */
+#ifndef WEFT_CORE_TOPOLOGY_H
+#define WEFT_CORE_TOPOLOGY_H
+
+#include "core/comm.h"
+#include "graph/graph.h"
+
+struct weft_comm_topo {
+  struct weft_topo_system* sys;
+  struct weft_topo_graph ring, tree;
+  struct weft_topo_channels* channels;
+  struct weft_tuning tuning;
+};
+
+/* memcpy bandwidth of this process in GB/s, measured once (a few MiB, a millisecond or two). */
+float weft_measure_copy_bw(void);
+/* NUMA node of the CPU the calling thread runs on, -1 when unknown. */
+int weft_current_numa_node(void);
+/* Builds comm->topo after the peer exchange. Every rank derives the same result from the same
+ * inputs (the slowest rank's copy bandwidth, identical node shapes). When hosts hold different
+ * numbers of ranks the model does not apply: comm->topo stays NULL and rank-order rings are used. */
+ncclResult_t weft_comm_topo_init(struct ncclComm* comm);
+void weft_comm_topo_fini(struct ncclComm* comm);
+
+#endif
