@@ -1,0 +1,257 @@
+/* The proxy progress thread. It sweeps every registered network connector: posts sends for
+ * published slots and receives for free ones, tests them in order, and moves head/tail with
+ * the same release/futex doorbell the host executor uses. When nothing moves it yields, then
+ * sleeps in growing slices; with no connector at all it waits on a condition variable. */
+#include "proxy/proxy.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/connector.h"
+#include "transport/net.h"
+#include "util/log.h"
+#include "util/param.h"
+
+#define TAG_SIMPLE 0
+#define TAG_LL 1
+
+struct weft_proxy_conn {
+  struct weft_proxy_conn_desc d;
+  struct weft_conn view;
+  uint64_t posted, done; /* steps handed to the network / completed */
+  void* reqs[WEFT_NSTEPS];
+  char* bounce; /* receive: LL steps land here, then are stored word by word */
+  int failed;
+  struct weft_proxy_conn* next;
+};
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct weft_proxy_conn* conns;
+  int nconns, started;
+  pthread_t thread;
+  pthread_once_t atfork_once;
+} px = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, PTHREAD_ONCE_INIT};
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Publish a counter and wake an executor sleeping on it (the executor's doorbell protocol). */
+static void post(uint64_t* counter, uint32_t* waiting, uint64_t value) {
+  __atomic_store_n(counter, value, __ATOMIC_RELEASE);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (__atomic_load_n(waiting, __ATOMIC_RELAXED))
+    syscall(SYS_futex, (uint32_t*)counter, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void fail(struct weft_proxy_conn* c, ncclResult_t res) {
+  c->failed = 1;
+  WEFT_WARN(
+      "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after %llu step(s); "
+      "the communicator is aborted",
+      c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res),
+      (unsigned long long)c->done);
+  if (c->d.async_result != NULL)
+    __atomic_compare_exchange_n(c->d.async_result, &(ncclResult_t){ncclSuccess}, ncclRemoteError, 0,
+                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  if (c->d.abort_flag != NULL) __atomic_store_n(c->d.abort_flag, 1, __ATOMIC_RELEASE);
+}
+
+static int progress_send(struct weft_proxy_conn* c) {
+  struct weft_conn* v = &c->view;
+  const struct weft_net_ops* net = c->d.net;
+  int moved = 0;
+  uint64_t tail = __atomic_load_n(&v->ctrl->tail, __ATOMIC_ACQUIRE);
+  while (c->posted < tail && c->posted < c->done + WEFT_NSTEPS) {
+    int slot = (int)(c->posted % WEFT_NSTEPS);
+    uint32_t info = v->ctrl->step_info[slot];
+    const char* ptr;
+    size_t size;
+    int tag;
+    if (info & WEFT_STEP_LL) {
+      ptr = (const char*)v->ll + (size_t)slot * v->ll_slot;
+      size = ((info & WEFT_STEP_BYTES) + 7) / 8 * sizeof(struct weft_ll_line);
+      tag = TAG_LL;
+    } else {
+      ptr = v->simple + (size_t)slot * v->simple_slot;
+      size = info ? (info & WEFT_STEP_BYTES) : v->simple_slot;
+      tag = TAG_SIMPLE;
+    }
+    void* req = NULL;
+    ncclResult_t res = net->isend(c->d.net_comm, ptr, size, tag, &req);
+    if (res != ncclSuccess) return fail(c, res), 0;
+    if (req == NULL) break;
+    c->reqs[slot] = req;
+    c->posted++;
+    moved = 1;
+  }
+  while (c->done < c->posted) {
+    int done = 0;
+    ncclResult_t res = net->test(c->reqs[c->done % WEFT_NSTEPS], &done, NULL);
+    if (res != ncclSuccess) return fail(c, res), 0;
+    if (!done) break;
+    c->done++;
+    post(&v->ctrl->head, &v->ctrl->head_waiting, c->done); /* the slot may be refilled */
+    moved = 1;
+  }
+  return moved;
+}
+
+/* LL lines are stored whole 8-byte words at a time, so the executor never sees a flag before
+ * the data it guards. */
+static void store_ll(struct weft_proxy_conn* c, int slot, size_t bytes) {
+  uint64_t* dst = (uint64_t*)((char*)c->view.ll + (size_t)slot * c->view.ll_slot);
+  const uint64_t* src = (const uint64_t*)(c->bounce + (size_t)slot * c->view.ll_slot);
+  for (size_t i = 0; i < bytes / 8; i++) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+}
+
+static int progress_recv(struct weft_proxy_conn* c) {
+  struct weft_conn* v = &c->view;
+  const struct weft_net_ops* net = c->d.net;
+  int moved = 0;
+  uint64_t head = __atomic_load_n(&v->ctrl->head, __ATOMIC_ACQUIRE);
+  while (c->posted < head + WEFT_NSTEPS) {
+    int slot = (int)(c->posted % WEFT_NSTEPS);
+    void* bufs[2] = {v->simple + (size_t)slot * v->simple_slot, c->bounce + (size_t)slot * v->ll_slot};
+    size_t sizes[2] = {v->simple_slot, v->ll_slot};
+    int tags[2] = {TAG_SIMPLE, TAG_LL};
+    void* req = NULL;
+    ncclResult_t res = net->irecv(c->d.net_comm, 2, bufs, sizes, tags, &req);
+    if (res != ncclSuccess) return fail(c, res), 0;
+    if (req == NULL) break;
+    c->reqs[slot] = req;
+    c->posted++;
+    moved = 1;
+  }
+  while (c->done < c->posted) {
+    int slot = (int)(c->done % WEFT_NSTEPS), done = 0;
+    size_t got[2];
+    ncclResult_t res = net->test(c->reqs[slot], &done, got);
+    if (res != ncclSuccess) return fail(c, res), 0;
+    if (!done) break;
+    if (got[1] != SIZE_MAX) store_ll(c, slot, got[1]);
+    c->done++;
+    post(&v->ctrl->tail, &v->ctrl->tail_waiting, c->done);
+    moved = 1;
+  }
+  return moved;
+}
+
+static void idle_pause(uint64_t idle_ns, uint64_t spin_ns) {
+  if (idle_ns < spin_ns) {
+    sched_yield();
+    return;
+  }
+  struct timespec ts = {0, idle_ns < 100000000ull ? 20000 : 1000000};
+  nanosleep(&ts, NULL);
+}
+
+static void* proxy_main(void* arg) {
+  (void)arg;
+  prctl(PR_SET_TIMERSLACK, 1000UL); /* short sleeps must stay short: they add to latency */
+  int64_t spin_us = weft_param_int("WEFT_SPIN_USEC");
+  uint64_t spin_ns = (uint64_t)(spin_us > 0 ? spin_us : 0) * 1000 + 200000;
+  uint64_t idle_since = now_ns();
+  for (;;) {
+    int moved = 0;
+    pthread_mutex_lock(&px.mu);
+    while (px.conns == NULL) {
+      pthread_cond_wait(&px.cv, &px.mu);
+      idle_since = now_ns();
+    }
+    for (struct weft_proxy_conn* c = px.conns; c; c = c->next)
+      if (!c->failed) moved |= c->d.is_send ? progress_send(c) : progress_recv(c);
+    pthread_mutex_unlock(&px.mu);
+    uint64_t now = now_ns();
+    if (moved)
+      idle_since = now;
+    else
+      idle_pause(now - idle_since, spin_ns);
+  }
+  return NULL;
+}
+
+/* A forked child has no proxy thread and none of the parent's connections. */
+static void atfork_child(void) {
+  pthread_mutex_init(&px.mu, NULL);
+  pthread_cond_init(&px.cv, NULL);
+  px.conns = NULL;
+  px.nconns = 0;
+  px.started = 0;
+}
+static void install_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
+
+ncclResult_t weft_proxy_conn_add(const struct weft_proxy_conn_desc* d, struct weft_proxy_conn** out) {
+  pthread_once(&px.atfork_once, install_atfork);
+  struct weft_proxy_conn* c = calloc(1, sizeof(*c));
+  if (c == NULL) return ncclSystemError;
+  c->d = *d;
+  weft_conn_bind(&c->view, d->mem, d->peer);
+  if (!d->is_send && (c->bounce = malloc(WEFT_NSTEPS * c->view.ll_slot + 8)) == NULL) {
+    free(c);
+    return ncclSystemError;
+  }
+  pthread_mutex_lock(&px.mu);
+  if (!px.started) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&px.thread, &attr, proxy_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+      pthread_mutex_unlock(&px.mu);
+      WEFT_WARN("Cannot start the proxy progress thread: %s", strerror(rc));
+      free(c->bounce);
+      free(c);
+      return ncclSystemError;
+    }
+    pthread_setname_np(px.thread, "weft-proxy");
+    px.started = 1;
+  }
+  c->next = px.conns;
+  px.conns = c;
+  px.nconns++;
+  pthread_cond_signal(&px.cv);
+  pthread_mutex_unlock(&px.mu);
+  WEFT_INFO(WEFT_PROXY | WEFT_NET, "Rank %d: proxy drives the %s connector %s rank %d (host %s)", d->rank,
+            d->is_send ? "send" : "receive", d->is_send ? "to" : "from", d->peer, d->peer_host);
+  *out = c;
+  return ncclSuccess;
+}
+
+void weft_proxy_conn_remove(struct weft_proxy_conn* c) {
+  if (c == NULL) return;
+  pthread_mutex_lock(&px.mu);
+  for (struct weft_proxy_conn** pp = &px.conns; *pp; pp = &(*pp)->next)
+    if (*pp == c) {
+      *pp = c->next;
+      px.nconns--;
+      break;
+    }
+  pthread_mutex_unlock(&px.mu);
+  if (c->d.is_send)
+    c->d.net->close_send(c->d.net_comm);
+  else
+    c->d.net->close_recv(c->d.net_comm);
+  free(c->bounce);
+  free(c);
+}
+
+int weft_proxy_nconns(void) {
+  pthread_mutex_lock(&px.mu);
+  int n = px.nconns;
+  pthread_mutex_unlock(&px.mu);
+  return n;
+}

@@ -1,0 +1,34 @@
+/* The progress thread: one per process, shared by every communicator, that drives network
+ * connectors. For a send connector it forwards each FIFO slot the executor publishes (tail) to
+ * the network and returns credits (head) when the send completes; for a receive connector it
+ * receives into free slots (head) and publishes them (tail), exactly as a local peer would. */
+#ifndef WEFT_PROXY_PROXY_H
+#define WEFT_PROXY_PROXY_H
+
+#include <stdint.h>
+
+#include "nccl.h"
+
+struct weft_conn_mem;
+struct weft_net_ops;
+struct weft_proxy_conn;
+
+struct weft_proxy_conn_desc {
+  int is_send;
+  struct weft_conn_mem* mem; /* the connector FIFO in this process */
+  const struct weft_net_ops* net;
+  void* net_comm; /* owned by the proxy connection from now on */
+  int rank, peer;
+  char peer_host[64];
+  volatile uint32_t* abort_flag; /* raised, with async_result set, when the connection fails */
+  volatile ncclResult_t* async_result;
+};
+
+/* Start driving a connector (starts the thread on first use). */
+ncclResult_t weft_proxy_conn_add(const struct weft_proxy_conn_desc* desc, struct weft_proxy_conn** out);
+/* Stop driving it and close its network comm; returns at once after the current sweep. NULL-safe. */
+void weft_proxy_conn_remove(struct weft_proxy_conn* conn);
+/* Connections currently driven (tests). */
+int weft_proxy_nconns(void);
+
+#endif

@@ -1,0 +1,188 @@
+/* Network connectors: the connector FIFO lives in this process's memory on both sides and the
+ * proxy thread moves each step over the network selected by NCCL_NET (built-in: Socket).
+ * Setup is a listen / connect / accept handshake carried by the bootstrap. */
+#include "transport/net.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "bootstrap/bootstrap.h"
+#include "proxy/proxy.h"
+#include "transport/connector.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/param.h"
+#include "util/socket.h"
+
+static const struct weft_net_ops* builtins[] = {&weft_net_socket_ops};
+static const struct weft_net_ops* chosen;
+static ncclResult_t init_result = ncclSuccess;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void net_init(void) {
+  const char* want = weft_param_str("NCCL_NET");
+  for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
+    if (want != NULL && want[0] && strcasecmp(want, builtins[i]->name) != 0) continue;
+    if (builtins[i]->init() == ncclSuccess) {
+      chosen = builtins[i];
+      WEFT_INFO(WEFT_NET | WEFT_INIT, "Using network %s", chosen->name);
+      return;
+    }
+  }
+  WEFT_WARN("No usable network%s%s (built-in: Socket)", want ? " named " : "", want ? want : "");
+  init_result = want ? ncclInvalidUsage : ncclSystemError;
+}
+
+ncclResult_t weft_net_get(const struct weft_net_ops** out) {
+  pthread_once(&once, net_init);
+  *out = chosen;
+  return chosen ? ncclSuccess : init_result;
+}
+
+/* Per connector: the listener until accepted, then the proxy connection. */
+struct net_state {
+  const struct weft_net_ops* net;
+  void* listen_comm;
+  struct weft_proxy_conn* proxy;
+};
+
+static void net_release(struct weft_conn_mem* m) {
+  struct net_state* st = m->transport;
+  if (st != NULL) {
+    weft_proxy_conn_remove(st->proxy);
+    if (st->listen_comm) st->net->close_listen(st->listen_comm);
+    free(st);
+  }
+  free(m->base);
+  free(m);
+}
+
+static ncclResult_t mem_create(size_t simple, size_t ll, struct weft_conn_mem** out,
+                               struct weft_conn_handle* h) {
+  struct weft_conn_mem* m;
+  WEFT_CHECK(weft_conn_mem_create(simple, ll, 0, "net", &m, h));
+  m->release = net_release;
+  m->transport = calloc(1, sizeof(struct net_state));
+  if (m->transport == NULL) {
+    net_release(m);
+    return ncclSystemError;
+  }
+  *out = m;
+  return ncclSuccess;
+}
+
+/* Repeat step until *done, polling the abort flag and the bootstrap deadline. */
+static ncclResult_t wait_connected(const struct weft_net_peer* p, const char* what, void* arg,
+                                   ncclResult_t (*step)(void* arg, void** comm), void** comm) {
+  int64_t deadline = weft_socket_deadline(weft_param_int("WEFT_BOOTSTRAP_TIMEOUT"));
+  for (;;) {
+    WEFT_CHECK(step(arg, comm));
+    if (*comm != NULL) return ncclSuccess;
+    if (weft_socket_aborted(p->abort_flag)) return ncclInternalError;
+    if (weft_socket_now_ns() >= deadline) {
+      WEFT_WARN("Rank %d: %s rank %d (host %s) over the network timed out (WEFT_BOOTSTRAP_TIMEOUT)", p->rank,
+                what, p->peer, p->peer_host);
+      return ncclRemoteError;
+    }
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+struct connect_arg {
+  const struct weft_net_ops* net;
+  void* handle;
+};
+static ncclResult_t connect_step(void* arg, void** comm) {
+  struct connect_arg* a = arg;
+  return a->net->connect(0, a->handle, comm);
+}
+static ncclResult_t accept_step(void* arg, void** comm) {
+  struct net_state* st = arg;
+  return st->net->accept(st->listen_comm, comm);
+}
+
+static ncclResult_t start_proxy(const struct weft_net_peer* p, int is_send, struct weft_conn_mem* m,
+                                void* comm) {
+  struct net_state* st = m->transport;
+  struct weft_proxy_conn_desc d = {.is_send = is_send,
+                                   .mem = m,
+                                   .net = st->net,
+                                   .net_comm = comm,
+                                   .rank = p->rank,
+                                   .peer = p->peer,
+                                   .abort_flag = p->abort_flag,
+                                   .async_result = p->async_result};
+  snprintf(d.peer_host, sizeof(d.peer_host), "%s", p->peer_host ? p->peer_host : "?");
+  ncclResult_t res = weft_proxy_conn_add(&d, &st->proxy);
+  if (res != ncclSuccess) is_send ? st->net->close_send(comm) : st->net->close_recv(comm);
+  return res;
+}
+
+ncclResult_t weft_net_offer(const struct weft_net_peer* p, int tag, size_t simple, size_t ll,
+                            struct weft_conn_mem** out) {
+  const struct weft_net_ops* net;
+  WEFT_CHECK(weft_net_get(&net));
+  struct weft_conn_handle h;
+  struct weft_conn_mem* m;
+  WEFT_CHECK(mem_create(simple, ll, &m, &h));
+  struct net_state* st = m->transport;
+  st->net = net;
+  memset(h.name, 0, sizeof(h.name));
+  ncclResult_t res = net->listen(0, h.name, &st->listen_comm);
+  h.is_shm = WEFT_CONN_NET;
+  h.local_ptr = 0;
+  if (res == ncclSuccess) res = weft_bootstrap_send(p->bootstrap, p->peer, tag, &h, sizeof(h));
+  if (res != ncclSuccess) {
+    net_release(m);
+    return res;
+  }
+  *out = m;
+  return ncclSuccess;
+}
+
+ncclResult_t weft_net_take(const struct weft_net_peer* p, int tag, int ack_tag, struct weft_conn_mem** out) {
+  const struct weft_net_ops* net;
+  struct weft_conn_handle h, mine;
+  WEFT_CHECK(weft_net_get(&net));
+  WEFT_CHECK(weft_bootstrap_recv(p->bootstrap, p->peer, tag, &h, sizeof(h)));
+  struct weft_conn_mem* m = NULL;
+  void* comm = NULL;
+  ncclResult_t res = ncclInternalError;
+  if (h.is_shm != WEFT_CONN_NET) {
+    WEFT_WARN("Rank %d: rank %d (host %s) offered a shared-memory connector where a network one was expected",
+              p->rank, p->peer, p->peer_host);
+  } else if ((res = mem_create(h.simple_bytes, h.ll_bytes, &m, &mine)) == ncclSuccess) {
+    ((struct net_state*)m->transport)->net = net;
+    char handle[WEFT_NET_HANDLE_BYTES];
+    memcpy(handle, h.name, sizeof(handle));
+    struct connect_arg a = {net, handle};
+    res = wait_connected(p, "connecting to", &a, connect_step, &comm);
+    if (res == ncclSuccess) res = start_proxy(p, 1, m, comm);
+  }
+  int ok = res == ncclSuccess;
+  ncclResult_t ack = weft_bootstrap_send(p->bootstrap, p->peer, ack_tag, &ok, sizeof(ok));
+  if (res == ncclSuccess) res = ack;
+  if (res != ncclSuccess) {
+    if (m) net_release(m);
+    return res;
+  }
+  *out = m;
+  return ncclSuccess;
+}
+
+ncclResult_t weft_net_finish_offer(const struct weft_net_peer* p, int ack_tag, struct weft_conn_mem* m) {
+  int ok = 0;
+  WEFT_CHECK(weft_bootstrap_recv(p->bootstrap, p->peer, ack_tag, &ok, sizeof(ok)));
+  if (!ok) return ncclRemoteError;
+  struct net_state* st = m->transport;
+  void* comm = NULL;
+  WEFT_CHECK(wait_connected(p, "accepting a connection from", st, accept_step, &comm));
+  st->net->close_listen(st->listen_comm);
+  st->listen_comm = NULL;
+  return start_proxy(p, 0, m, comm);
+}

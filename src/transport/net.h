@@ -1,0 +1,71 @@
+/* The network interface, modelled on NCCL's net plugin API: devices, listen/connect/accept,
+ * non-blocking isend/irecv/test and close. The socket network implements it; InfiniBand and
+ * external plugins plug in through the same table. Also: network connectors for the engine. */
+#ifndef WEFT_TRANSPORT_NET_H
+#define WEFT_TRANSPORT_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+#define WEFT_NET_HANDLE_BYTES 64 /* what listen fills and connect reads; travels over the bootstrap */
+#define WEFT_NET_MAX_RECVS 4     /* buffers one irecv may offer (the message's tag picks one) */
+#define WEFT_NET_MAX_REQUESTS 32 /* requests in flight per comm; isend/irecv give NULL beyond */
+
+struct weft_net_props {
+  char name[64];  /* interface name */
+  char addr[64];  /* its address, printable */
+  int speed_mbps; /* link speed, 0 when unknown */
+  int latency_us;
+  int max_comms;
+};
+
+/* Every call returns at once. connect and accept leave *comm NULL until the connection is
+ * complete (call again); isend and irecv leave *request NULL when no request slot is free.
+ * A message sent with tag t lands in the irecv buffer whose tags[i] == t; test reports its
+ * size in sizes[i] and SIZE_MAX in the other entries (isend: sizes[0] = bytes sent). */
+struct weft_net_ops {
+  const char* name;
+  ncclResult_t (*init)(void);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*get_properties)(int dev, struct weft_net_props* props);
+  ncclResult_t (*listen)(int dev, void* handle, void** listen_comm);
+  ncclResult_t (*connect)(int dev, void* handle, void** send_comm); /* keeps its progress in handle */
+  ncclResult_t (*accept)(void* listen_comm, void** recv_comm);
+  ncclResult_t (*isend)(void* send_comm, const void* data, size_t size, int tag, void** request);
+  ncclResult_t (*irecv)(void* recv_comm, int n, void* const* data, const size_t* sizes, const int* tags,
+                        void** request);
+  ncclResult_t (*test)(void* request, int* done, size_t* sizes);
+  ncclResult_t (*close_send)(void* send_comm);
+  ncclResult_t (*close_recv)(void* recv_comm);
+  ncclResult_t (*close_listen)(void* listen_comm);
+};
+
+extern const struct weft_net_ops weft_net_socket_ops;
+
+/* The network selected by NCCL_NET (built-ins: "Socket"), initialized once per process. */
+ncclResult_t weft_net_get(const struct weft_net_ops** out);
+
+/* ---- Network connectors (engine side) ---- */
+struct weft_bootstrap;
+struct weft_conn_mem;
+
+/* Who is at the other end of a connector, and where errors go. */
+struct weft_net_peer {
+  struct weft_bootstrap* bootstrap;
+  int rank, peer;
+  const char* peer_host;
+  volatile uint32_t* abort_flag;
+  volatile ncclResult_t* async_result;
+};
+
+/* The receiving side creates the connector memory and a listener and sends the handle to peer
+ * under tag; the sending side takes it (connects, acknowledges on ack_tag); then the receiving
+ * side finishes (accepts). Both connectors are then driven by the proxy thread. */
+ncclResult_t weft_net_offer(const struct weft_net_peer* p, int tag, size_t simple, size_t ll,
+                            struct weft_conn_mem** mem);
+ncclResult_t weft_net_take(const struct weft_net_peer* p, int tag, int ack_tag, struct weft_conn_mem** mem);
+ncclResult_t weft_net_finish_offer(const struct weft_net_peer* p, int ack_tag, struct weft_conn_mem* mem);
+
+#endif

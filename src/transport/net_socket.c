@@ -1,0 +1,624 @@
+/* The socket network: one control socket per connection carries message headers (and small
+ * messages inline); larger messages are split over NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD
+ * data sockets served by helper threads. Both sides split a message the same way, so no
+ * per-chunk headers are needed. Every call returns at once. */
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/net.h"
+#include "util/log.h"
+#include "util/param.h"
+#include "util/socket.h"
+
+#define MAGIC 0x5745465453434b54ull /* "WEFTSCKT" */
+#define MAX_IFS 16
+#define MAX_THREADS 16
+#define MAX_SOCKS 64
+#define MIN_CHUNK (64 * 1024)  /* a data socket gets at least this much of a message */
+#define INLINE_MAX (64 * 1024) /* messages up to this size ride on the control socket */
+#define TAG_CLOSE INT32_MIN    /* header of an orderly close: EOF after it is not an error */
+#define QLEN WEFT_NET_MAX_REQUESTS
+
+struct handle {
+  uint64_t magic;
+  union weft_socket_addr addr;
+  void* state; /* the connecting side's progress; NULL as sent */
+};
+_Static_assert(sizeof(struct handle) <= WEFT_NET_HANDLE_BYTES, "socket handle too large");
+
+struct hello {
+  uint64_t magic, id;
+  uint32_t index, nsocks; /* index 0 is the control socket */
+};
+
+struct msg_hdr {
+  uint64_t size;
+  int32_t tag;
+  uint32_t magic;
+};
+
+struct req {
+  struct comm* comm;
+  int used, is_send, nbuf, stage; /* stage: 0 header, 1 inline data, 2 chunks, 3 done */
+  void* bufs[WEFT_NET_MAX_RECVS];
+  size_t sizes[WEFT_NET_MAX_RECVS];
+  int tags[WEFT_NET_MAX_RECVS];
+  struct msg_hdr hdr;
+  size_t hdr_done, data_done, size;
+  int matched;
+  char* data;
+  atomic_int chunks_left;
+};
+
+struct task {
+  char* ptr;
+  size_t len, done;
+  struct req* req;
+};
+
+struct dsock {
+  int fd;
+  struct task q[QLEN];
+  atomic_uint head, tail; /* single producer (caller), single consumer (its helper) */
+};
+
+struct helper {
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int stop, started, index;
+  struct comm* comm;
+};
+
+struct comm {
+  int is_send, ctrl, nsocks, nhelpers;
+  struct dsock socks[MAX_SOCKS];
+  struct helper helpers[MAX_THREADS];
+  struct req reqs[QLEN];
+  uint64_t next_req, ctrl_next;
+  unsigned rr; /* first data socket of the next split message */
+  _Atomic ncclResult_t err;
+  atomic_int warned;
+  int closed_by_peer;
+  char peer[WEFT_SOCKET_ADDR_STRLEN];
+};
+
+struct listen_comm {
+  int fd;
+  int nfds;
+  struct {
+    int fd;
+    struct hello h;
+    size_t got;
+  } pending[MAX_SOCKS + 1];
+  char addr[WEFT_SOCKET_ADDR_STRLEN];
+};
+
+struct connecting {
+  int n;
+  uint64_t id;
+  int fds[MAX_SOCKS + 1];
+  int state[MAX_SOCKS + 1]; /* 0 connecting, 1 hello sent */
+};
+
+static struct weft_socket_if ifs[MAX_IFS];
+static int nifs;
+
+static ncclResult_t sock_init(void) {
+  nifs = weft_socket_find_ifs(NULL, ifs, MAX_IFS);
+  if (nifs <= 0) {
+    WEFT_WARN("Net/Socket: no usable network interface (NCCL_SOCKET_IFNAME=%s)",
+              weft_param_str("NCCL_SOCKET_IFNAME") ? weft_param_str("NCCL_SOCKET_IFNAME") : "");
+    return ncclSystemError;
+  }
+  char text[WEFT_SOCKET_ADDR_STRLEN];
+  for (int i = 0; i < nifs; i++)
+    WEFT_INFO(WEFT_NET | WEFT_INIT, "NET/Socket : Using [%d]%s:%s", i, ifs[i].name,
+              weft_socket_addr_str(&ifs[i].addr, text, sizeof(text)));
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_devices(int* n) {
+  *n = nifs;
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_props(int dev, struct weft_net_props* p) {
+  if (dev < 0 || dev >= nifs) return ncclInvalidArgument;
+  memset(p, 0, sizeof(*p));
+  snprintf(p->name, sizeof(p->name), "%s", ifs[dev].name);
+  weft_socket_addr_str(&ifs[dev].addr, p->addr, sizeof(p->addr));
+  char path[128];
+  snprintf(path, sizeof(path), "/sys/class/net/%s/speed", ifs[dev].name);
+  FILE* f = fopen(path, "r");
+  if (f != NULL) {
+    if (fscanf(f, "%d", &p->speed_mbps) != 1 || p->speed_mbps < 0) p->speed_mbps = 0;
+    fclose(f);
+  }
+  p->latency_us = 0;
+  p->max_comms = 65536;
+  return ncclSuccess;
+}
+
+/* Helper threads x sockets per thread from the environment (0 sockets: control socket only). */
+static void sock_counts(int* nthreads, int* nsocks) {
+  int64_t nt = weft_param_is_set("NCCL_SOCKET_NTHREADS") ? weft_param_int("NCCL_SOCKET_NTHREADS") : 0;
+  int64_t per = weft_param_is_set("NCCL_NSOCKS_PERTHREAD") ? weft_param_int("NCCL_NSOCKS_PERTHREAD") : 1;
+  if (nt < 0) nt = 0;
+  if (nt > MAX_THREADS) nt = MAX_THREADS;
+  if (per < 1) per = 1;
+  if (nt * per > MAX_SOCKS) per = MAX_SOCKS / (nt ? nt : 1);
+  *nthreads = (int)nt;
+  *nsocks = (int)(nt * per);
+}
+
+static ncclResult_t sock_listen(int dev, void* handle, void** out) {
+  *out = NULL;
+  if (dev < 0 || dev >= nifs) {
+    WEFT_WARN("Net/Socket: device %d does not exist (%d devices)", dev, nifs);
+    return ncclInvalidArgument;
+  }
+  struct listen_comm* l = calloc(1, sizeof(*l));
+  if (l == NULL) return ncclSystemError;
+  union weft_socket_addr addr = ifs[dev].addr;
+  weft_socket_addr_set_port(&addr, 0);
+  ncclResult_t res = weft_socket_listen(&addr, &l->fd);
+  if (res != ncclSuccess) {
+    free(l);
+    return res;
+  }
+  weft_socket_addr_str(&addr, l->addr, sizeof(l->addr));
+  struct handle h = {.magic = MAGIC, .addr = addr, .state = NULL};
+  memset(handle, 0, WEFT_NET_HANDLE_BYTES);
+  memcpy(handle, &h, sizeof(h));
+  *out = l;
+  return ncclSuccess;
+}
+
+static void set_err(struct comm* c, ncclResult_t res, const char* what, int err) {
+  ncclResult_t expected = ncclSuccess;
+  atomic_compare_exchange_strong(&c->err, &expected, res);
+  if (atomic_exchange(&c->warned, 1) == 0)
+    WEFT_WARN("NET/Socket : %s connection with %s failed: %s%s%s", c->is_send ? "send" : "receive", c->peer,
+              what, err ? ": " : "", err ? strerror(err) : "");
+}
+
+/* Move bytes of the oldest task of socket s; returns 1 if any moved, -1 on error. */
+static int progress_sock(struct comm* c, struct dsock* s) {
+  unsigned h = atomic_load_explicit(&s->head, memory_order_relaxed);
+  if (h == atomic_load_explicit(&s->tail, memory_order_acquire)) return 0;
+  struct task* t = &s->q[h % QLEN];
+  int moved = 0;
+  while (t->done < t->len) {
+    ssize_t n = c->is_send ? weft_socket_try_send(s->fd, t->ptr + t->done, t->len - t->done)
+                           : weft_socket_try_recv(s->fd, t->ptr + t->done, t->len - t->done);
+    if (n == 0) break;
+    if (n < 0) {
+      if (n == WEFT_SOCKET_CLOSED)
+        set_err(c, ncclRemoteError, "peer closed a data socket", 0);
+      else
+        set_err(c, errno == ECONNRESET || errno == EPIPE ? ncclRemoteError : ncclSystemError, "data socket",
+                errno);
+      return -1;
+    }
+    t->done += (size_t)n;
+    moved = 1;
+  }
+  if (t->done == t->len) {
+    atomic_fetch_sub_explicit(&t->req->chunks_left, 1, memory_order_release);
+    atomic_store_explicit(&s->head, h + 1, memory_order_release);
+  }
+  return moved;
+}
+
+static void* helper_main(void* arg) {
+  struct helper* hp = arg;
+  struct comm* c = hp->comm;
+  struct pollfd pfd[MAX_SOCKS];
+  pthread_mutex_lock(&hp->mu);
+  while (!hp->stop) {
+    int busy = 0, moved = 0, np = 0;
+    for (int j = hp->index; j < c->nsocks; j += c->nhelpers) {
+      struct dsock* s = &c->socks[j];
+      if (atomic_load(&s->head) == atomic_load(&s->tail)) continue;
+      busy = 1;
+      pthread_mutex_unlock(&hp->mu);
+      int r = atomic_load(&c->err) == ncclSuccess ? progress_sock(c, s) : -1;
+      pthread_mutex_lock(&hp->mu);
+      if (r > 0) moved = 1;
+      if (r == 0) pfd[np++] = (struct pollfd){.fd = s->fd, .events = c->is_send ? POLLOUT : POLLIN};
+    }
+    if (!busy || atomic_load(&c->err) != ncclSuccess) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 20000000;
+      if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+      pthread_cond_timedwait(&hp->cv, &hp->mu, &ts);
+    } else if (!moved && np > 0) {
+      pthread_mutex_unlock(&hp->mu);
+      poll(pfd, (nfds_t)np, 10); /* bounded: stop is noticed within 10 ms */
+      pthread_mutex_lock(&hp->mu);
+    }
+  }
+  pthread_mutex_unlock(&hp->mu);
+  return NULL;
+}
+
+static void comm_free(struct comm* c) {
+  if (c == NULL) return;
+  for (int i = 0; i < c->nhelpers; i++) {
+    struct helper* hp = &c->helpers[i];
+    if (!hp->started) continue;
+    pthread_mutex_lock(&hp->mu);
+    hp->stop = 1;
+    pthread_cond_signal(&hp->cv);
+    pthread_mutex_unlock(&hp->mu);
+    pthread_join(hp->thread, NULL);
+    pthread_mutex_destroy(&hp->mu);
+    pthread_cond_destroy(&hp->cv);
+  }
+  for (int i = 0; i < c->nsocks; i++) weft_socket_close(c->socks[i].fd);
+  weft_socket_close(c->ctrl);
+  free(c);
+}
+
+/* Build a comm from connected fds (fds[0] control); starts the helper threads. */
+static ncclResult_t comm_create(int is_send, const int* fds, int nsocks, const char* peer,
+                                struct comm** out) {
+  int nthreads, unused;
+  sock_counts(&nthreads, &unused);
+  struct comm* c = calloc(1, sizeof(*c));
+  if (c == NULL) return ncclSystemError;
+  c->is_send = is_send;
+  c->ctrl = fds[0];
+  c->nsocks = nsocks;
+  for (int i = 0; i < nsocks; i++) c->socks[i].fd = fds[i + 1];
+  snprintf(c->peer, sizeof(c->peer), "%s", peer);
+  c->nhelpers = nthreads < nsocks ? nthreads : nsocks;
+  for (int i = 0; i < c->nhelpers; i++) {
+    struct helper* hp = &c->helpers[i];
+    hp->index = i;
+    hp->comm = c;
+    pthread_mutex_init(&hp->mu, NULL);
+    pthread_cond_init(&hp->cv, NULL);
+    if (pthread_create(&hp->thread, NULL, helper_main, hp) != 0) {
+      WEFT_WARN("NET/Socket : cannot start helper thread %d for %s", i, peer);
+      pthread_mutex_destroy(&hp->mu);
+      pthread_cond_destroy(&hp->cv);
+      c->nhelpers = i;
+      comm_free(c);
+      return ncclSystemError;
+    }
+    hp->started = 1;
+  }
+  for (int i = 0; i < c->nhelpers; i++) pthread_setname_np(c->helpers[i].thread, "weft-sock");
+  *out = c;
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_connect(int dev, void* handle_in, void** out) {
+  (void)dev;
+  struct handle* h = handle_in;
+  char text[WEFT_SOCKET_ADDR_STRLEN];
+  weft_socket_addr_str(&h->addr, text, sizeof(text));
+  *out = NULL;
+  if (h->magic != MAGIC) {
+    WEFT_WARN("NET/Socket : connect handle has a bad magic %llx", (unsigned long long)h->magic);
+    return ncclInvalidArgument;
+  }
+  struct connecting* st = h->state;
+  if (st == NULL) {
+    int nthreads, nsocks;
+    sock_counts(&nthreads, &nsocks);
+    st = calloc(1, sizeof(*st));
+    if (st == NULL) return ncclSystemError;
+    st->n = nsocks + 1;
+    st->id = ((uint64_t)rand() << 32) ^ (uint64_t)weft_socket_now_ns() ^ (uint64_t)(uintptr_t)st;
+    for (int i = 0; i < st->n; i++) st->fds[i] = -1;
+    h->state = st;
+    for (int i = 0; i < st->n; i++) {
+      st->fds[i] = socket(h->addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (st->fds[i] < 0 ||
+          (connect(st->fds[i], &h->addr.sa, weft_socket_addr_len(&h->addr)) != 0 && errno != EINPROGRESS)) {
+        WEFT_WARN("NET/Socket : connect to %s failed: %s", text, strerror(errno));
+        goto fail;
+      }
+      int one = 1;
+      setsockopt(st->fds[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+  }
+  int all = 1;
+  for (int i = 0; i < st->n; i++) {
+    if (st->state[i]) continue;
+    if (weft_socket_poll_one(st->fds[i], POLLOUT, 0) == 0) {
+      all = 0;
+      continue;
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(st->fds[i], SOL_SOCKET, SO_ERROR, &err, &len);
+    struct hello hl = {.magic = MAGIC, .id = st->id, .index = (uint32_t)i, .nsocks = (uint32_t)(st->n - 1)};
+    /* A fresh socket's send buffer is empty: the hello goes whole or not at all. */
+    if (err != 0 || send(st->fds[i], &hl, sizeof(hl), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(hl)) {
+      WEFT_WARN("NET/Socket : connect to %s failed: %s", text, strerror(err ? err : errno));
+      goto fail;
+    }
+    st->state[i] = 1;
+  }
+  if (!all) return ncclSuccess;
+  struct comm* c;
+  ncclResult_t res = comm_create(1, st->fds, st->n - 1, text, &c);
+  if (res != ncclSuccess) goto fail;
+  free(st);
+  h->state = NULL;
+  *out = c;
+  return ncclSuccess;
+fail:
+  for (int i = 0; i < st->n; i++) weft_socket_close(st->fds[i]);
+  free(st);
+  h->state = NULL;
+  return ncclSystemError;
+}
+
+static ncclResult_t sock_accept(void* lc, void** out) {
+  struct listen_comm* l = lc;
+  *out = NULL;
+  union weft_socket_addr peer;
+  int fd;
+  while (l->nfds < MAX_SOCKS + 1 && (fd = weft_socket_try_accept(l->fd, &peer)) >= 0) {
+    l->pending[l->nfds].fd = fd;
+    l->pending[l->nfds].got = 0;
+    l->nfds++;
+  }
+  uint32_t want = UINT32_MAX, have = 0;
+  for (int i = 0; i < l->nfds; i++) {
+    if (l->pending[i].got < sizeof(struct hello)) {
+      ssize_t n = weft_socket_try_recv(l->pending[i].fd, (char*)&l->pending[i].h + l->pending[i].got,
+                                       sizeof(struct hello) - l->pending[i].got);
+      if (n < 0) {
+        WEFT_WARN("NET/Socket : accept on %s: a connecting peer went away", l->addr);
+        return ncclRemoteError;
+      }
+      l->pending[i].got += (size_t)n;
+      if (l->pending[i].got < sizeof(struct hello)) continue;
+      if (l->pending[i].h.magic != MAGIC || l->pending[i].h.nsocks > MAX_SOCKS ||
+          l->pending[i].h.index > l->pending[i].h.nsocks) {
+        WEFT_WARN("NET/Socket : accept on %s: connection with a bad hello (magic %llx)", l->addr,
+                  (unsigned long long)l->pending[i].h.magic);
+        return ncclRemoteError;
+      }
+    }
+    want = l->pending[i].h.nsocks + 1;
+    have++;
+  }
+  if (want == UINT32_MAX || have < want) return ncclSuccess;
+  int fds[MAX_SOCKS + 1];
+  for (int i = 0; i < l->nfds; i++) fds[l->pending[i].h.index] = l->pending[i].fd;
+  char text[WEFT_SOCKET_ADDR_STRLEN];
+  socklen_t len = sizeof(peer);
+  getpeername(fds[0], &peer.sa, &len);
+  weft_socket_addr_str(&peer, text, sizeof(text));
+  struct comm* c;
+  ncclResult_t res = comm_create(0, fds, (int)want - 1, text, &c);
+  if (res != ncclSuccess) return res;
+  l->nfds = 0; /* now owned by the comm */
+  *out = c;
+  return ncclSuccess;
+}
+
+static struct req* req_alloc(struct comm* c) {
+  struct req* r = &c->reqs[c->next_req % QLEN];
+  if (r->used) return NULL;
+  memset(r, 0, sizeof(*r));
+  r->used = 1;
+  r->comm = c;
+  c->next_req++;
+  return r;
+}
+
+/* Chunks of a message over the data sockets, the same on both sides. */
+static void queue_chunks(struct comm* c, struct req* r) {
+  size_t n = r->size / MIN_CHUNK;
+  if (n > (size_t)c->nsocks) n = (size_t)c->nsocks;
+  if (n < 1) n = 1;
+  size_t chunk = (r->size + n - 1) / n;
+  atomic_store(&r->chunks_left, (int)n);
+  for (size_t i = 0; i < n; i++) {
+    int j = (int)((c->rr + i) % (unsigned)c->nsocks);
+    struct dsock* s = &c->socks[j];
+    unsigned t = atomic_load_explicit(&s->tail, memory_order_relaxed);
+    size_t off = i * chunk;
+    s->q[t % QLEN] = (struct task){r->data + off, off + chunk > r->size ? r->size - off : chunk, 0, r};
+    atomic_store_explicit(&s->tail, t + 1, memory_order_release);
+    if (c->nhelpers > 0) {
+      struct helper* hp = &c->helpers[j % c->nhelpers];
+      pthread_mutex_lock(&hp->mu);
+      pthread_cond_signal(&hp->cv);
+      pthread_mutex_unlock(&hp->mu);
+    }
+  }
+  c->rr = (unsigned)((c->rr + n) % (unsigned)c->nsocks);
+}
+
+static int ctrl_io(struct comm* c, void* buf, size_t len, size_t* done) {
+  ssize_t n = c->is_send ? weft_socket_try_send(c->ctrl, (char*)buf + *done, len - *done)
+                         : weft_socket_try_recv(c->ctrl, (char*)buf + *done, len - *done);
+  if (n == WEFT_SOCKET_CLOSED) {
+    if (c->closed_by_peer) return 0;
+    set_err(c, ncclRemoteError, "peer closed the connection", 0);
+    return -1;
+  }
+  if (n < 0) {
+    set_err(c, errno == ECONNRESET || errno == EPIPE ? ncclRemoteError : ncclSystemError, "control socket",
+            errno);
+    return -1;
+  }
+  *done += (size_t)n;
+  return 0;
+}
+
+/* Receiver: pick the buffer by tag once the header is in. */
+static int match_header(struct comm* c, struct req* r) {
+  if (r->hdr.magic != (uint32_t)MAGIC) {
+    set_err(c, ncclRemoteError, "garbled message header", 0);
+    return -1;
+  }
+  if (r->hdr.tag == TAG_CLOSE) {
+    c->closed_by_peer = 1;
+    r->hdr_done = 0;
+    return 1;
+  }
+  for (int i = 0; i < r->nbuf; i++)
+    if (r->tags[i] == r->hdr.tag) {
+      if (r->hdr.size > r->sizes[i]) break;
+      r->matched = i;
+      r->data = r->bufs[i];
+      r->size = (size_t)r->hdr.size;
+      return 0;
+    }
+  WEFT_WARN("NET/Socket : message of %llu bytes with tag %d from %s fits no posted buffer",
+            (unsigned long long)r->hdr.size, r->hdr.tag, c->peer);
+  set_err(c, ncclInternalError, "unexpected message", 0);
+  return -1;
+}
+
+/* Advance the header / inline stage of requests in order on the control socket. */
+static void progress_ctrl(struct comm* c) {
+  while (c->ctrl_next < c->next_req && atomic_load(&c->err) == ncclSuccess && !c->closed_by_peer) {
+    struct req* r = &c->reqs[c->ctrl_next % QLEN];
+    if (r->stage == 0) {
+      if (ctrl_io(c, &r->hdr, sizeof(r->hdr), &r->hdr_done) < 0 || r->hdr_done < sizeof(r->hdr)) return;
+      if (!c->is_send) {
+        int m = match_header(c, r);
+        if (m != 0) return;
+      }
+      r->stage = (r->size <= INLINE_MAX || c->nsocks == 0) ? 1 : 2;
+    }
+    if (r->stage == 1) {
+      if (r->data_done < r->size &&
+          (ctrl_io(c, r->data, r->size, &r->data_done) < 0 || r->data_done < r->size))
+        return;
+      r->stage = 3;
+    } else if (r->stage == 2) {
+      queue_chunks(c, r);
+    }
+    c->ctrl_next++;
+  }
+}
+
+static void progress(struct comm* c) {
+  progress_ctrl(c);
+  if (c->nhelpers == 0)
+    for (int j = 0; j < c->nsocks && atomic_load(&c->err) == ncclSuccess; j++) progress_sock(c, &c->socks[j]);
+}
+
+static ncclResult_t sock_isend(void* sc, const void* data, size_t size, int tag, void** request) {
+  struct comm* c = sc;
+  *request = NULL;
+  if (atomic_load(&c->err) != ncclSuccess) return atomic_load(&c->err);
+  struct req* r = req_alloc(c);
+  if (r == NULL) return ncclSuccess;
+  r->is_send = 1;
+  r->data = (char*)data;
+  r->size = size;
+  r->hdr = (struct msg_hdr){size, tag, (uint32_t)MAGIC};
+  *request = r;
+  progress(c);
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_irecv(void* rc, int n, void* const* data, const size_t* sizes, const int* tags,
+                               void** request) {
+  struct comm* c = rc;
+  *request = NULL;
+  if (n < 1 || n > WEFT_NET_MAX_RECVS) return ncclInvalidArgument;
+  if (atomic_load(&c->err) != ncclSuccess) return atomic_load(&c->err);
+  struct req* r = req_alloc(c);
+  if (r == NULL) return ncclSuccess;
+  r->nbuf = n;
+  for (int i = 0; i < n; i++) {
+    r->bufs[i] = data[i];
+    r->sizes[i] = sizes[i];
+    r->tags[i] = tags[i];
+  }
+  *request = r;
+  progress(c);
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_test(void* request, int* done, size_t* sizes) {
+  struct req* r = request;
+  struct comm* c = r->comm;
+  *done = 0;
+  progress(c);
+  ncclResult_t err = atomic_load(&c->err);
+  if (err != ncclSuccess) return err;
+  if (r->stage < 2 || (r->stage == 2 && atomic_load_explicit(&r->chunks_left, memory_order_acquire) > 0))
+    return ncclSuccess;
+  *done = 1;
+  if (sizes != NULL) {
+    if (r->is_send) {
+      sizes[0] = r->size;
+    } else {
+      for (int i = 0; i < r->nbuf; i++) sizes[i] = i == r->matched ? r->size : SIZE_MAX;
+    }
+  }
+  r->used = 0;
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_close_send(void* sc) {
+  struct comm* c = sc;
+  if (c == NULL) return ncclSuccess;
+  /* Announce an orderly close when the stream is at a message boundary (best effort). */
+  if (atomic_load(&c->err) == ncclSuccess && c->ctrl_next == c->next_req) {
+    int clean = 1;
+    for (uint64_t i = 0; i < QLEN; i++)
+      if (c->reqs[i].used && c->reqs[i].stage != 3) clean = 0;
+    struct msg_hdr h = {0, TAG_CLOSE, (uint32_t)MAGIC};
+    if (clean) (void)!send(c->ctrl, &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  comm_free(c);
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_close_recv(void* rc) {
+  comm_free(rc);
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_close_listen(void* lc) {
+  struct listen_comm* l = lc;
+  if (l == NULL) return ncclSuccess;
+  for (int i = 0; i < l->nfds; i++) weft_socket_close(l->pending[i].fd);
+  weft_socket_close(l->fd);
+  free(l);
+  return ncclSuccess;
+}
+
+const struct weft_net_ops weft_net_socket_ops = {
+    .name = "Socket",
+    .init = sock_init,
+    .devices = sock_devices,
+    .get_properties = sock_props,
+    .listen = sock_listen,
+    .connect = sock_connect,
+    .accept = sock_accept,
+    .isend = sock_isend,
+    .irecv = sock_irecv,
+    .test = sock_test,
+    .close_send = sock_close_send,
+    .close_recv = sock_close_recv,
+    .close_listen = sock_close_listen,
+};

@@ -1,0 +1,35 @@
+# Shared by the tests/net scripts: launch one job of net_ranks, rank by rank, each with its own
+# host identity and (optionally) inside a network namespace; collect exit statuses and logs.
+NET_RANKS=${NET_RANKS:-build/tests/net/net_ranks}
+NET_LOG=${NET_LOG:-$(mktemp -d "${TMPDIR:-/tmp}/weft-net.XXXXXX")}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# run_job HOSTS PPN ROOT_ADDR MODE [NS_PREFIX]: ranks r = h*PPN + l on host h; prints nothing,
+# leaves per-rank logs in $NET_LOG/rank<r>.log and statuses in RCS[r]. With NS_PREFIX, rank
+# runs in namespace ${NS_PREFIX}<h> and binds the interface named in NCCL_SOCKET_IFNAME there.
+run_job() {
+  local hosts=$1 ppn=$2 addr=$3 mode=$4 ns=${5:-} n=$(($1 * $2)) port pids=() r h
+  port=$(free_port)
+  rm -f "$NET_LOG"/rank*.log
+  for ((r = 0; r < n; r++)); do
+    h=$((r / ppn))
+    local pre=()
+    [ -n "$ns" ] && pre=(ip netns exec "$ns$h")
+    NCCL_COMM_ID="$addr:$port" WEFT_HOSTID="nethost$h" timeout -k 5 "${JOB_LIMIT:-240}" \
+      "${pre[@]}" "$NET_RANKS" "$r" "$n" "$mode" >"$NET_LOG/rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  RCS=()
+  for ((r = 0; r < n; r++)); do
+    wait "${pids[$r]}"
+    RCS[$r]=$?
+  done
+}
+
+dump_logs() {
+  for f in "$NET_LOG"/rank*.log; do
+    echo "--- $f"
+    tail -n 15 "$f"
+  done
+}

@@ -1,0 +1,128 @@
+/* One rank of a multi-host test job (launched per rank by the tests/net scripts, possibly inside
+ * a network namespace). Joins through NCCL_COMM_ID and runs, in one communicator, every
+ * collective x datatype x op plus send/recv patterns under each NCCL_ALGO x NCCL_PROTO
+ * combination, checking every result against an independent reference.
+ *   net_ranks RANK NRANKS [check|kill:VICTIM|stall:VICTIM|loop:SECONDS]
+ * check: exit 0 when every result is right. kill:V: rank V SIGKILLs itself inside a large
+ * all-reduce; the others must get an error (exit 3) naming rank V within WEFT_TIMEOUT.
+ * stall:V: rank V stops (SIGSTOP) so its peers time out. loop:S: all-reduces for S seconds
+ * (the script disturbs the network meanwhile); exit 0 when all were right, 3 on an error. */
+#include <signal.h>
+
+#include "check.h"
+#include "coll_util.h"
+
+static const char* combos[][2] = {{"Ring", "Simple"}, {"Ring", "LL"}, {"Tree", "Simple"}, {"Tree", "LL"}};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void add_large(struct case_list* l, int n, uint64_t seed) {
+  static const size_t counts[] = {100003, 262144 + 17};
+  for (int i = 0; i < 2; i++) {
+    uint64_t s = mix64(seed + 77 + (uint64_t)i);
+    case_add(l, (struct coll_case){C_ALLREDUCE, ncclFloat32, O_SUM, i, 0, counts[i], s});
+    case_add(l, (struct coll_case){C_ALLREDUCE, ncclInt32, O_AVG, 1 - i, 0, counts[i] / 3, s + 1});
+    case_add(l, (struct coll_case){C_ALLGATHER, ncclInt8, O_NONE, i, 0, counts[i] / 7, s + 2});
+    case_add(l, (struct coll_case){C_REDUCESCATTER, ncclFloat64, O_MAX, i, 0, counts[i] / 9, s + 3});
+    case_add(l,
+             (struct coll_case){C_BROADCAST, ncclUint8, O_NONE, i, (int)(s % (uint64_t)n), counts[i], s + 4});
+    case_add(l,
+             (struct coll_case){C_REDUCE, ncclFloat16, O_SUM, i, (int)(s % (uint64_t)n), counts[i], s + 5});
+    case_add(l, (struct coll_case){C_ALLTOALL, ncclInt32, O_NONE, 0, 0, counts[i] / n / 2, s + 6});
+    case_add(l, (struct coll_case){C_SENDRECV, ncclFloat32, O_NONE, 0, 0, counts[i], s + 7});
+  }
+}
+
+static int run_check(ncclComm_t comm, int rank, int n) {
+  uint64_t seed = 0x5eed0000ull + (uint64_t)n;
+  const char* s = getenv("COLL_SEED");
+  if (s) seed = strtoull(s, NULL, 0);
+  coll_base_seed = seed;
+  struct case_list l = {0};
+  cases_matrix(&l, n, seed, 3000);
+  cases_edges(&l, n, seed);
+  add_large(&l, n, seed);
+  int problems = 0;
+  for (int k = 0; k < 4; k++) {
+    setenv("NCCL_ALGO", combos[k][0], 1);
+    setenv("NCCL_PROTO", combos[k][1], 1);
+    double t0 = now_s();
+    int p = run_case_list(comm, rank, n, &l);
+    if (rank == 0)
+      printf("%s/%s: %d cases, %d wrong, %.2f s\n", combos[k][0], combos[k][1], l.n, p, now_s() - t0);
+    fflush(stdout);
+    problems += p;
+  }
+  free(l.v);
+  return problems;
+}
+
+/* Large all-reduces until the deadline (or forever); the victim dies or stops in the third. */
+static int run_loop(ncclComm_t comm, int rank, int victim, int stall, double seconds) {
+  size_t count = 1 << 20;
+  float* buf = malloc(count * sizeof(float));
+  double t0 = now_s();
+  for (int it = 0; seconds <= 0 || now_s() - t0 < seconds; it++) {
+    for (size_t i = 0; i < count; i++) buf[i] = (float)((rank + (int)i) % 7);
+    if (rank == victim && it == 2) raise(stall ? SIGSTOP : SIGKILL);
+    ncclResult_t res = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, NULL);
+    if (res != ncclSuccess) {
+      fprintf(stderr, "rank %d: all-reduce %d returned %s after %.1f s: %s\n", rank, it,
+              ncclGetErrorString(res), now_s() - t0, ncclGetLastError(comm));
+      free(buf);
+      return -1;
+    }
+    int nr = 0;
+    ncclCommCount(comm, &nr);
+    for (size_t i = 0; i < count; i += 4099) {
+      float want = 0;
+      for (int r = 0; r < nr; r++) want += (float)((r + (int)i) % 7);
+      if (buf[i] != want) {
+        fprintf(stderr, "rank %d: all-reduce %d wrong at %zu: %g != %g\n", rank, it, i, buf[i], want);
+        free(buf);
+        return 1;
+      }
+    }
+  }
+  free(buf);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: net_ranks RANK NRANKS [check|kill:V|stall:V|loop:S]\n");
+    return 2;
+  }
+  int rank = atoi(argv[1]), n = atoi(argv[2]);
+  const char* mode = argc > 3 ? argv[3] : "check";
+  ncclUniqueId id;
+  ncclComm_t comm;
+  if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) {
+    fprintf(stderr, "rank %d: init failed: %s\n", rank, ncclGetLastError(NULL));
+    return 2;
+  }
+  int rc;
+  if (strcmp(mode, "check") == 0) {
+    rc = run_check(comm, rank, n) ? 1 : 0;
+  } else {
+    int victim = -1, stall = strncmp(mode, "stall:", 6) == 0;
+    double secs = 0;
+    if (strncmp(mode, "loop:", 5) == 0)
+      secs = atof(mode + 5);
+    else
+      victim = atoi(strchr(mode, ':') ? strchr(mode, ':') + 1 : "0");
+    int r = run_loop(comm, rank, victim, stall, secs);
+    rc = r < 0 ? 3 : r;
+  }
+  if (rc == 3) {
+    ncclCommAbort(comm); /* must return even with peers gone */
+    fprintf(stderr, "rank %d: aborted\n", rank);
+  } else if (ncclCommDestroy(comm) != ncclSuccess) {
+    rc = 1;
+  }
+  return rc;
+}

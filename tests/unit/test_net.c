@@ -1,0 +1,185 @@
+/* The socket network over loopback: connect/accept, messages of many sizes with tag matching,
+ * many in flight, every helper-thread/socket layout, a peer that vanishes (error, no hang) and
+ * an orderly close (no error). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "transport/net.h"
+
+static const struct weft_net_ops* net = &weft_net_socket_ops;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int pair(void** s, void** r) {
+  char handle[WEFT_NET_HANDLE_BYTES];
+  void* l = NULL;
+  *s = *r = NULL;
+  if (net->listen(0, handle, &l) != ncclSuccess) return -1;
+  double t0 = now_s();
+  while ((*s == NULL || *r == NULL) && now_s() - t0 < 10) {
+    if (*s == NULL && net->connect(0, handle, s) != ncclSuccess) return -1;
+    if (*r == NULL && net->accept(l, r) != ncclSuccess) return -1;
+  }
+  net->close_listen(l);
+  return *s && *r ? 0 : -1;
+}
+
+static void fill(unsigned char* p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(seed * 31 + i * 7 + (i >> 9));
+}
+
+/* Send nmsg messages of the given sizes (up to 8 in flight), alternating tags 0/1; the
+ * receiver offers two buffers and the tag must pick the right one. */
+static void transfer(void* s, void* r, const size_t* sizes, int nmsg) {
+  enum { INFLIGHT = 8 };
+  size_t maxsz = 1;
+  for (int i = 0; i < nmsg; i++)
+    if (sizes[i] > maxsz) maxsz = sizes[i];
+  unsigned char *src[INFLIGHT], *dst[INFLIGHT][2];
+  for (int k = 0; k < INFLIGHT; k++) {
+    src[k] = malloc(maxsz);
+    dst[k][0] = malloc(maxsz);
+    dst[k][1] = malloc(maxsz);
+  }
+  void *sreq[INFLIGHT] = {0}, *rreq[INFLIGHT] = {0};
+  int sent = 0, recvd = 0, sposted = 0, rposted = 0, bad = 0;
+  double t0 = now_s();
+  while (recvd < nmsg && now_s() - t0 < 60) {
+    if (sposted < nmsg && sposted - sent < INFLIGHT && sreq[sposted % INFLIGHT] == NULL) {
+      int k = sposted % INFLIGHT;
+      fill(src[k], sizes[sposted], (unsigned)sposted);
+      EXPECT(net->isend(s, src[k], sizes[sposted], sposted % 2, &sreq[k]) == ncclSuccess);
+      if (sreq[k]) sposted++;
+    }
+    if (rposted < nmsg && rposted - recvd < INFLIGHT && rreq[rposted % INFLIGHT] == NULL) {
+      int k = rposted % INFLIGHT;
+      void* bufs[2] = {dst[k][0], dst[k][1]};
+      size_t caps[2] = {maxsz, maxsz};
+      int tags[2] = {0, 1};
+      EXPECT(net->irecv(r, 2, bufs, caps, tags, &rreq[k]) == ncclSuccess);
+      if (rreq[k]) rposted++;
+    }
+    if (sent < sposted) {
+      int done = 0, k = sent % INFLIGHT;
+      size_t sz[1];
+      EXPECT(net->test(sreq[k], &done, sz) == ncclSuccess);
+      if (done) {
+        EXPECT_EQ_INT(sz[0], sizes[sent]);
+        sreq[k] = NULL;
+        sent++;
+      }
+    }
+    if (recvd < rposted) {
+      int done = 0, k = recvd % INFLIGHT;
+      size_t sz[2];
+      EXPECT(net->test(rreq[k], &done, sz) == ncclSuccess);
+      if (done) {
+        int t = recvd % 2;
+        EXPECT_EQ_INT(sz[t], sizes[recvd]);
+        EXPECT(sz[1 - t] == SIZE_MAX);
+        unsigned char* want = malloc(sizes[recvd] + 1);
+        fill(want, sizes[recvd], (unsigned)recvd);
+        if (memcmp(want, dst[k][t], sizes[recvd]) != 0) bad++;
+        free(want);
+        rreq[k] = NULL;
+        recvd++;
+      }
+    }
+  }
+  EXPECT_EQ_INT(recvd, nmsg);
+  EXPECT_EQ_INT(bad, 0);
+  for (int k = 0; k < INFLIGHT; k++) {
+    free(src[k]);
+    free(dst[k][0]);
+    free(dst[k][1]);
+  }
+}
+
+static void run_layout(const char* nthreads, const char* nsocks) {
+  setenv("NCCL_SOCKET_NTHREADS", nthreads, 1);
+  setenv("NCCL_NSOCKS_PERTHREAD", nsocks, 1);
+  void *s, *r;
+  if (pair(&s, &r) != 0) {
+    EXPECT_MSG(0, "connect/accept with %s threads x %s sockets", nthreads, nsocks);
+    return;
+  }
+  static const size_t sizes[] = {1,     7,      16,      4096,    65535,    65536, 65537,
+                                 99999, 262144, 1 << 20, 3000001, 16 << 20, 8,     0};
+  transfer(s, r, sizes, (int)(sizeof(sizes) / sizeof(sizes[0])));
+  size_t many[200];
+  for (int i = 0; i < 200; i++) many[i] = (size_t)((i * 7919) % 300000);
+  transfer(s, r, many, 200);
+  net->close_send(s);
+  net->close_recv(r);
+  printf("layout %s thread(s) x %s socket(s): ok\n", nthreads, nsocks);
+}
+
+/* The receiver vanishes while the sender streams: the sender's test fails, nothing hangs. */
+static void run_peer_lost(void) {
+  setenv("NCCL_SOCKET_NTHREADS", "2", 1);
+  setenv("NCCL_NSOCKS_PERTHREAD", "1", 1);
+  void *s, *r;
+  if (pair(&s, &r) != 0) {
+    EXPECT(0);
+    return;
+  }
+  net->close_recv(r);
+  size_t n = 8 << 20;
+  char* buf = calloc(1, n);
+  ncclResult_t res = ncclSuccess;
+  double t0 = now_s();
+  while (res == ncclSuccess && now_s() - t0 < 10) {
+    void* req = NULL;
+    res = net->isend(s, buf, n, 0, &req);
+    int done = 0;
+    while (res == ncclSuccess && req && !done && now_s() - t0 < 10) res = net->test(req, &done, NULL);
+  }
+  EXPECT_MSG(res == ncclRemoteError || res == ncclSystemError, "send to a closed peer gave %d", res);
+  EXPECT(now_s() - t0 < 10);
+  net->close_send(s);
+  free(buf);
+}
+
+/* An orderly close is not an error for the receiver; its pending receive just never completes. */
+static void run_orderly_close(void) {
+  void *s, *r;
+  if (pair(&s, &r) != 0) {
+    EXPECT(0);
+    return;
+  }
+  net->close_send(s);
+  char buf[64];
+  void* bufs[1] = {buf};
+  size_t caps[1] = {sizeof(buf)};
+  int tags[1] = {0};
+  void* req = NULL;
+  EXPECT(net->irecv(r, 1, bufs, caps, tags, &req) == ncclSuccess && req != NULL);
+  int done = 0;
+  double t0 = now_s();
+  while (now_s() - t0 < 0.3) EXPECT(net->test(req, &done, NULL) == ncclSuccess && !done);
+  net->close_recv(r);
+}
+
+int main(void) {
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  if (net->init() != ncclSuccess) test_skip("no loopback interface for sockets");
+  int ndev = 0;
+  EXPECT(net->devices(&ndev) == ncclSuccess && ndev >= 1);
+  struct weft_net_props props;
+  EXPECT(net->get_properties(0, &props) == ncclSuccess && strncmp(props.name, "lo", 2) == 0);
+  EXPECT(net->get_properties(ndev, &props) != ncclSuccess);
+  run_layout("0", "1");
+  run_layout("1", "1");
+  run_layout("2", "2");
+  run_layout("4", "1");
+  run_peer_lost();
+  run_orderly_close();
+  return test_finish("test_net");
+}
