@@ -21,102 +21,80 @@
 #include "util/log.h"
 #include "util/param.h"
 
-#define TAG_RING                                                               \
-  0x57450100 /* + channel: a connector handle for the previous rank */
+#define TAG_RING 0x57450100 /* + channel: a connector handle for the previous rank */
 #define TAG_RING_ACK 0x57450200
 #define TAG_P2P 0x57450300
 #define TAG_P2P_ACK 0x57450400
 #define DEFAULT_LL_BYTES (256 * 1024)
 
-static int same_process(const struct ncclComm *comm, int peer) {
+static int same_process(const struct ncclComm* comm, int peer) {
   return comm->peers[peer].pid_hash == comm->peers[comm->rank].pid_hash;
 }
 
 /* Peers on other hosts (host_hash, i.e. WEFT_HOSTID) are reached over the
  * network. */
-static int remote(struct ncclComm *comm, int peer, struct weft_net_peer *np) {
-  if (comm->peers[peer].host_hash == comm->peers[comm->rank].host_hash)
-    return 0;
-  *np = (struct weft_net_peer){
-      comm->bootstrap,   comm->rank,         peer, comm->peers[peer].host_name,
-      &comm->abort_flag, &comm->async_result};
+static int remote(struct ncclComm* comm, int peer, struct weft_net_peer* np) {
+  if (comm->peers[peer].host_hash == comm->peers[comm->rank].host_hash) return 0;
+  *np = (struct weft_net_peer){comm->bootstrap,   comm->rank,         peer, comm->peers[peer].host_name,
+                               &comm->abort_flag, &comm->async_result};
   return 1;
 }
 
 /* Create the connector peer -> me (its memory is mine) and send peer the
  * handle. */
-static ncclResult_t offer(struct ncclComm *comm, int peer, int tag,
-                          size_t simple, size_t ll,
-                          struct weft_conn_mem **mem) {
+static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, size_t simple, size_t ll,
+                          struct weft_conn_mem** mem) {
   struct weft_net_peer np;
-  if (remote(comm, peer, &np))
-    return weft_net_offer(&np, tag, simple, ll, mem);
+  if (remote(comm, peer, &np)) return weft_net_offer(&np, tag, simple, ll, mem);
   struct weft_conn_handle h;
-  WEFT_CHECK(weft_conn_mem_create(simple, ll, !same_process(comm, peer), "conn",
-                                  mem, &h));
+  WEFT_CHECK(weft_conn_mem_create(simple, ll, !same_process(comm, peer), "conn", mem, &h));
   return weft_bootstrap_send(comm->bootstrap, peer, tag, &h, sizeof(h));
 }
 
 /* Attach the connector me -> peer that peer offered, then acknowledge so it can
  * unlink. */
-static ncclResult_t take(struct ncclComm *comm, int peer, int tag, int ack_tag,
-                         struct weft_conn_mem **mem) {
+static ncclResult_t take(struct ncclComm* comm, int peer, int tag, int ack_tag, struct weft_conn_mem** mem) {
   struct weft_net_peer np;
-  if (remote(comm, peer, &np))
-    return weft_net_take(&np, tag, ack_tag, mem);
+  if (remote(comm, peer, &np)) return weft_net_take(&np, tag, ack_tag, mem);
   struct weft_conn_handle h;
   WEFT_CHECK(weft_bootstrap_recv(comm->bootstrap, peer, tag, &h, sizeof(h)));
   ncclResult_t res = weft_conn_mem_attach(&h, mem);
   if (res != ncclSuccess)
-    WEFT_WARN(
-        "Rank %d could not map the connector of rank %d (host %s, pid %d)",
-        comm->rank, peer, comm->peers[peer].host_name, comm->peers[peer].pid);
+    WEFT_WARN("Rank %d could not map the connector of rank %d (host %s, pid %d)", comm->rank, peer,
+              comm->peers[peer].host_name, comm->peers[peer].pid);
   int ok = res == ncclSuccess;
-  WEFT_CHECK(
-      weft_bootstrap_send(comm->bootstrap, peer, ack_tag, &ok, sizeof(ok)));
+  WEFT_CHECK(weft_bootstrap_send(comm->bootstrap, peer, ack_tag, &ok, sizeof(ok)));
   return res;
 }
 
-static ncclResult_t finish_offer(struct ncclComm *comm, int peer, int ack_tag,
-                                 struct weft_conn_mem *mem) {
+static ncclResult_t finish_offer(struct ncclComm* comm, int peer, int ack_tag, struct weft_conn_mem* mem) {
   struct weft_net_peer np;
-  if (remote(comm, peer, &np))
-    return weft_net_finish_offer(&np, ack_tag, mem);
+  if (remote(comm, peer, &np)) return weft_net_finish_offer(&np, ack_tag, mem);
   int ok = 0;
-  ncclResult_t res =
-      weft_bootstrap_recv(comm->bootstrap, peer, ack_tag, &ok, sizeof(ok));
-  weft_conn_mem_unlink(
-      mem); /* mapped by both sides (or never will be): drop the name now */
-  if (res == ncclSuccess && !ok)
-    res = ncclRemoteError;
+  ncclResult_t res = weft_bootstrap_recv(comm->bootstrap, peer, ack_tag, &ok, sizeof(ok));
+  weft_conn_mem_unlink(mem); /* mapped by both sides (or never will be): drop the name now */
+  if (res == ncclSuccess && !ok) res = ncclRemoteError;
   return res;
 }
 
-static void init_watch(struct ncclComm *comm, struct weft_coll_state *s) {
-  const struct weft_peer_info *me = &comm->peers[comm->rank];
+static void init_watch(struct ncclComm* comm, struct weft_coll_state* s) {
+  const struct weft_peer_info* me = &comm->peers[comm->rank];
   for (int p = 0; p < comm->nranks; p++) {
-    const struct weft_peer_info *pi = &comm->peers[p];
+    const struct weft_peer_info* pi = &comm->peers[p];
     /* Only processes visible from here (same host, same pid namespace) can be
      * watched. */
-    s->watch[p] = p != comm->rank && pi->host_hash == me->host_hash &&
-                  pi->pid_hash != me->pid_hash && pi->pid > 0 &&
-                  kill(pi->pid, 0) == 0;
+    s->watch[p] = p != comm->rank && pi->host_hash == me->host_hash && pi->pid_hash != me->pid_hash &&
+                  pi->pid > 0 && kill(pi->pid, 0) == 0;
   }
 }
 
-static ncclResult_t connect_ring(struct ncclComm *comm,
-                                 struct weft_coll_state *s) {
-  int k = comm->nranks, prev = (comm->rank + k - 1) % k,
-      next = (comm->rank + 1) % k;
+static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* s) {
+  int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
   int nch = s->pp.nchannels;
   for (int c = 0; c < nch; c++)
-    WEFT_CHECK(offer(comm, prev, TAG_RING + c, s->simple_bytes, s->ll_bytes,
-                     &s->recv_mem[c]));
-  for (int c = 0; c < nch; c++)
-    WEFT_CHECK(
-        take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->send_mem[c]));
-  for (int c = 0; c < nch; c++)
-    WEFT_CHECK(finish_offer(comm, prev, TAG_RING_ACK + c, s->recv_mem[c]));
+    WEFT_CHECK(offer(comm, prev, TAG_RING + c, s->simple_bytes, s->ll_bytes, &s->recv_mem[c]));
+  for (int c = 0; c < nch; c++) WEFT_CHECK(take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->send_mem[c]));
+  for (int c = 0; c < nch; c++) WEFT_CHECK(finish_offer(comm, prev, TAG_RING_ACK + c, s->recv_mem[c]));
   for (int c = 0; c < nch; c++) {
     weft_conn_bind(&s->send[c], s->send_mem[c], next);
     weft_conn_bind(&s->recv[c], s->recv_mem[c], prev);
@@ -124,55 +102,42 @@ static ncclResult_t connect_ring(struct ncclComm *comm,
   return ncclSuccess;
 }
 
-ncclResult_t weft_coll_comm_init(struct ncclComm *comm) {
-  struct weft_coll_state *s = calloc(1, sizeof(*s));
-  if (s == NULL)
-    return ncclSystemError;
+ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
+  struct weft_coll_state* s = calloc(1, sizeof(*s));
+  if (s == NULL) return ncclSystemError;
   comm->coll = s;
   s->p2p = calloc(comm->nranks, sizeof(*s->p2p));
   s->watch = calloc(comm->nranks, 1);
-  if (s->p2p == NULL || s->watch == NULL)
-    return ncclSystemError;
+  if (s->p2p == NULL || s->watch == NULL) return ncclSystemError;
   int64_t buff = weft_param_int("NCCL_BUFFSIZE");
-  int64_t ll = weft_param_is_set("NCCL_LL_BUFFSIZE")
-                   ? weft_param_int("NCCL_LL_BUFFSIZE")
-                   : DEFAULT_LL_BYTES;
-  if (buff < 64 * 1024)
-    buff = 64 * 1024;
-  if (ll < 32 * 1024)
-    ll = 32 * 1024;
+  int64_t ll = weft_param_is_set("NCCL_LL_BUFFSIZE") ? weft_param_int("NCCL_LL_BUFFSIZE") : DEFAULT_LL_BYTES;
+  if (buff < 64 * 1024) buff = 64 * 1024;
+  if (ll < 32 * 1024) ll = 32 * 1024;
   s->simple_bytes = (size_t)buff;
   s->ll_bytes = (size_t)ll;
-  s->p2p_bytes =
-      s->simple_bytes / 4 < 64 * 1024 ? 64 * 1024 : s->simple_bytes / 4;
+  s->p2p_bytes = s->simple_bytes / 4 < 64 * 1024 ? 64 * 1024 : s->simple_bytes / 4;
   s->pp.nranks = comm->nranks;
   s->pp.rank = comm->rank;
   s->pp.nchannels = weft_plan_channels_to_connect();
   init_watch(comm, s);
-  if (comm->nranks > 1)
-    WEFT_CHECK(connect_ring(comm, s));
+  if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));
   WEFT_CHECK(weft_host_direct_init(comm, &s->direct));
   /* Parameters are read once per communicator: lookups cost microseconds per
    * launch. */
   weft_waiter_init(&s->waiter, &comm->abort_flag, comm->rank, comm->nranks);
-  s->pp.simple_slot =
-      comm->nranks > 1 ? s->send[0].simple_slot : s->simple_bytes / WEFT_NSTEPS;
-  s->pp.ll_slot =
-      comm->nranks > 1 ? s->send[0].ll_slot : s->ll_bytes / WEFT_NSTEPS;
+  s->pp.simple_slot = comm->nranks > 1 ? s->send[0].simple_slot : s->simple_bytes / WEFT_NSTEPS;
+  s->pp.ll_slot = comm->nranks > 1 ? s->send[0].ll_slot : s->ll_bytes / WEFT_NSTEPS;
   WEFT_INFO(WEFT_INIT,
             "comm %p rank %d: %d ring channel(s), Simple %zu and LL %zu bytes "
             "per connector",
-            (void *)comm, comm->rank, s->pp.nchannels, s->simple_bytes,
-            s->ll_bytes);
+            (void*)comm, comm->rank, s->pp.nchannels, s->simple_bytes, s->ll_bytes);
   return ncclSuccess;
 }
 
-void weft_coll_comm_fini(struct ncclComm *comm) {
-  weft_mem_comm_fini(
-      comm); /* registrations of ncclCommRegister die with the comm */
-  struct weft_coll_state *s = comm ? comm->coll : NULL;
-  if (s == NULL)
-    return;
+void weft_coll_comm_fini(struct ncclComm* comm) {
+  weft_mem_comm_fini(comm); /* registrations of ncclCommRegister die with the comm */
+  struct weft_coll_state* s = comm ? comm->coll : NULL;
+  if (s == NULL) return;
   weft_host_direct_fini(s->direct);
   for (int c = 0; c < WEFT_MAX_CHANNELS; c++) {
     weft_conn_mem_release(s->send_mem[c]);
@@ -188,91 +153,79 @@ void weft_coll_comm_fini(struct ncclComm *comm) {
   comm->coll = NULL;
 }
 
-ncclResult_t weft_engine_p2p_connect(struct ncclComm *comm,
-                                     const uint8_t *send_to,
-                                     const uint8_t *recv_from) {
-  struct weft_coll_state *s = comm->coll;
+ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_to,
+                                     const uint8_t* recv_from) {
+  struct weft_coll_state* s = comm->coll;
   int k = comm->nranks;
-  uint8_t *offered = calloc(k, 1);
-  if (offered == NULL)
-    return ncclSystemError;
+  uint8_t* offered = calloc(k, 1);
+  if (offered == NULL) return ncclSystemError;
   ncclResult_t res = ncclSuccess;
   /* Offers first, then takes, then acks: bootstrap sends never block, so any
    * pattern connects. */
   for (int p = 0; p < k; p++)
     if (recv_from[p] && s->p2p[p].recv_mem == NULL) {
-      WEFT_CHECK_GOTO(
-          offer(comm, p, TAG_P2P, s->p2p_bytes, 0, &s->p2p[p].recv_mem), res,
-          out);
+      WEFT_CHECK_GOTO(offer(comm, p, TAG_P2P, s->p2p_bytes, 0, &s->p2p[p].recv_mem), res, out);
       weft_conn_bind(&s->p2p[p].recv, s->p2p[p].recv_mem, p);
       offered[p] = 1;
     }
   for (int p = 0; p < k; p++)
     if (send_to[p] && s->p2p[p].send_mem == NULL) {
-      WEFT_CHECK_GOTO(take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p[p].send_mem),
-                      res, out);
+      WEFT_CHECK_GOTO(take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p[p].send_mem), res, out);
       weft_conn_bind(&s->p2p[p].send, s->p2p[p].send_mem, p);
     }
   for (int p = 0; p < k; p++)
-    if (offered[p])
-      WEFT_CHECK_GOTO(finish_offer(comm, p, TAG_P2P_ACK, s->p2p[p].recv_mem),
-                      res, out);
+    if (offered[p]) WEFT_CHECK_GOTO(finish_offer(comm, p, TAG_P2P_ACK, s->p2p[p].recv_mem), res, out);
 out:
   free(offered);
   return res;
 }
 
-static const char *coll_name(int coll) {
-  static const char *names[] = {"Broadcast",     "Reduce",    "AllGather",
-                                "ReduceScatter", "AllReduce", "Send",
-                                "Recv"};
+static const char* coll_name(int coll) {
+  static const char* names[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter",
+                                "AllReduce", "Send",   "Recv"};
   return coll >= 0 && coll < WEFT_COLL_COUNT ? names[coll] : "?";
 }
 
-static ncclResult_t run_coll(struct ncclComm *comm, struct weft_task *t,
-                             struct weft_waiter *w) {
-  struct weft_coll_state *s = comm->coll;
+static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct weft_waiter* w) {
+  struct weft_coll_state* s = comm->coll;
   w->opname = coll_name(t->coll);
   w->seq = t->seq;
   w->warned = 0;
   int handled = 0;
   WEFT_CHECK(weft_host_direct_run(s->direct, t, w, &handled));
-  if (handled)
-    return ncclSuccess;
+  if (handled) return ncclSuccess;
   struct weft_plan plan;
   WEFT_CHECK(weft_plan_coll(&s->pp, t, &plan));
   int one = comm->nranks == 1;
   for (int c = 0; c < plan.nchannels; c++)
-    WEFT_CHECK(weft_host_run_work(&plan.work[c], one ? NULL : &s->send[c],
-                                  one ? NULL : &s->recv[c], w, c, t->sendbuff,
-                                  t->recvbuff));
+    WEFT_CHECK(weft_host_run_work(&plan.work[c], one ? NULL : &s->send[c], one ? NULL : &s->recv[c], w, c,
+                                  t->sendbuff, t->recvbuff));
   return ncclSuccess;
 }
 
-static void free_tasks(struct weft_task *t) {
+static void free_tasks(struct weft_task* t) {
   while (t) {
-    struct weft_task *next = t->next;
+    struct weft_task* next = t->next;
     free(t);
     t = next;
   }
 }
 
-ncclResult_t weft_enqueue_launch(struct ncclComm *comm) {
-  struct weft_task *tasks = comm->tasks.head;
+ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
+  struct weft_task* tasks = comm->tasks.head;
   memset(&comm->tasks, 0, sizeof(comm->tasks));
-  if (tasks == NULL)
-    return ncclSuccess;
+  if (tasks == NULL) return ncclSuccess;
   if (comm->coll == NULL) {
-    WEFT_WARN("comm %p rank %d: collectives launched on a communicator that is "
-              "not initialized",
-              (void *)comm, comm->rank);
+    WEFT_WARN(
+        "comm %p rank %d: collectives launched on a communicator that is "
+        "not initialized",
+        (void*)comm, comm->rank);
     free_tasks(tasks);
     return ncclInvalidUsage;
   }
   int n = 0, np = 0;
-  for (struct weft_task *t = tasks; t; t = t->next)
-    n++;
-  struct weft_task **p2p = malloc(n * sizeof(*p2p));
+  for (struct weft_task* t = tasks; t; t = t->next) n++;
+  struct weft_task** p2p = malloc(n * sizeof(*p2p));
   if (p2p == NULL) {
     free_tasks(tasks);
     return ncclSystemError;
@@ -285,24 +238,21 @@ ncclResult_t weft_enqueue_launch(struct ncclComm *comm) {
   /* Collectives in call order first (the same order on every rank), then
    * point-to-point. */
   ncclResult_t res = ncclSuccess;
-  for (struct weft_task *t = tasks; t && res == ncclSuccess; t = t->next) {
+  for (struct weft_task* t = tasks; t && res == ncclSuccess; t = t->next) {
     if (t->coll == WEFT_COLL_SEND || t->coll == WEFT_COLL_RECV) {
-      if (t->count > 0)
-        p2p[np++] = t;
+      if (t->count > 0) p2p[np++] = t;
     } else if (t->count > 0) {
       res = run_coll(comm, t, &w);
     }
   }
-  if (res == ncclSuccess && np > 0)
-    res = weft_host_p2p_run(comm, p2p, np, &w);
+  if (res == ncclSuccess && np > 0) res = weft_host_p2p_run(comm, p2p, np, &w);
   free(p2p);
   free_tasks(tasks);
   return res;
 }
 
-void weft_enqueue_discard(struct ncclComm *comm) {
-  if (comm == NULL)
-    return;
+void weft_enqueue_discard(struct ncclComm* comm) {
+  if (comm == NULL) return;
   free_tasks(comm->tasks.head);
   memset(&comm->tasks, 0, sizeof(comm->tasks));
 }

@@ -300,11 +300,12 @@ static void test_no_fd_leak(void) {
   EXPECT(weft_bootstrap_get_unique_id(&id) == ncclSuccess);
   EXPECT(run_threads(&id, 1, 8, 0) == 0);
   int after = count_fds();
-  for (int i = 0; i < 100 && after != before; i++) {
+  for (int i = 0; i < 100 && after > before; i++) {
     usleep(10000); /* the root closes its sockets just after the last reply */
     after = count_fds();
   }
-  EXPECT_EQ_INT(after, before);
+  /* Roots of earlier tests may close their sockets meanwhile, so fewer is fine; a leak is more. */
+  EXPECT_MSG(after <= before, "%d descriptors before the job, %d after", before, after);
 }
 
 int main(void) {
