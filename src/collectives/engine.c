@@ -1,6 +1,5 @@
-/* The collective engine's entry points for core/: connect ring channels at
- * communicator init, run a launch's queued tasks in call order (collectives,
- * then point-to-point), tear down. */
+/* The collective engine's entry points for core/: connect ring channels at communicator init,
+ * run a launch's queued tasks in call order (collectives, then point-to-point), tear down. */
 #include "collectives/engine.h"
 
 #include <errno.h>
@@ -31,8 +30,7 @@ static int same_process(const struct ncclComm* comm, int peer) {
   return comm->peers[peer].pid_hash == comm->peers[comm->rank].pid_hash;
 }
 
-/* Peers on other hosts (host_hash, i.e. WEFT_HOSTID) are reached over the
- * network. */
+/* Peers on other hosts (host_hash, i.e. WEFT_HOSTID) are reached over the network. */
 static int remote(struct ncclComm* comm, int peer, struct weft_net_peer* np) {
   if (comm->peers[peer].host_hash == comm->peers[comm->rank].host_hash) return 0;
   *np = (struct weft_net_peer){comm->bootstrap,   comm->rank,         peer, comm->peers[peer].host_name,
@@ -40,8 +38,7 @@ static int remote(struct ncclComm* comm, int peer, struct weft_net_peer* np) {
   return 1;
 }
 
-/* Create the connector peer -> me (its memory is mine) and send peer the
- * handle. */
+/* Create the connector peer -> me (its memory is mine) and send peer the handle. */
 static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, size_t simple, size_t ll,
                           struct weft_conn_mem** mem) {
   struct weft_net_peer np;
@@ -51,8 +48,7 @@ static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, size_t simpl
   return weft_bootstrap_send(comm->bootstrap, peer, tag, &h, sizeof(h));
 }
 
-/* Attach the connector me -> peer that peer offered, then acknowledge so it can
- * unlink. */
+/* Attach the connector me -> peer that peer offered, then acknowledge so it can unlink. */
 static ncclResult_t take(struct ncclComm* comm, int peer, int tag, int ack_tag, struct weft_conn_mem** mem) {
   struct weft_net_peer np;
   if (remote(comm, peer, &np)) return weft_net_take(&np, tag, ack_tag, mem);
@@ -81,8 +77,7 @@ static void init_watch(struct ncclComm* comm, struct weft_coll_state* s) {
   const struct weft_peer_info* me = &comm->peers[comm->rank];
   for (int p = 0; p < comm->nranks; p++) {
     const struct weft_peer_info* pi = &comm->peers[p];
-    /* Only processes visible from here (same host, same pid namespace) can be
-     * watched. */
+    /* Only processes visible from here (same host, same pid namespace) can be watched. */
     s->watch[p] = p != comm->rank && pi->host_hash == me->host_hash && pi->pid_hash != me->pid_hash &&
                   pi->pid > 0 && kill(pi->pid, 0) == 0;
   }
@@ -122,14 +117,11 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   init_watch(comm, s);
   if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));
   WEFT_CHECK(weft_host_direct_init(comm, &s->direct));
-  /* Parameters are read once per communicator: lookups cost microseconds per
-   * launch. */
+  /* Parameters are read once per communicator: lookups cost microseconds per launch. */
   weft_waiter_init(&s->waiter, &comm->abort_flag, comm->rank, comm->nranks);
   s->pp.simple_slot = comm->nranks > 1 ? s->send[0].simple_slot : s->simple_bytes / WEFT_NSTEPS;
   s->pp.ll_slot = comm->nranks > 1 ? s->send[0].ll_slot : s->ll_bytes / WEFT_NSTEPS;
-  WEFT_INFO(WEFT_INIT,
-            "comm %p rank %d: %d ring channel(s), Simple %zu and LL %zu bytes "
-            "per connector",
+  WEFT_INFO(WEFT_INIT, "comm %p rank %d: %d ring channel(s), Simple %zu and LL %zu bytes per connector",
             (void*)comm, comm->rank, s->pp.nchannels, s->simple_bytes, s->ll_bytes);
   return ncclSuccess;
 }
@@ -160,8 +152,7 @@ ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_
   uint8_t* offered = calloc(k, 1);
   if (offered == NULL) return ncclSystemError;
   ncclResult_t res = ncclSuccess;
-  /* Offers first, then takes, then acks: bootstrap sends never block, so any
-   * pattern connects. */
+  /* Offers first, then takes, then acks: bootstrap sends never block, so any pattern connects. */
   for (int p = 0; p < k; p++)
     if (recv_from[p] && s->p2p[p].recv_mem == NULL) {
       WEFT_CHECK_GOTO(offer(comm, p, TAG_P2P, s->p2p_bytes, 0, &s->p2p[p].recv_mem), res, out);
@@ -216,10 +207,8 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
   memset(&comm->tasks, 0, sizeof(comm->tasks));
   if (tasks == NULL) return ncclSuccess;
   if (comm->coll == NULL) {
-    WEFT_WARN(
-        "comm %p rank %d: collectives launched on a communicator that is "
-        "not initialized",
-        (void*)comm, comm->rank);
+    WEFT_WARN("comm %p rank %d: collectives launched on a communicator that is not initialized", (void*)comm,
+              comm->rank);
     free_tasks(tasks);
     return ncclInvalidUsage;
   }
@@ -235,8 +224,7 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
   w.async_result = &comm->async_result;
   w.peers = comm->peers;
   w.watch = comm->coll->watch;
-  /* Collectives in call order first (the same order on every rank), then
-   * point-to-point. */
+  /* Collectives in call order first (the same order on every rank), then point-to-point. */
   ncclResult_t res = ncclSuccess;
   for (struct weft_task* t = tasks; t && res == ncclSuccess; t = t->next) {
     if (t->coll == WEFT_COLL_SEND || t->coll == WEFT_COLL_RECV) {
