@@ -231,8 +231,30 @@ ncclResult_t weft_proxy_conn_add(const struct weft_proxy_conn_desc* d, struct we
   return ncclSuccess;
 }
 
+/* A sender's last steps may still sit in its FIFO when its rank tears down (the executor is
+ * done once a step is in the FIFO): forward them first, unless aborted or failed. */
+static void drain(struct weft_proxy_conn* c) {
+  int64_t tmo = weft_param_int("WEFT_TIMEOUT");
+  uint64_t start = now_ns(), limit = (uint64_t)(tmo > 0 ? tmo : 1800) * 1000000000ull;
+  for (;;) {
+    pthread_mutex_lock(&px.mu);
+    int idle = c->failed || c->done == __atomic_load_n(&c->view.ctrl->tail, __ATOMIC_ACQUIRE);
+    pthread_mutex_unlock(&px.mu);
+    if (idle || (c->d.abort_flag && __atomic_load_n(c->d.abort_flag, __ATOMIC_ACQUIRE))) return;
+    if (now_ns() - start > limit) {
+      WEFT_WARN("Rank %d: %llu step(s) to peer rank %d (host %s) still unsent at teardown after %lld s",
+                c->d.rank, (unsigned long long)(c->view.ctrl->tail - c->done), c->d.peer, c->d.peer_host,
+                (long long)tmo);
+      return;
+    }
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 void weft_proxy_conn_remove(struct weft_proxy_conn* c) {
   if (c == NULL) return;
+  if (c->d.is_send) drain(c);
   pthread_mutex_lock(&px.mu);
   for (struct weft_proxy_conn** pp = &px.conns; *pp; pp = &(*pp)->next)
     if (*pp == c) {

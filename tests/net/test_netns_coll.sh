@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Hosts as network namespaces (tests/net/netns.sh): every collective and send/recv under
+# Ring/Tree x Simple/LL for hosts x ranks-per-host 2x1, 2x2, 3x1, 4x2, 5x1, ranks launched with
+# `ip netns exec`, sockets on each namespace's eth0. SKIPs without root or ip.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/net/lib.sh
+. tests/net/netns.sh
+why=$(netns_usable) || { echo "SKIP: $why"; exit 77; }
+trap 'netns_down; rm -rf "$NET_LOG"' EXIT
+trap 'exit 1' INT TERM
+netns_up 5 || exit 1
+export NCCL_SOCKET_IFNAME=eth0 WEFT_TIMEOUT=60
+fail=0
+for shape in ${NET_SHAPES:-2x1 2x2 3x1 4x2 5x1}; do
+  start=$(date +%s)
+  run_job "${shape%x*}" "${shape#*x}" "$(netns_addr 0)" check "$NS_PREFIX"
+  bad=0
+  for rc in "${RCS[@]}"; do [ "$rc" = 0 ] || bad=1; done
+  echo "shape $shape: statuses ${RCS[*]} ($(($(date +%s) - start)) s)"
+  grep -h "cases" "$NET_LOG/rank0.log"
+  if [ $bad = 1 ]; then
+    fail=1
+    dump_logs
+  fi
+done
+exit $fail
