@@ -13,6 +13,7 @@
 #include "collectives/host/exec.h"
 #include "collectives/host/wait.h"
 #include "collectives/mem.h"
+#include "collectives/tree.h"
 #include "core/comm.h"
 #include "core/group.h"
 #include "transport/net.h"
@@ -73,6 +74,23 @@ static ncclResult_t finish_offer(struct ncclComm* comm, int peer, int ack_tag, s
   return res;
 }
 
+ncclResult_t weft_engine_connect_peers(struct ncclComm* comm, int n, const int* peers, int tag, int ack_tag,
+                                       size_t simple, size_t ll, struct weft_conn* send,
+                                       struct weft_conn* recv, struct weft_conn_mem** send_mem,
+                                       struct weft_conn_mem** recv_mem) {
+  /* Offers, then takes, then acks: bootstrap sends never block, so any pattern connects. */
+  for (int i = 0; i < n; i++) {
+    WEFT_CHECK(offer(comm, peers[i], tag, simple, ll, &recv_mem[i]));
+    weft_conn_bind(&recv[i], recv_mem[i], peers[i]);
+  }
+  for (int i = 0; i < n; i++) {
+    WEFT_CHECK(take(comm, peers[i], tag, ack_tag, &send_mem[i]));
+    weft_conn_bind(&send[i], send_mem[i], peers[i]);
+  }
+  for (int i = 0; i < n; i++) WEFT_CHECK(finish_offer(comm, peers[i], ack_tag, recv_mem[i]));
+  return ncclSuccess;
+}
+
 static void init_watch(struct ncclComm* comm, struct weft_coll_state* s) {
   const struct weft_peer_info* me = &comm->peers[comm->rank];
   for (int p = 0; p < comm->nranks; p++) {
@@ -114,6 +132,7 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   s->pp.nranks = comm->nranks;
   s->pp.rank = comm->rank;
   s->pp.nchannels = weft_plan_channels_to_connect();
+  s->pp.nnodes = comm->nnodes;
   init_watch(comm, s);
   if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));
   WEFT_CHECK(weft_host_direct_init(comm, &s->direct));
@@ -131,6 +150,7 @@ void weft_coll_comm_fini(struct ncclComm* comm) {
   struct weft_coll_state* s = comm ? comm->coll : NULL;
   if (s == NULL) return;
   weft_host_direct_fini(s->direct);
+  weft_tree_free(s->tree);
   for (int c = 0; c < WEFT_MAX_CHANNELS; c++) {
     weft_conn_mem_release(s->send_mem[c]);
     weft_conn_mem_release(s->recv_mem[c]);
@@ -188,6 +208,13 @@ static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct 
   struct weft_plan plan;
   WEFT_CHECK(weft_plan_coll(&s->pp, t, &plan));
   int one = comm->nranks == 1;
+  if (plan.algo == WEFT_ALGO_TREE) {
+    if (s->tree == NULL)
+      WEFT_CHECK(weft_tree_connect(comm, s->pp.nchannels, s->simple_bytes, s->ll_bytes, &s->tree));
+    for (int c = 0; c < plan.nchannels; c++)
+      WEFT_CHECK(weft_host_run_tree(&plan.work[c], &s->tree->ch[c], w, c, t->sendbuff, t->recvbuff));
+    return ncclSuccess;
+  }
   for (int c = 0; c < plan.nchannels; c++)
     WEFT_CHECK(weft_host_run_work(&plan.work[c], one ? NULL : &s->send[c], one ? NULL : &s->recv[c], w, c,
                                   t->sendbuff, t->recvbuff));

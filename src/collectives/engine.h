@@ -21,15 +21,22 @@ struct weft_coll_state {
   size_t simple_bytes, ll_bytes, p2p_bytes;
   struct weft_conn send[WEFT_MAX_CHANNELS], recv[WEFT_MAX_CHANNELS]; /* ring: to next, from previous */
   struct weft_conn_mem *send_mem[WEFT_MAX_CHANNELS], *recv_mem[WEFT_MAX_CHANNELS];
-  struct weft_p2p_conn* p2p;  /* [nranks] */
-  uint8_t* watch;             /* [nranks] peer processes on this host whose death we can see */
-  struct weft_direct* direct; /* host direct paths (collectives/host/direct.h); NULL when off */
-  struct weft_waiter waiter;  /* launch waits start from this copy (parameters read at init) */
+  struct weft_p2p_conn* p2p;    /* [nranks] */
+  uint8_t* watch;               /* [nranks] peer processes on this host whose death we can see */
+  struct weft_direct* direct;   /* host direct paths (collectives/host/direct.h); NULL when off */
+  struct weft_waiter waiter;    /* launch waits start from this copy (parameters read at init) */
+  struct weft_tree_state* tree; /* tree channels, connected at the first tree collective */
 };
 
 /* Connect p2p connectors for the peers this launch sends to (send_to[p]) and receives from
  * (recv_from[p]) that are not connected yet. Both sides of a pair must call it. */
 ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_to, const uint8_t* recv_from);
+/* Connect a send and a receive connector with each of peers[0..n) (every peer calls it with
+ * this rank among its peers and the same tags). */
+ncclResult_t weft_engine_connect_peers(struct ncclComm* comm, int n, const int* peers, int tag, int ack_tag,
+                                       size_t simple, size_t ll, struct weft_conn* send,
+                                       struct weft_conn* recv, struct weft_conn_mem** send_mem,
+                                       struct weft_conn_mem** recv_mem);
 /* Run the launch's send/recv tasks (call order) to completion, all progressing together. */
 struct weft_waiter;
 ncclResult_t weft_host_p2p_run(struct ncclComm* comm, struct weft_task** tasks, int n, struct weft_waiter* w);

@@ -19,6 +19,7 @@ _Static_assert((int)WEFT_RED_SUMPOSTDIV == (int)WEFT_OP_SUMPOSTDIV &&
 #define LL_MAX_BYTES (64 * 1024)     /* LL below this size: latency matters more than bandwidth */
 #define BYTES_PER_CHANNEL (1u << 20) /* add a channel per MiB by default */
 #define DEFAULT_MAX_CHANNELS 2
+#define TREE_MAX_BYTES (256 * 1024) /* across 3+ hosts: tree all-reduce up to this size */
 
 /* Whether name is allowed by a NCCL_ALGO/NCCL_PROTO style list ("a,b", "^a,b"; case-insensitive). */
 static int list_allows(const char* list, const char* name) {
@@ -59,11 +60,18 @@ int weft_plan_channels_to_connect(void) {
 ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes, int* algo,
                               int* proto, int* nchannels) {
   static int warned_algo;
-  (void)coll;
   const char* algos = weft_param_str("NCCL_ALGO");
-  if (!list_allows(algos, "Ring") && !__atomic_exchange_n(&warned_algo, 1, __ATOMIC_RELAXED))
-    WEFT_WARN("NCCL_ALGO=%s excludes Ring, the only algorithm of the host backend; using Ring", algos);
+  int ring_ok = list_allows(algos, "Ring"), tree_ok = list_allows(algos, "Tree");
   *algo = WEFT_ALGO_RING;
+  /* Tree: all-reduce only; chosen when Ring is excluded, or for small sizes across 3+ hosts
+   * where its log-depth latency beats the ring's 2(k-1) network hops. */
+  if (coll == WEFT_COLL_ALLREDUCE && pp->nranks > 1 && tree_ok &&
+      (!ring_ok || (pp->nnodes > 2 && bytes <= TREE_MAX_BYTES)))
+    *algo = WEFT_ALGO_TREE;
+  else if (!ring_ok && !__atomic_exchange_n(&warned_algo, 1, __ATOMIC_RELAXED))
+    WEFT_WARN(
+        "NCCL_ALGO=%s excludes Ring, the host backend's only algorithm for some collectives; using Ring",
+        algos);
   int ll_ok = weft_plan_proto_allowed(WEFT_PROTO_LL), simple_ok = weft_plan_proto_allowed(WEFT_PROTO_SIMPLE);
   *proto = (ll_ok && (bytes <= LL_MAX_BYTES || !simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
   int n = (int)(bytes / BYTES_PER_CHANNEL) + 1;
@@ -71,6 +79,7 @@ ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_
     n = (int)weft_param_int("NCCL_MIN_NCHANNELS");
   if (weft_param_is_set("NCCL_MAX_NCHANNELS") && n > weft_param_int("NCCL_MAX_NCHANNELS"))
     n = (int)weft_param_int("NCCL_MAX_NCHANNELS");
+  if (*algo == WEFT_ALGO_TREE && n < 2) n = 2; /* both trees: channel c uses tree c % 2 */
   if (n > pp->nchannels) n = pp->nchannels;
   if (n < 1) n = 1;
   *nchannels = n;
@@ -109,13 +118,13 @@ ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft
     w->ch_count = weft_min_sz(per, total - off);
     w->chunk = chunk;
   }
-  WEFT_INFO(WEFT_TUNING, "%s seq %llu: %zu bytes, algo Ring proto %s, %d channel(s), chunk %zu elements",
+  WEFT_INFO(WEFT_TUNING, "%s seq %llu: %zu bytes, algo %s proto %s, %d channel(s), chunk %zu elements",
             task->coll == WEFT_COLL_ALLREDUCE       ? "AllReduce"
             : task->coll == WEFT_COLL_ALLGATHER     ? "AllGather"
             : task->coll == WEFT_COLL_REDUCESCATTER ? "ReduceScatter"
             : task->coll == WEFT_COLL_BROADCAST     ? "Broadcast"
                                                     : "Reduce",
-            (unsigned long long)task->seq, bytes, plan->proto == WEFT_PROTO_LL ? "LL" : "Simple",
-            plan->nchannels, chunk);
+            (unsigned long long)task->seq, bytes, plan->algo == WEFT_ALGO_TREE ? "Tree" : "Ring",
+            plan->proto == WEFT_PROTO_LL ? "LL" : "Simple", plan->nchannels, chunk);
   return ncclSuccess;
 }

@@ -9,7 +9,7 @@
 #include "nccl.h"
 
 #define WEFT_MAX_CHANNELS 4
-enum weft_algo { WEFT_ALGO_RING = 0 };
+enum weft_algo { WEFT_ALGO_RING = 0, WEFT_ALGO_TREE = 1 };
 
 /* What the comm offers the planner: set up once at comm init. */
 struct weft_plan_params {
@@ -17,6 +17,7 @@ struct weft_plan_params {
   int nchannels;      /* channels with connectors */
   size_t simple_slot; /* bytes per Simple slot */
   size_t ll_slot;     /* bytes per LL slot (lines) */
+  int nnodes;         /* hosts */
 };
 
 struct weft_plan {

@@ -1,0 +1,85 @@
+/* Tree channels: rank links from hosts and the double binary tree over hosts, and their
+ * connectors. The tree over hosts is graph/'s weft_topo_dtree (NCCL's ncclGetDtree); inside a
+ * host the ranks form a chain below the host's lowest rank, which talks to the other hosts. */
+#include "collectives/tree.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/engine.h"
+#include "core/comm.h"
+#include "util/check.h"
+#include "util/log.h"
+
+#define TAG_TREE 0x57450500 /* + channel */
+#define TAG_TREE_ACK 0x57450600
+
+/* graph/graph.h declares it too; that header's names clash with the planner's, so only the
+ * prototype is repeated here. */
+void weft_topo_dtree(int n, int r, int t, int* parent, int* child0, int* child1);
+
+/* The i-th rank (ascending) of node, or -1. */
+static int node_rank(int nranks, const int* rank_to_node, int node, int i) {
+  for (int r = 0; r < nranks; r++)
+    if (rank_to_node[r] == node && i-- == 0) return r;
+  return -1;
+}
+
+void weft_tree_links(int nranks, const int* rank_to_node, int nnodes, int rank, int t, int* up,
+                     int down[WEFT_TREE_MAX_DOWN]) {
+  int node = rank_to_node[rank], pos = 0;
+  for (int r = 0; r < rank; r++) pos += rank_to_node[r] == node;
+  for (int i = 0; i < WEFT_TREE_MAX_DOWN; i++) down[i] = -1;
+  int nd = 0;
+  int chain_child = node_rank(nranks, rank_to_node, node, pos + 1);
+  if (pos > 0) {
+    *up = node_rank(nranks, rank_to_node, node, pos - 1);
+    down[0] = chain_child;
+    return;
+  }
+  int parent = -1, c0 = -1, c1 = -1;
+  if (nnodes > 1) weft_topo_dtree(nnodes, node, t, &parent, &c0, &c1);
+  *up = parent >= 0 ? node_rank(nranks, rank_to_node, parent, 0) : -1;
+  if (chain_child >= 0) down[nd++] = chain_child;
+  if (c0 >= 0) down[nd++] = node_rank(nranks, rank_to_node, c0, 0);
+  if (c1 >= 0) down[nd++] = node_rank(nranks, rank_to_node, c1, 0);
+}
+
+ncclResult_t weft_tree_connect(struct ncclComm* comm, int nchannels, size_t simple, size_t ll,
+                               struct weft_tree_state** out) {
+  struct weft_tree_state* ts = calloc(1, sizeof(*ts));
+  if (ts == NULL) return ncclSystemError;
+  ts->nchannels = nchannels;
+  ncclResult_t res = ncclSuccess;
+  for (int c = 0; c < nchannels && res == ncclSuccess; c++) {
+    struct weft_tree_channel* ch = &ts->ch[c];
+    weft_tree_links(comm->nranks, comm->rank_to_node, comm->nnodes, comm->rank, c % 2, &ch->up, ch->down);
+    int peers[1 + WEFT_TREE_MAX_DOWN], n = 0;
+    if (ch->up >= 0) peers[n++] = ch->up;
+    for (int i = 0; i < WEFT_TREE_MAX_DOWN; i++)
+      if (ch->down[i] >= 0) peers[n++] = ch->down[i];
+    ch->ndown = n - (ch->up >= 0);
+    struct weft_conn send[1 + WEFT_TREE_MAX_DOWN], recv[1 + WEFT_TREE_MAX_DOWN];
+    res = weft_engine_connect_peers(comm, n, peers, TAG_TREE + c, TAG_TREE_ACK + c, simple, ll, send, recv,
+                                    ch->mem, ch->mem + n);
+    if (res != ncclSuccess) break;
+    int k = 0;
+    if (ch->up >= 0) ch->send_up = send[k], ch->recv_up = recv[k], k++;
+    for (int i = 0; i < ch->ndown; i++, k++) ch->send_down[i] = send[k], ch->recv_down[i] = recv[k];
+    WEFT_INFO(WEFT_INIT, "Trees [%d] %d/%d/%d->%d->%d", c, ch->down[0], ch->down[1], ch->down[2], comm->rank,
+              ch->up);
+  }
+  if (res != ncclSuccess) {
+    weft_tree_free(ts);
+    return res;
+  }
+  *out = ts;
+  return ncclSuccess;
+}
+
+void weft_tree_free(struct weft_tree_state* ts) {
+  if (ts == NULL) return;
+  for (int c = 0; c < WEFT_MAX_CHANNELS; c++)
+    for (int i = 0; i < 2 * (1 + WEFT_TREE_MAX_DOWN); i++) weft_conn_mem_release(ts->ch[c].mem[i]);
+  free(ts);
+}
