@@ -8,6 +8,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -22,6 +23,14 @@
 
 #define TAG_SIMPLE 0
 #define TAG_LL 1
+#define TAG_BYE 2    /* the sender tore down normally: EOF after it is no error */
+#define TAG_NOTICE 3 /* the sender's rank lost a peer: struct notice */
+
+/* Relayed to the other peers when a connection fails, so every rank names the rank lost first. */
+struct notice {
+  int32_t lost_rank;
+  char host[60];
+};
 
 struct weft_proxy_conn {
   struct weft_proxy_conn_desc d;
@@ -29,7 +38,8 @@ struct weft_proxy_conn {
   uint64_t posted, done; /* steps handed to the network / completed */
   void* reqs[WEFT_NSTEPS];
   char* bounce; /* receive: LL steps land here, then are stored word by word */
-  int failed;
+  int failed, closed;
+  struct notice notice; /* outgoing or incoming */
   struct weft_proxy_conn* next;
 };
 
@@ -56,17 +66,36 @@ static void post(uint64_t* counter, uint32_t* waiting, uint64_t value) {
     syscall(SYS_futex, (uint32_t*)counter, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-static void fail(struct weft_proxy_conn* c, ncclResult_t res) {
+/* Tell the communicator's other network peers which rank was lost (best effort, once). */
+static void relay(struct weft_proxy_conn* from, int lost, const char* host) {
+  for (struct weft_proxy_conn* c = px.conns; c; c = c->next) {
+    if (c == from || !c->d.is_send || c->failed || c->closed || c->d.abort_flag != from->d.abort_flag)
+      continue;
+    c->notice.lost_rank = lost;
+    snprintf(c->notice.host, sizeof(c->notice.host), "%s", host);
+    void* req = NULL;
+    (void)c->d.net->isend(c->d.net_comm, &c->notice, sizeof(c->notice), TAG_NOTICE, &req);
+  }
+}
+
+/* Record the failure on the communicator (async error, abort flag); the first one relays. */
+static void fail_comm(struct weft_proxy_conn* c, int lost, const char* host) {
   c->failed = 1;
+  int first = 0;
+  if (c->d.async_result != NULL)
+    first = __atomic_compare_exchange_n(c->d.async_result, &(ncclResult_t){ncclSuccess}, ncclRemoteError, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  if (c->d.abort_flag != NULL) __atomic_store_n(c->d.abort_flag, 1, __ATOMIC_RELEASE);
+  if (first) relay(c, lost, host);
+}
+
+static void fail(struct weft_proxy_conn* c, ncclResult_t res) {
   WEFT_WARN(
       "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after %llu step(s); "
-      "the communicator is aborted",
+      "rank %d is lost, the communicator is aborted",
       c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res),
-      (unsigned long long)c->done);
-  if (c->d.async_result != NULL)
-    __atomic_compare_exchange_n(c->d.async_result, &(ncclResult_t){ncclSuccess}, ncclRemoteError, 0,
-                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  if (c->d.abort_flag != NULL) __atomic_store_n(c->d.abort_flag, 1, __ATOMIC_RELEASE);
+      (unsigned long long)c->done, c->d.peer);
+  fail_comm(c, c->d.peer, c->d.peer_host);
 }
 
 static int progress_send(struct weft_proxy_conn* c) {
@@ -124,11 +153,12 @@ static int progress_recv(struct weft_proxy_conn* c) {
   uint64_t head = __atomic_load_n(&v->ctrl->head, __ATOMIC_ACQUIRE);
   while (c->posted < head + WEFT_NSTEPS) {
     int slot = (int)(c->posted % WEFT_NSTEPS);
-    void* bufs[2] = {v->simple + (size_t)slot * v->simple_slot, c->bounce + (size_t)slot * v->ll_slot};
-    size_t sizes[2] = {v->simple_slot, v->ll_slot};
-    int tags[2] = {TAG_SIMPLE, TAG_LL};
+    void* bufs[4] = {v->simple + (size_t)slot * v->simple_slot, c->bounce + (size_t)slot * v->ll_slot,
+                     &c->notice, &c->notice};
+    size_t sizes[4] = {v->simple_slot, v->ll_slot, 0, sizeof(c->notice)};
+    int tags[4] = {TAG_SIMPLE, TAG_LL, TAG_BYE, TAG_NOTICE};
     void* req = NULL;
-    ncclResult_t res = net->irecv(c->d.net_comm, 2, bufs, sizes, tags, &req);
+    ncclResult_t res = net->irecv(c->d.net_comm, 4, bufs, sizes, tags, &req);
     if (res != ncclSuccess) return fail(c, res), 0;
     if (req == NULL) break;
     c->reqs[slot] = req;
@@ -137,10 +167,23 @@ static int progress_recv(struct weft_proxy_conn* c) {
   }
   while (c->done < c->posted) {
     int slot = (int)(c->done % WEFT_NSTEPS), done = 0;
-    size_t got[2];
+    size_t got[4];
     ncclResult_t res = net->test(c->reqs[slot], &done, got);
     if (res != ncclSuccess) return fail(c, res), 0;
     if (!done) break;
+    if (got[2] != SIZE_MAX) { /* the peer tore down normally; nothing more will come */
+      c->closed = 1;
+      return 1;
+    }
+    if (got[3] != SIZE_MAX) {
+      c->notice.host[sizeof(c->notice.host) - 1] = 0;
+      WEFT_WARN(
+          "Rank %d: peer rank %d (host %s) reports that rank %d (host %s) was lost; the communicator is "
+          "aborted",
+          c->d.rank, c->d.peer, c->d.peer_host, c->notice.lost_rank, c->notice.host);
+      fail_comm(c, c->notice.lost_rank, c->notice.host);
+      return 1;
+    }
     if (got[1] != SIZE_MAX) store_ll(c, slot, got[1]);
     c->done++;
     post(&v->ctrl->tail, &v->ctrl->tail_waiting, c->done);
@@ -172,7 +215,7 @@ static void* proxy_main(void* arg) {
       idle_since = now_ns();
     }
     for (struct weft_proxy_conn* c = px.conns; c; c = c->next)
-      if (!c->failed) moved |= c->d.is_send ? progress_send(c) : progress_recv(c);
+      if (!c->failed && !c->closed) moved |= c->d.is_send ? progress_send(c) : progress_recv(c);
     pthread_mutex_unlock(&px.mu);
     uint64_t now = now_ns();
     if (moved)
@@ -252,9 +295,31 @@ static void drain(struct weft_proxy_conn* c) {
   }
 }
 
+/* After a normal teardown, say goodbye so the peer does not take the EOF for a failure. */
+static void bye(struct weft_proxy_conn* c) {
+  void* req = NULL;
+  uint64_t start = now_ns();
+  int done = 0;
+  while (!done && now_ns() - start < 1000000000ull) {
+    pthread_mutex_lock(&px.mu);
+    ncclResult_t res =
+        req ? c->d.net->test(req, &done, NULL) : c->d.net->isend(c->d.net_comm, &c->notice, 0, TAG_BYE, &req);
+    pthread_mutex_unlock(&px.mu);
+    if (res != ncclSuccess) return;
+    struct timespec ts = {0, 50000};
+    if (!done) nanosleep(&ts, NULL);
+  }
+  if (!done)
+    WEFT_INFO(WEFT_PROXY | WEFT_NET, "Rank %d: goodbye to peer rank %d (host %s) not sent within 1 s",
+              c->d.rank, c->d.peer, c->d.peer_host);
+}
+
 void weft_proxy_conn_remove(struct weft_proxy_conn* c) {
   if (c == NULL) return;
-  if (c->d.is_send) drain(c);
+  int aborted = c->d.abort_flag && __atomic_load_n(c->d.abort_flag, __ATOMIC_ACQUIRE);
+  if (c->d.is_send && !aborted) drain(c);
+  aborted = c->d.abort_flag && __atomic_load_n(c->d.abort_flag, __ATOMIC_ACQUIRE);
+  if (c->d.is_send && !aborted && !c->failed) bye(c);
   pthread_mutex_lock(&px.mu);
   for (struct weft_proxy_conn** pp = &px.conns; *pp; pp = &(*pp)->next)
     if (*pp == c) {

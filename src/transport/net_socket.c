@@ -27,7 +27,6 @@
 #define MAX_SOCKS 64
 #define MIN_CHUNK (64 * 1024)  /* a data socket gets at least this much of a message */
 #define INLINE_MAX (64 * 1024) /* messages up to this size ride on the control socket */
-#define TAG_CLOSE INT32_MIN    /* header of an orderly close: EOF after it is not an error */
 #define QLEN WEFT_NET_MAX_REQUESTS
 
 struct handle {
@@ -90,7 +89,6 @@ struct comm {
   unsigned rr; /* first data socket of the next split message */
   _Atomic ncclResult_t err;
   atomic_int warned;
-  int closed_by_peer;
   char peer[WEFT_SOCKET_ADDR_STRLEN];
 };
 
@@ -455,7 +453,6 @@ static int ctrl_io(struct comm* c, void* buf, size_t len, size_t* done) {
   ssize_t n = c->is_send ? weft_socket_try_send(c->ctrl, (char*)buf + *done, len - *done)
                          : weft_socket_try_recv(c->ctrl, (char*)buf + *done, len - *done);
   if (n == WEFT_SOCKET_CLOSED) {
-    if (c->closed_by_peer) return 0;
     set_err(c, ncclRemoteError, "peer closed the connection", 0);
     return -1;
   }
@@ -474,11 +471,6 @@ static int match_header(struct comm* c, struct req* r) {
     set_err(c, ncclRemoteError, "garbled message header", 0);
     return -1;
   }
-  if (r->hdr.tag == TAG_CLOSE) {
-    c->closed_by_peer = 1;
-    r->hdr_done = 0;
-    return 1;
-  }
   for (int i = 0; i < r->nbuf; i++)
     if (r->tags[i] == r->hdr.tag) {
       if (r->hdr.size > r->sizes[i]) break;
@@ -495,7 +487,7 @@ static int match_header(struct comm* c, struct req* r) {
 
 /* Advance the header / inline stage of requests in order on the control socket. */
 static void progress_ctrl(struct comm* c) {
-  while (c->ctrl_next < c->next_req && atomic_load(&c->err) == ncclSuccess && !c->closed_by_peer) {
+  while (c->ctrl_next < c->next_req && atomic_load(&c->err) == ncclSuccess) {
     struct req* r = &c->reqs[c->ctrl_next % QLEN];
     if (r->stage == 0) {
       if (ctrl_io(c, &r->hdr, sizeof(r->hdr), &r->hdr_done) < 0 || r->hdr_done < sizeof(r->hdr)) return;
@@ -578,18 +570,9 @@ static ncclResult_t sock_test(void* request, int* done, size_t* sizes) {
   return ncclSuccess;
 }
 
+/* Closing is abrupt: the peer sees EOF, an error unless the layer above said goodbye first. */
 static ncclResult_t sock_close_send(void* sc) {
-  struct comm* c = sc;
-  if (c == NULL) return ncclSuccess;
-  /* Announce an orderly close when the stream is at a message boundary (best effort). */
-  if (atomic_load(&c->err) == ncclSuccess && c->ctrl_next == c->next_req) {
-    int clean = 1;
-    for (uint64_t i = 0; i < QLEN; i++)
-      if (c->reqs[i].used && c->reqs[i].stage != 3) clean = 0;
-    struct msg_hdr h = {0, TAG_CLOSE, (uint32_t)MAGIC};
-    if (clean) (void)!send(c->ctrl, &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT);
-  }
-  comm_free(c);
+  comm_free(sc);
   return ncclSuccess;
 }
 

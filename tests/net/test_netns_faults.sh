@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Faults on namespace hosts: (1) a rank SIGKILLed inside a large all-reduce: every survivor gets
+# an error naming that rank well within WEFT_TIMEOUT; (2) a host's link brought down mid-run
+# (ip link set ... down): every rank errors out within WEFT_TIMEOUT (+ slack), nothing hangs,
+# ncclCommAbort returns, and the ranks next to the lost host name a rank on it; (3) latency and
+# loss (tc netem): the collective matrix still completes correctly. SKIPs without root or ip.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/net/lib.sh
+. tests/net/netns.sh
+why=$(netns_usable) || { echo "SKIP: $why"; exit 77; }
+trap 'netns_down; rm -rf "$NET_LOG"' EXIT
+trap 'exit 1' INT TERM
+netns_up 4 || exit 1
+export NCCL_SOCKET_IFNAME=eth0 WEFT_TIMEOUT=15 WEFT_WARN_AFTER=5
+fail=0
+check() { # check COND MESSAGE
+  if eval "$1"; then echo "ok: $2"; else echo "FAILED: $2"; fail=1; fi
+}
+
+# (1) rank 2 of 4x1 kills itself inside its third all-reduce.
+start=$(date +%s)
+run_job 4 1 "$(netns_addr 0)" kill:2 "$NS_PREFIX"
+secs=$(($(date +%s) - start))
+echo "kill: statuses ${RCS[*]} in ${secs}s"
+check '[ "${RCS[2]}" = 137 ]' "victim rank 2 died of SIGKILL"
+for r in 0 1 3; do
+  check '[ "${RCS[$r]}" = 3 ]' "survivor rank $r returned an error and aborted"
+  check 'grep -q "rank 2 " "$NET_LOG/rank$r.log"' "survivor rank $r names rank 2"
+done
+check '[ $secs -lt 15 ]' "survivors failed within WEFT_TIMEOUT (${secs}s)"
+[ $fail = 0 ] || dump_logs
+
+# (2) host 1 (ranks 2, 3 of 3x2) loses its link 3 s into a stream of all-reduces.
+start=$(date +%s)
+( sleep 3; ip -n "$NS_SWITCH" link set "$(netns_port 1)" down ) &
+run_job 3 2 "$(netns_addr 0)" loop:120 "$NS_PREFIX"
+secs=$(($(date +%s) - start))
+ip -n "$NS_SWITCH" link set "$(netns_port 1)" up
+echo "link down: statuses ${RCS[*]} in ${secs}s"
+for r in 0 1 2 3 4 5; do check '[ "${RCS[$r]}" = 3 ]' "rank $r returned an error and aborted"; done
+check '[ $secs -lt $((3 + 15 + 20)) ]' "every rank gave up within WEFT_TIMEOUT + slack (${secs}s)"
+check 'grep -qE "rank [23] " "$NET_LOG/rank1.log" "$NET_LOG/rank4.log"' "the neighbours of host 1 name one of its ranks"
+[ $fail = 0 ] || dump_logs
+
+# (3) 2 ms latency and 1% loss on every host: results stay right. Kernels without netem get a
+# rate-limited link (tbf) instead, which still reorders timing on every connection.
+qdisc="netem delay 2ms loss 1%"
+ip netns exec "${NS_PREFIX}0" tc qdisc add dev eth0 root $qdisc 2>/dev/null || {
+  qdisc="tbf rate 200mbit burst 64kb latency 100ms"
+  echo "tc netem is not available in this kernel: using $qdisc"
+}
+ip netns exec "${NS_PREFIX}0" tc qdisc del dev eth0 root 2>/dev/null
+command -v tc >/dev/null || { echo "SKIP part 3: no tc"; exit $fail; }
+for ((h = 0; h < 3; h++)); do
+  ip netns exec "$NS_PREFIX$h" tc qdisc add dev eth0 root $qdisc || { echo "FAILED: tc qdisc add $qdisc"; exit 1; }
+done
+start=$(date +%s)
+run_job 3 1 "$(netns_addr 0)" check "$NS_PREFIX"
+echo "netem: statuses ${RCS[*]} in $(($(date +%s) - start))s"
+for r in 0 1 2; do check '[ "${RCS[$r]}" = 0 ]' "rank $r: every collective correct under $qdisc"; done
+[ $fail = 0 ] || dump_logs
+exit $fail
