@@ -554,10 +554,10 @@ static ncclResult_t sock_test(void* request, int* done, size_t* sizes) {
   struct comm* c = r->comm;
   *done = 0;
   progress(c);
-  ncclResult_t err = atomic_load(&c->err);
-  if (err != ncclSuccess) return err;
+  /* A finished request is done even if the connection failed after it (e.g. EOF right after a
+   * goodbye message): errors belong to the requests they hit. */
   if (r->stage < 2 || (r->stage == 2 && atomic_load_explicit(&r->chunks_left, memory_order_acquire) > 0))
-    return ncclSuccess;
+    return atomic_load(&c->err);
   *done = 1;
   if (sizes != NULL) {
     if (r->is_send) {
