@@ -129,6 +129,7 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   s->simple_bytes = (size_t)buff;
   s->ll_bytes = (size_t)ll;
   s->p2p_bytes = s->simple_bytes / 4 < 64 * 1024 ? 64 * 1024 : s->simple_bytes / 4;
+  s->pp.comm = comm;
   s->pp.nranks = comm->nranks;
   s->pp.rank = comm->rank;
   s->pp.nchannels = weft_plan_channels_to_connect();

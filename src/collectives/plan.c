@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/tuned.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -57,9 +58,25 @@ int weft_plan_channels_to_connect(void) {
   return n;
 }
 
+/* The communicator's tuning model (graph/tuning.c via core/), the same code for CPU and GPU. */
+static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t bytes, int* algo, int* proto,
+                        int* nchannels) {
+  struct weft_tuned tuned;
+  if (pp->comm == NULL || !weft_comm_tuned_choice(pp->comm, coll, bytes, &tuned)) return 0;
+  int tree = tuned.tree && coll == WEFT_COLL_ALLREDUCE && pp->nranks > 1;
+  int n = tuned.nchannels;
+  if (tree && n < 2) n = 2; /* both trees: channel c uses tree c % 2 */
+  if (n > pp->nchannels) n = pp->nchannels;
+  *algo = tree ? WEFT_ALGO_TREE : WEFT_ALGO_RING;
+  *proto = tuned.ll ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
+  *nchannels = n < 1 ? 1 : n;
+  return 1;
+}
+
 ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes, int* algo,
                               int* proto, int* nchannels) {
   static int warned_algo;
+  if (choose_tuned(pp, coll, bytes, algo, proto, nchannels)) return ncclSuccess;
   const char* algos = weft_param_str("NCCL_ALGO");
   int ring_ok = list_allows(algos, "Ring"), tree_ok = list_allows(algos, "Tree");
   *algo = WEFT_ALGO_RING;

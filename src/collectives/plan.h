@@ -12,7 +12,9 @@
 enum weft_algo { WEFT_ALGO_RING = 0, WEFT_ALGO_TREE = 1 };
 
 /* What the comm offers the planner: set up once at comm init. */
+struct ncclComm;
 struct weft_plan_params {
+  const struct ncclComm* comm; /* its tuning model decides when present (NULL: defaults below) */
   int nranks, rank;
   int nchannels;      /* channels with connectors */
   size_t simple_slot; /* bytes per Simple slot */

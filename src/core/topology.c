@@ -9,7 +9,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bootstrap/bootstrap.h"
+#include "core/tuned.h"
 #include "util/check.h"
+#include "util/param.h"
 
 static double now_sec(void) {
   struct timespec ts;
@@ -92,50 +95,136 @@ static ncclResult_t place_host_ranks(struct ncclComm* comm, struct weft_comm_top
   return res;
 }
 
-static ncclResult_t build(struct ncclComm* comm, struct weft_comm_topo* t) {
-  float bw = slowest_copy_bw(comm);
+/* What every rank must agree on before tuning: NCCL's rule, the minimum of channel counts and
+ * bandwidths and the worst path types over all ranks, so choices match without communication. */
+struct topo_summary {
+  int ok;
+  int nchannels[2];
+  float bw_intra[2], bw_inter[2];
+  int type_intra[2], type_inter[2];
+  int comm_channels;
+};
+
+static void summarize(const struct weft_comm_topo* t, int ok, struct topo_summary* s) {
+  memset(s, 0, sizeof(*s));
+  s->ok = ok;
+  if (!ok) return;
+  const struct weft_topo_graph* g[2] = {&t->ring, &t->tree};
+  for (int i = 0; i < 2; i++) {
+    s->nchannels[i] = g[i]->nchannels;
+    s->bw_intra[i] = g[i]->bw_intra;
+    s->bw_inter[i] = g[i]->bw_inter;
+    s->type_intra[i] = g[i]->type_intra;
+    s->type_inter[i] = g[i]->type_inter;
+  }
+  s->comm_channels = t->channels->nchannels;
+}
+
+static int imin(int a, int b) { return a < b ? a : b; }
+static int imax(int a, int b) { return a > b ? a : b; }
+static float fmin_(float a, float b) { return a < b ? a : b; }
+
+/* Folds every rank's summary into ours; returns 0 when any rank has no model. */
+static int agree(struct ncclComm* comm, struct weft_comm_topo* t, const struct topo_summary* all) {
+  struct weft_topo_graph* g[2] = {&t->ring, &t->tree};
+  for (int r = 0; r < comm->nranks; r++) {
+    if (!all[r].ok) return 0;
+    for (int i = 0; i < 2; i++) {
+      g[i]->nchannels = imin(g[i]->nchannels, all[r].nchannels[i]);
+      g[i]->bw_intra = fmin_(g[i]->bw_intra, all[r].bw_intra[i]);
+      g[i]->bw_inter = fmin_(g[i]->bw_inter, all[r].bw_inter[i]);
+      g[i]->type_intra = imax(g[i]->type_intra, all[r].type_intra[i]);
+      g[i]->type_inter = imax(g[i]->type_inter, all[r].type_inter[i]);
+    }
+    t->channels->nchannels = imin(t->channels->nchannels, all[r].comm_channels);
+  }
+  return 1;
+}
+
+static ncclResult_t build(struct ncclComm* comm, struct weft_comm_topo* t, float bw) {
   WEFT_CHECK(weft_topo_get_system(&t->sys));
   if (comm->backend == WEFT_BACKEND_HOST) WEFT_CHECK(place_host_ranks(comm, t, bw));
   WEFT_CHECK(weft_topo_search_all(t->sys, 0, comm->nnodes, &t->ring, &t->tree));
-  WEFT_CHECK(weft_topo_connect_channels(&t->ring, &t->tree, comm->nnodes, &t->channels));
-  struct weft_tuning_input in = {.arch = WEFT_ARCH_HOST,
-                                 .cpu_vendor = weft_topo_cpu_is_amd(t->sys, 0),
-                                 .nranks = comm->nranks,
-                                 .nnodes = comm->nnodes,
-                                 .nchannels = t->channels->nchannels,
-                                 .ring = &t->ring,
-                                 .tree = &t->tree,
-                                 .host_copy_bw = bw,
-                                 .algo_impl = 1u << WEFT_ALGO_RING,
-                                 .proto_impl = (1u << WEFT_PROTO_LL) | (1u << WEFT_PROTO_SIMPLE)};
+  return weft_topo_connect_channels(&t->ring, &t->tree, comm->nnodes, &t->channels);
+}
+
+static ncclResult_t setup_tuning(struct ncclComm* comm, struct weft_comm_topo* t, float bw) {
+  int host = comm->backend == WEFT_BACKEND_HOST;
+  struct weft_tuning_input in = {
+      .arch = host ? WEFT_ARCH_HOST : weft_arch_from_sm(weft_topo_min_sm(t->sys, 0)),
+      .cpu_vendor = weft_topo_cpu_is_amd(t->sys, 0),
+      .nranks = comm->nranks,
+      .nnodes = comm->nnodes,
+      .nchannels = t->channels->nchannels,
+      .ring = &t->ring,
+      .tree = &t->tree,
+      .host_copy_bw = host ? bw : 0,
+      .algo_impl = (1u << WEFT_ALGO_RING) | (1u << WEFT_ALGO_TREE),
+      .proto_impl = (1u << WEFT_PROTO_LL) | (1u << WEFT_PROTO_SIMPLE)};
   WEFT_CHECK(weft_tuning_init(&t->tuning, &in));
-  WEFT_INFO(WEFT_INIT | WEFT_GRAPH,
-            "comm %p rank %d: %d host(s) x %d rank(s), ring %d channel(s) at %.1f GB/s, "
-            "copy bandwidth %.1f GB/s (slowest rank)",
-            (void*)comm, comm->rank, comm->nnodes, comm->local_nranks, t->ring.nchannels, t->ring.bw_intra,
-            bw);
+  t->min_channels = weft_param_is_set("NCCL_MIN_NCHANNELS") ? (int)weft_param_int("NCCL_MIN_NCHANNELS") : 0;
+  t->max_channels = weft_param_is_set("NCCL_MAX_NCHANNELS") ? (int)weft_param_int("NCCL_MAX_NCHANNELS") : 0;
+  WEFT_INFO(
+      WEFT_INIT | WEFT_GRAPH,
+      "comm %p rank %d: %d host(s) x %d rank(s), ring %d channel(s) at %.1f GB/s, copy bandwidth %.1f GB/s "
+      "(slowest rank)",
+      (void*)comm, comm->rank, comm->nnodes, comm->local_nranks, t->ring.nchannels, t->ring.bw_intra, bw);
+  return ncclSuccess;
+}
+
+/* Builds the model, then agrees with every rank; a rank that could not model the machine makes
+ * everyone fall back to the planner's defaults (topology is advice, never a reason to fail). */
+static ncclResult_t build_agreed(struct ncclComm* comm, struct weft_comm_topo* t, int* usable) {
+  float bw = slowest_copy_bw(comm);
+  ncclResult_t built = build(comm, t, bw);
+  if (built != ncclSuccess)
+    WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "comm %p rank %d: topology model unavailable (%s)", (void*)comm,
+              comm->rank, ncclGetErrorString(built));
+  struct topo_summary* all = calloc((size_t)comm->nranks, sizeof(*all));
+  if (all == NULL) return ncclSystemError;
+  summarize(t, built == ncclSuccess, &all[comm->rank]);
+  ncclResult_t res = weft_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
+  *usable = res == ncclSuccess && agree(comm, t, all);
+  free(all);
+  if (res != ncclSuccess) return res;
+  if (*usable) {
+    ncclResult_t tuned = setup_tuning(comm, t, bw);
+    if (tuned != ncclSuccess) return tuned; /* a bad NCCL_ALGO/NCCL_PROTO is the user's error */
+  }
   return ncclSuccess;
 }
 
 ncclResult_t weft_comm_topo_init(struct ncclComm* comm) {
   if (!hosts_alike(comm)) {
     WEFT_INFO(WEFT_INIT | WEFT_GRAPH,
-              "comm %p: hosts hold different numbers of ranks; no topology model, "
-              "rings in rank order",
+              "comm %p: hosts hold different numbers of ranks; no topology model, rings in rank order",
               (void*)comm);
     return ncclSuccess;
   }
   struct weft_comm_topo* t = calloc(1, sizeof(*t));
   if (t == NULL) return ncclSystemError;
   comm->topo = t;
-  ncclResult_t res = build(comm, t);
-  if (res != ncclSuccess) {
-    /* Topology is advice: without it the engine still works, so a failure only loses tuning. */
-    WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "comm %p: topology model unavailable (%s); using defaults", (void*)comm,
-              ncclGetErrorString(res));
-    weft_comm_topo_fini(comm);
-  }
-  return ncclSuccess;
+  int usable = 0;
+  ncclResult_t res = build_agreed(comm, t, &usable);
+  if (res != ncclSuccess || !usable) weft_comm_topo_fini(comm);
+  return res;
+}
+
+int weft_comm_tuned_choice(const struct ncclComm* comm, int coll, size_t nbytes, struct weft_tuned* out) {
+  const struct weft_comm_topo* t = comm->topo;
+  if (t == NULL || coll < 0 || coll >= WEFT_FUNC_COUNT) return 0;
+  struct weft_tuning_choice c;
+  if (weft_tuning_choose(&t->tuning, coll, nbytes, &c) != ncclSuccess) return 0;
+  if (c.algo != WEFT_ALGO_RING && c.algo != WEFT_ALGO_TREE) return 0;
+  if (c.proto != WEFT_PROTO_LL && c.proto != WEFT_PROTO_SIMPLE) return 0;
+  int n = c.nchannels;
+  if (t->min_channels > 0) n = imax(n, t->min_channels);
+  if (t->max_channels > 0) n = imin(n, t->max_channels);
+  *out = (struct weft_tuned){.tree = c.algo == WEFT_ALGO_TREE,
+                             .ll = c.proto == WEFT_PROTO_LL,
+                             .nchannels = imax(n, 1),
+                             .time_us = c.time_us};
+  return 1;
 }
 
 void weft_comm_topo_fini(struct ncclComm* comm) {

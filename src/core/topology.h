@@ -11,6 +11,7 @@ struct weft_comm_topo {
   struct weft_topo_graph ring, tree;
   struct weft_topo_channels* channels;
   struct weft_tuning tuning;
+  int min_channels, max_channels; /* NCCL_MIN/MAX_NCHANNELS read once at init (0: unset) */
 };
 
 /* memcpy bandwidth of this process in GB/s, measured once (a few MiB, a millisecond or two). */

@@ -196,7 +196,12 @@ static long run_cfg(const struct cfg* c) {
     t.op.kind = c->op;
     t.op.scalar = scalar_bits(dt);
     t.op.divisor = k;
-    struct weft_plan_params pp = {k, r, c->nch, SIMPLE_BYTES / WEFT_NSTEPS, LL_BYTES / WEFT_NSTEPS, 1};
+    struct weft_plan_params pp = {.nranks = k,
+                                  .rank = r,
+                                  .nchannels = c->nch,
+                                  .simple_slot = SIMPLE_BYTES / WEFT_NSTEPS,
+                                  .ll_slot = LL_BYTES / WEFT_NSTEPS,
+                                  .nnodes = 1};
     weft_plan_coll(&pp, &t, &ctx[r].plan);
     ctx[r].cfg = c;
     ctx[r].rank = r;
