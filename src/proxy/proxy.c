@@ -151,6 +151,7 @@ static int progress_recv(struct weft_proxy_conn* c) {
   const struct weft_net_ops* net = c->d.net;
   int moved = 0;
   uint64_t head = __atomic_load_n(&v->ctrl->head, __ATOMIC_ACQUIRE);
+  ncclResult_t post_err = ncclSuccess;
   while (c->posted < head + WEFT_NSTEPS) {
     int slot = (int)(c->posted % WEFT_NSTEPS);
     void* bufs[4] = {v->simple + (size_t)slot * v->simple_slot, c->bounce + (size_t)slot * v->ll_slot,
@@ -158,9 +159,10 @@ static int progress_recv(struct weft_proxy_conn* c) {
     size_t sizes[4] = {v->simple_slot, v->ll_slot, 0, sizeof(c->notice)};
     int tags[4] = {TAG_SIMPLE, TAG_LL, TAG_BYE, TAG_NOTICE};
     void* req = NULL;
-    ncclResult_t res = net->irecv(c->d.net_comm, 4, bufs, sizes, tags, &req);
-    if (res != ncclSuccess) return fail(c, res), 0;
-    if (req == NULL) break;
+    /* A failed post may be the EOF after a goodbye that an earlier request holds: the
+     * requests already posted decide first. */
+    if ((post_err = net->irecv(c->d.net_comm, 4, bufs, sizes, tags, &req)) != ncclSuccess || req == NULL)
+      break;
     c->reqs[slot] = req;
     c->posted++;
     moved = 1;
@@ -189,6 +191,7 @@ static int progress_recv(struct weft_proxy_conn* c) {
     post(&v->ctrl->tail, &v->ctrl->tail_waiting, c->done);
     moved = 1;
   }
+  if (post_err != ncclSuccess && c->done == c->posted) return fail(c, post_err), 0;
   return moved;
 }
 
