@@ -5,6 +5,9 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
+# Tests pass host buffers: on a GPU machine "auto" would pick the CUDA backend. tests/gpu/ set
+# WEFT_BACKEND=cuda themselves.
+export WEFT_BACKEND=${WEFT_BACKEND:-host}
 LOGDIR=$BUILD/test-logs
 mkdir -p "$LOGDIR"
 filter=${TESTS:-.}

@@ -17,7 +17,8 @@ static ncclResult_t build_one(const struct weft_call* call, const struct weft_re
                         .count = call->count,
                         .dtype = call->dtype,
                         .op = *op,
-                        .root = call->root};
+                        .root = call->root,
+                        .stream = call->stream};
   return weft_enqueue_append(call->comm, &t);
 }
 

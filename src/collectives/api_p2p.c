@@ -17,7 +17,8 @@ static ncclResult_t append_p2p(const struct weft_call* call, enum weft_coll coll
                         .count = call->count,
                         .dtype = call->dtype,
                         .op = {.kind = WEFT_OP_SUM, .user_op = ncclSum},
-                        .root = peer};
+                        .root = peer,
+                        .stream = call->stream};
   return weft_enqueue_append(call->comm, &t);
 }
 

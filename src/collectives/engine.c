@@ -9,6 +9,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll.h"
+#include "collectives/cuda/engine_cuda.h"
 #include "collectives/host/direct.h"
 #include "collectives/host/exec.h"
 #include "collectives/host/wait.h"
@@ -116,6 +117,7 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* 
 }
 
 ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
+  if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_comm_init(comm);
   struct weft_coll_state* s = calloc(1, sizeof(*s));
   if (s == NULL) return ncclSystemError;
   comm->coll = s;
@@ -148,6 +150,7 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
 
 void weft_coll_comm_fini(struct ncclComm* comm) {
   weft_mem_comm_fini(comm); /* registrations of ncclCommRegister die with the comm */
+  weft_cuda_comm_fini(comm);
   struct weft_coll_state* s = comm ? comm->coll : NULL;
   if (s == NULL) return;
   weft_host_direct_fini(s->direct);
@@ -234,6 +237,11 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
   struct weft_task* tasks = comm->tasks.head;
   memset(&comm->tasks, 0, sizeof(comm->tasks));
   if (tasks == NULL) return ncclSuccess;
+  if (comm->backend == WEFT_BACKEND_CUDA) {
+    ncclResult_t cres = weft_cuda_launch(comm, tasks);
+    free_tasks(tasks);
+    return cres;
+  }
   if (comm->coll == NULL) {
     WEFT_WARN("comm %p rank %d: collectives launched on a communicator that is not initialized", (void*)comm,
               comm->rank);

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "collectives/cuda/engine_cuda.h"
 #include "core/api.h"
 #include "core/comm.h"
 #include "util/check.h"
@@ -92,6 +93,7 @@ WEFT_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   WEFT_ARG_CHECK(size != 0, "ncclMemAlloc: size is 0");
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   WEFT_ARG_CHECK(size <= SIZE_MAX - page, "ncclMemAlloc: size %zu is too large", size);
+  if (weft_cuda_mem_wanted()) return weft_cuda_mem_alloc(ptr, size); /* device memory on the CUDA backend */
   struct seg_node* node;
   WEFT_CHECK(alloc_node(page_round(size), &node));
   *ptr = node->seg.base;
@@ -135,6 +137,7 @@ void weft_mem_unmap(void* base, size_t size) {
 
 WEFT_API(ncclResult_t, ncclMemFree, void* ptr) {
   if (ptr == NULL) return ncclSuccess;
+  if (weft_cuda_mem_owns(ptr)) return weft_cuda_mem_free(ptr);
   pthread_mutex_lock(&mem_lock);
   struct seg_node** at = &segs;
   while (*at && (*at)->seg.base != ptr) at = &(*at)->next;

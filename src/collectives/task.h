@@ -49,8 +49,9 @@ struct weft_task {
   size_t count;
   ncclDataType_t dtype;
   struct weft_redop op;
-  int root; /* Broadcast/Reduce root; Send/Recv peer */
-  uint64_t seq; /* position in the communicator's call order, for logs and timeouts */
+  int root;            /* Broadcast/Reduce root; Send/Recv peer */
+  uint64_t seq;        /* position in the communicator's call order, for logs and timeouts */
+  cudaStream_t stream; /* the caller's stream (CUDA backend) */
   struct weft_task* next;
 };
 

@@ -30,6 +30,7 @@ struct weft_peer_info {
 };
 
 struct weft_coll_state; /* owned by collectives/ */
+struct weft_cuda_state; /* owned by collectives/cuda */
 struct weft_comm_topo;  /* core/topology.c: system, rings, trees, tuning */
 struct weft_bootstrap;
 
@@ -70,7 +71,8 @@ struct ncclComm {
   int user_ops_capacity;
 
   struct weft_coll_state* coll;
-  struct weft_comm_topo* topo; /* NULL when the topology could not be modelled */
+  struct weft_cuda_state* cuda; /* CUDA backend state, owned by collectives/cuda */
+  struct weft_comm_topo* topo;  /* NULL when the topology could not be modelled */
 
   /* Split bookkeeping: children made from this comm, so splits get distinct hashes. */
   int split_count;

@@ -15,6 +15,7 @@
 #include "core/peers.h"
 #include "core/topology.h"
 #include "util/check.h"
+#include "util/cuda.h"
 #include "util/param.h"
 
 static void print_version_once(void) {
@@ -31,12 +32,18 @@ void weft_print_version(void) {
 static ncclResult_t choose_backend(enum weft_backend* out) {
   const char* want = weft_param_str("WEFT_BACKEND");
   if (want == NULL || strcmp(want, "auto") == 0 || strcmp(want, "host") == 0) {
-    *out = WEFT_BACKEND_HOST; /* the CUDA backend is not built yet: auto means host */
+    /* auto: CUDA when this build has it and a device answers, else host */
+    int auto_cuda = (want == NULL || strcmp(want, "auto") == 0) && weft_cuda_usable();
+    *out = auto_cuda ? WEFT_BACKEND_CUDA : WEFT_BACKEND_HOST;
     return ncclSuccess;
   }
   if (strcmp(want, "cuda") == 0) {
-    WEFT_WARN(
-        "WEFT_BACKEND=cuda: this build of Weft has no usable CUDA backend; use WEFT_BACKEND=host or auto");
+    if (weft_cuda_usable()) {
+      *out = WEFT_BACKEND_CUDA;
+      return ncclSuccess;
+    }
+    WEFT_WARN("WEFT_BACKEND=cuda: the CUDA backend is not usable here (%s); use WEFT_BACKEND=host or auto",
+              weft_cuda_unusable_reason());
     return ncclInvalidUsage;
   }
   WEFT_WARN("Invalid WEFT_BACKEND value '%s': expected auto, cuda or host", want);

@@ -10,8 +10,9 @@
 #include "core/init.h"
 #include "core/topology.h"
 #include "util/check.h"
+#include "util/cuda.h"
 
-int weft_current_device(void) { return 0; }
+int weft_current_device(void) { return weft_cuda_current_device(); }
 
 ncclResult_t weft_comm_check(const struct ncclComm* comm, const char* caller) {
   if (comm == NULL) {

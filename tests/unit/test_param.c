@@ -27,7 +27,7 @@ static void write_file(const char* path, const char* text) {
 static void clear_env(void) {
   static const char* names[] = {"NCCL_CONF_FILE", "NCCL_SOCKET_IFNAME", "NCCL_BUFFSIZE", "NCCL_ALGO",
                                 "NCCL_PROTO",     "WEFT_TIMEOUT",       "NCCL_NTHREADS", "NCCL_TOPO_FILE",
-                                "WEFT_SPIN_USEC", "NCCL_DEBUG"};
+                                "WEFT_SPIN_USEC", "NCCL_DEBUG",         "WEFT_BACKEND"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) unsetenv(names[i]);
 }
 

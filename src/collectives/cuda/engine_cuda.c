@@ -1,0 +1,213 @@
+/* CUDA backend setup and teardown: device state in host-mapped memory, ring connectors of every
+ * channel and lazily connected send/recv connectors in GPU memory (transport/p2p.c), exchanged
+ * over the bootstrap as the host engine does: offer own memory, take the peer's, acknowledge. */
+#include "collectives/cuda/engine_cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/bootstrap.h"
+#include "core/comm.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/param.h"
+
+#if WEFT_CUDA
+#include "collectives/cuda/state.h"
+#include "util/cuda_check.h"
+
+#define TAG_RING 0x57460100 /* + channel */
+#define TAG_RING_ACK 0x57460200
+#define TAG_P2P 0x57460300
+#define TAG_P2P_ACK 0x57460400
+#define DEFAULT_CHANNELS 16
+#define DEFAULT_LL_BYTES (256 * 1024)
+
+static int same_process(const struct ncclComm* comm, int peer) {
+  return comm->peers[peer].pid_hash == comm->peers[comm->rank].pid_hash;
+}
+
+static void bind(struct weft_cuda_conn* c, const struct weft_p2p_mem* m) {
+  c->ctrl = (struct weft_conn_ctrl*)m->base;
+  c->simple = m->base + WEFT_CTRL_BYTES;
+  c->ll = (struct weft_ll_line*)(m->base + WEFT_CTRL_BYTES + m->simple_bytes);
+  c->simple_slot = m->simple_bytes / WEFT_NSTEPS;
+  c->ll_slot = m->ll_bytes / WEFT_NSTEPS;
+  c->step = 0;
+}
+
+/* Create the connector peer -> me in my GPU memory and send peer the handle. */
+static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, struct weft_p2p_mem** mem) {
+  struct weft_cuda_state* s = comm->cuda;
+  struct weft_p2p_handle h;
+  WEFT_CHECK(weft_p2p_mem_create(s->simple_bytes, s->ll_bytes, !same_process(comm, peer), s->dev,
+                                 s->setup_stream, mem, &h));
+  return weft_bootstrap_send(comm->bootstrap, peer, tag, &h, sizeof(h));
+}
+
+/* Map the connector me -> peer that peer offered, then tell it whether that worked. */
+static ncclResult_t take(struct ncclComm* comm, int peer, int tag, int ack_tag, struct weft_p2p_mem** mem) {
+  struct weft_p2p_handle h;
+  WEFT_CHECK(weft_bootstrap_recv(comm->bootstrap, peer, tag, &h, sizeof(h)));
+  ncclResult_t res = weft_p2p_mem_attach(&h, comm->cuda->dev, mem);
+  if (res != ncclSuccess)
+    WEFT_WARN("Rank %d (device %d) could not map the GPU connector of rank %d (device %d, host %s, pid %d)",
+              comm->rank, comm->cuda->dev, peer, h.dev, comm->peers[peer].host_name, comm->peers[peer].pid);
+  int ok = res == ncclSuccess;
+  WEFT_CHECK(weft_bootstrap_send(comm->bootstrap, peer, ack_tag, &ok, sizeof(ok)));
+  return res;
+}
+
+static ncclResult_t finish_offer(struct ncclComm* comm, int peer, int ack_tag) {
+  int ok = 0;
+  WEFT_CHECK(weft_bootstrap_recv(comm->bootstrap, peer, ack_tag, &ok, sizeof(ok)));
+  return ok ? ncclSuccess : ncclRemoteError;
+}
+
+static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_cuda_state* s) {
+  int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
+  for (int c = 0; c < s->nchannels; c++) WEFT_CHECK(offer(comm, prev, TAG_RING + c, &s->ring_recv_mem[c]));
+  for (int c = 0; c < s->nchannels; c++)
+    WEFT_CHECK(take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->ring_send_mem[c]));
+  for (int c = 0; c < s->nchannels; c++) WEFT_CHECK(finish_offer(comm, prev, TAG_RING_ACK + c));
+  for (int c = 0; c < s->nchannels; c++) {
+    bind(&s->host->ring_send[c], s->ring_send_mem[c]);
+    bind(&s->host->ring_recv[c], s->ring_recv_mem[c]);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t weft_cuda_p2p_connect(struct ncclComm* comm, const uint8_t* send_to, const uint8_t* recv_from) {
+  struct weft_cuda_state* s = comm->cuda;
+  int k = comm->nranks;
+  uint8_t* offered = calloc(k, 1);
+  if (offered == NULL) return ncclSystemError;
+  ncclResult_t res = ncclSuccess;
+  /* Offers, then takes, then acks: bootstrap sends never block, so any pattern connects. */
+  for (int p = 0; p < k; p++)
+    if (recv_from[p] && s->p2p_recv_mem[p] == NULL) {
+      WEFT_CHECK_GOTO(offer(comm, p, TAG_P2P, &s->p2p_recv_mem[p]), res, out);
+      offered[p] = 1;
+    }
+  for (int p = 0; p < k; p++)
+    if (send_to[p] && s->p2p_send_mem[p] == NULL) {
+      WEFT_CHECK_GOTO(take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p_send_mem[p]), res, out);
+      bind(&s->p2p_send[p], s->p2p_send_mem[p]);
+    }
+  for (int p = 0; p < k; p++)
+    if (offered[p]) {
+      WEFT_CHECK_GOTO(finish_offer(comm, p, TAG_P2P_ACK), res, out);
+      bind(&s->p2p_recv[p], s->p2p_recv_mem[p]);
+    }
+out:
+  free(offered);
+  return res;
+}
+
+static int channels_wanted(void) {
+  int n = DEFAULT_CHANNELS;
+  if (weft_param_is_set("NCCL_MAX_NCHANNELS")) n = (int)weft_param_int("NCCL_MAX_NCHANNELS");
+  if (weft_param_is_set("NCCL_MIN_NCHANNELS") && weft_param_int("NCCL_MIN_NCHANNELS") > n)
+    n = (int)weft_param_int("NCCL_MIN_NCHANNELS");
+  if (n < 1) n = 1;
+  if (n > WEFT_CUDA_MAX_CHANNELS) n = WEFT_CUDA_MAX_CHANNELS;
+  return n;
+}
+
+static void read_sizes(struct weft_cuda_state* s) {
+  int64_t buff = weft_param_int("NCCL_BUFFSIZE");
+  int64_t ll = weft_param_is_set("NCCL_LL_BUFFSIZE") ? weft_param_int("NCCL_LL_BUFFSIZE") : DEFAULT_LL_BYTES;
+  if (buff < 64 * 1024) buff = 64 * 1024;
+  if (ll < 32 * 1024) ll = 32 * 1024;
+  s->simple_bytes = (size_t)buff;
+  s->ll_bytes = (size_t)ll;
+  int64_t nt = weft_param_int("NCCL_NTHREADS");
+  if (nt < 64) nt = 64;
+  if (nt > WEFT_CUDA_MAX_THREADS) nt = WEFT_CUDA_MAX_THREADS;
+  s->nthreads = (int)(nt / 32 * 32);
+  s->nchannels = channels_wanted();
+}
+
+/* The device state, in pinned host memory the GPU maps: the host fills connectors in place and
+ * the kernel keeps its step counters there between launches. */
+static ncclResult_t alloc_devcomm(struct ncclComm* comm, struct weft_cuda_state* s) {
+  size_t conns = (size_t)comm->nranks * sizeof(struct weft_cuda_conn);
+  size_t bytes = sizeof(struct weft_cuda_devcomm) + 2 * conns;
+  void* host = NULL;
+  WEFT_CUDACHECK(cudaHostAlloc(&host, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(host, 0, bytes);
+  s->host = host;
+  void* dev = NULL;
+  WEFT_CUDACHECK(cudaHostGetDevicePointer(&dev, host, 0));
+  s->devcomm = dev;
+  char* h = (char*)host + sizeof(struct weft_cuda_devcomm);
+  char* d = (char*)dev + sizeof(struct weft_cuda_devcomm);
+  s->p2p_send = (struct weft_cuda_conn*)h;
+  s->p2p_recv = (struct weft_cuda_conn*)(h + conns);
+  s->host->p2p_send = (struct weft_cuda_conn*)d;
+  s->host->p2p_recv = (struct weft_cuda_conn*)(d + conns);
+  s->host->rank = comm->rank;
+  s->host->nranks = comm->nranks;
+  int64_t timeout = weft_param_int("WEFT_TIMEOUT");
+  s->host->timeout_ns = timeout > 0 ? (uint64_t)timeout * 1000000000ull : 0;
+  return ncclSuccess;
+}
+
+ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
+  struct weft_cuda_state* s = calloc(1, sizeof(*s));
+  if (s == NULL) return ncclSystemError;
+  comm->cuda = s;
+  s->dev = comm->cuda_dev;
+  s->p2p_send_mem = calloc(comm->nranks, sizeof(*s->p2p_send_mem));
+  s->p2p_recv_mem = calloc(comm->nranks, sizeof(*s->p2p_recv_mem));
+  if (s->p2p_send_mem == NULL || s->p2p_recv_mem == NULL) return ncclSystemError;
+  read_sizes(s);
+  WEFT_CUDACHECK(cudaSetDevice(s->dev));
+  WEFT_CUDACHECK(cudaStreamCreateWithFlags(&s->setup_stream, cudaStreamNonBlocking));
+  WEFT_CUDACHECK(cudaEventCreateWithFlags(&s->last_event, cudaEventDisableTiming));
+  WEFT_CHECK(alloc_devcomm(comm, s));
+  if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));
+  WEFT_INFO(WEFT_INIT,
+            "comm %p rank %d device %d: CUDA backend, %d ring channel(s), Simple %zu and LL %zu bytes "
+            "per connector, %d threads per block",
+            (void*)comm, comm->rank, s->dev, s->nchannels, s->simple_bytes, s->ll_bytes, s->nthreads);
+  return ncclSuccess;
+}
+
+void weft_cuda_comm_fini(struct ncclComm* comm) {
+  struct weft_cuda_state* s = comm ? comm->cuda : NULL;
+  if (s == NULL) return;
+  cudaSetDevice(s->dev);
+  /* An aborted comm stops its kernels (every wait polls this flag); a destroyed one lets them end. */
+  if (s->host != NULL && weft_comm_aborted(comm)) {
+    s->host->abort = 1;
+    __sync_synchronize();
+  }
+  if (s->have_last) cudaEventSynchronize(s->last_event);
+  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++) {
+    weft_p2p_mem_release(s->ring_send_mem[c]);
+    weft_p2p_mem_release(s->ring_recv_mem[c]);
+  }
+  for (int p = 0; p < comm->nranks; p++) {
+    if (s->p2p_send_mem) weft_p2p_mem_release(s->p2p_send_mem[p]);
+    if (s->p2p_recv_mem) weft_p2p_mem_release(s->p2p_recv_mem[p]);
+  }
+  free(s->p2p_send_mem);
+  free(s->p2p_recv_mem);
+  if (s->host) cudaFreeHost(s->host);
+  if (s->last_event) cudaEventDestroy(s->last_event);
+  if (s->setup_stream) cudaStreamDestroy(s->setup_stream);
+  cudaGetLastError(); /* teardown errors are not the next call's business */
+  free(s);
+  comm->cuda = NULL;
+}
+
+#else /* no CUDA backend in this build */
+
+ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
+  WEFT_WARN("comm %p rank %d: the CUDA backend is not built in (CUDA=0)", (void*)comm, comm->rank);
+  return ncclInvalidUsage;
+}
+void weft_cuda_comm_fini(struct ncclComm* comm) { (void)comm; }
+
+#endif

@@ -1,0 +1,150 @@
+/* The CUDA backend's one kernel: each block is a channel of the launch's collectives (running
+ * the ring bodies of collectives/algo/ with the CUDA prims) or the owner of one peer and
+ * direction of its sends and receives. Datatype and op are switched at run time inside the
+ * data loops, so one kernel serves every collective, type and op. */
+#include "collectives/cuda/kernel.h"
+#include "collectives/cuda/prims_dev.cuh"
+#include "collectives/task.h"
+/* The algorithm bodies, compiled over the prims above. */
+#include "collectives/algo/ring.h"
+#include "collectives/algo/sendrecv.h"
+
+/* Copy a connector's device view out of host-mapped memory (read once per work). */
+__device__ __forceinline__ void weft_conn_load(struct weft_cuda_conn* dst, const struct weft_cuda_conn* src) {
+  const volatile struct weft_cuda_conn* s = src;
+  dst->ctrl = s->ctrl;
+  dst->simple = s->simple;
+  dst->ll = s->ll;
+  dst->simple_slot = s->simple_slot;
+  dst->ll_slot = s->ll_slot;
+  dst->step = s->step;
+}
+
+__device__ void weft_prims_init(struct weft_prims* p, struct weft_cuda_devcomm* comm,
+                                const struct weft_cuda_work* w, int channel) {
+  p->comm = comm;
+  p->has_send = p->has_recv = 0;
+  p->proto = w->proto;
+  p->dtype = w->dtype;
+  p->esize = (int)weft_dt_size(w->dtype);
+  p->op.kind = w->op_kind;
+  p->op.scalar = w->scalar;
+  p->op.divisor = w->divisor;
+  if (w->scalar_ptr != NULL) { /* ncclScalarDevice: the value at the time the op runs */
+    uint64_t v = 0;
+    memcpy(&v, w->scalar_ptr, p->esize);
+    p->op.scalar = v;
+  }
+  p->reducing =
+      w->coll == WEFT_COLL_REDUCE || w->coll == WEFT_COLL_REDUCESCATTER || w->coll == WEFT_COLL_ALLREDUCE;
+  p->in = (const char*)w->sendbuff;
+  p->out = (char*)w->recvbuff;
+  p->channel = channel;
+  p->send_peer = p->recv_peer = -1;
+  p->failed = 0;
+}
+
+__device__ void weft_run_coll(struct weft_cuda_devcomm* comm, const struct weft_cuda_work* w, int ch) {
+  /* The same split over channels on every rank: contiguous ranges, multiples of 64 elements. */
+  size_t total = w->count, nch = (size_t)w->nchannels;
+  size_t per = (total + nch - 1) / nch;
+  per = (per + 63) / 64 * 64;
+  size_t off = weft_min_sz(total, (size_t)ch * per);
+  size_t cnt = weft_min_sz(per, total - off);
+  if (cnt == 0) return;
+  struct weft_dev_work dw;
+  dw.coll = w->coll;
+  dw.dtype = w->dtype;
+  dw.proto = w->proto;
+  dw.rank = comm->rank;
+  dw.nranks = comm->nranks;
+  dw.root = w->root;
+  dw.op.kind = w->op_kind;
+  dw.op.scalar = w->scalar;
+  dw.op.divisor = w->divisor;
+  dw.count = w->count;
+  dw.ch_offset = off;
+  dw.ch_count = cnt;
+  dw.chunk = w->chunk;
+  struct weft_prims p;
+  weft_prims_init(&p, comm, w, ch);
+  if (dw.nranks > 1) {
+    weft_conn_load(&p.send, &comm->ring_send[ch]);
+    weft_conn_load(&p.recv, &comm->ring_recv[ch]);
+    p.has_send = p.has_recv = 1;
+    p.send_peer = (dw.rank + 1) % dw.nranks;
+    p.recv_peer = (dw.rank + dw.nranks - 1) % dw.nranks;
+  }
+  switch (w->coll) {
+    case WEFT_COLL_BROADCAST:
+      weft_ring_broadcast(&p, &dw);
+      break;
+    case WEFT_COLL_REDUCE:
+      weft_ring_reduce(&p, &dw);
+      break;
+    case WEFT_COLL_ALLGATHER:
+      weft_ring_allgather(&p, &dw);
+      break;
+    case WEFT_COLL_REDUCESCATTER:
+      weft_ring_reducescatter(&p, &dw);
+      break;
+    default:
+      weft_ring_allreduce(&p, &dw);
+      break;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && dw.nranks > 1) {
+    comm->ring_send[ch].step = p.send.step;
+    comm->ring_recv[ch].step = p.recv.step;
+  }
+}
+
+__device__ void weft_run_p2p(struct weft_cuda_devcomm* comm, const struct weft_cuda_work* w) {
+  struct weft_prims p;
+  weft_prims_init(&p, comm, w, blockIdx.x);
+  int peer = w->root;
+  struct weft_cuda_conn* conn;
+  if (w->coll == WEFT_COLL_SEND) {
+    conn = &comm->p2p_send[peer];
+    weft_conn_load(&p.send, conn);
+    p.has_send = 1;
+    p.send_peer = peer;
+    weft_p2p_send(&p, w->count, w->chunk);
+  } else {
+    conn = &comm->p2p_recv[peer];
+    weft_conn_load(&p.recv, conn);
+    p.has_recv = 1;
+    p.recv_peer = peer;
+    weft_p2p_recv(&p, w->count, w->chunk);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) conn->step = w->coll == WEFT_COLL_SEND ? p.send.step : p.recv.step;
+}
+
+__global__ void __launch_bounds__(WEFT_CUDA_MAX_THREADS, 1) weft_cuda_kernel(struct weft_cuda_kargs args) {
+  __shared__ struct weft_cuda_work s_work; /* the current work, read from the arguments once */
+  struct weft_cuda_devcomm* comm = args.comm;
+  for (int i = 0; i < args.nworks; i++) {
+    if (threadIdx.x == 0) s_work = args.works[i];
+    __syncthreads();
+    const struct weft_cuda_work* w = &s_work;
+    int is_p2p = w->coll == WEFT_COLL_SEND || w->coll == WEFT_COLL_RECV;
+    int mine = is_p2p ? w->block == (int)blockIdx.x : (int)blockIdx.x < w->nchannels;
+    __syncthreads(); /* everyone has read s_work before it can change */
+    if (!mine) continue;
+    if (threadIdx.x == 0) weft_s_failed = 0;
+    __syncthreads();
+    if (is_p2p)
+      weft_run_p2p(comm, w);
+    else
+      weft_run_coll(comm, w, blockIdx.x);
+    __syncthreads();
+    if (weft_s_failed) return; /* aborted or timed out: the host reports it */
+  }
+}
+
+extern "C" int weft_cuda_kernel_launch(const struct weft_cuda_kargs* args, int nblocks, int nthreads,
+                                       void* stream) {
+  weft_cuda_kernel<<<nblocks, nthreads, 0, (cudaStream_t)stream>>>(*args);
+  return (int)cudaGetLastError();
+}

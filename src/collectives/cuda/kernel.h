@@ -1,0 +1,75 @@
+/* What the host side of the CUDA backend hands its kernel: the device view of connectors, the
+ * per-communicator device state (in host-mapped memory, so the host writes it without copies
+ * and the kernel keeps step counters there across launches) and the work list of one launch.
+ * Compiles as C11 (engine_cuda.c) and as CUDA (kernel.cu). */
+#ifndef WEFT_COLLECTIVES_CUDA_KERNEL_H
+#define WEFT_COLLECTIVES_CUDA_KERNEL_H
+
+#include <stdint.h>
+
+#include "transport/connector.h"
+
+#define WEFT_CUDA_MAX_CHANNELS 32
+#define WEFT_CUDA_MAX_THREADS 512
+#define WEFT_CUDA_MAX_WORKS 44 /* works per launch: the arguments stay under 4 KiB */
+
+/* One side of a connector as the kernel sees it: device addresses of the receiver-owned
+ * memory, and this side's step count, which persists from one launch to the next. */
+struct weft_cuda_conn {
+  struct weft_conn_ctrl* ctrl;
+  char* simple;
+  struct weft_ll_line* ll;
+  uint64_t simple_slot, ll_slot;
+  uint64_t step;
+};
+
+/* Kernel errors reported back to the host (devcomm.error). */
+enum { WEFT_CUDA_ERR_NONE = 0, WEFT_CUDA_ERR_TIMEOUT = 1, WEFT_CUDA_ERR_ABORT = 2 };
+
+struct weft_cuda_devcomm {
+  volatile uint32_t abort; /* set by the host (abort, destroy) or by a kernel that timed out */
+  volatile uint32_t error; /* first kernel error, WEFT_CUDA_ERR_* */
+  volatile int32_t err_channel, err_peer;
+  uint64_t timeout_ns; /* a wait longer than this fails the launch (0: never) */
+  int32_t rank, nranks;
+  struct weft_cuda_conn ring_send[WEFT_CUDA_MAX_CHANNELS]; /* to rank + 1 */
+  struct weft_cuda_conn ring_recv[WEFT_CUDA_MAX_CHANNELS]; /* from rank - 1 */
+  struct weft_cuda_conn* p2p_send;                         /* [nranks], device addresses */
+  struct weft_cuda_conn* p2p_recv;
+};
+
+/* One task of a launch. Collectives run on blocks [0, nchannels) (channel = block); a send or
+ * receive runs on block `block`, which owns that peer and direction for the whole launch. */
+struct weft_cuda_work {
+  uint8_t coll; /* enum weft_coll */
+  uint8_t dtype;
+  uint8_t proto;
+  uint8_t op_kind;
+  int32_t root; /* root, or peer of a send/recv */
+  int32_t nchannels;
+  int32_t block;
+  uint64_t count; /* NCCL's count */
+  uint64_t chunk; /* elements per step */
+  uint64_t scalar, divisor;
+  const void* scalar_ptr; /* PreMulSum scalar in device memory, read at run time; else NULL */
+  const void* sendbuff;
+  void* recvbuff;
+};
+
+struct weft_cuda_kargs {
+  struct weft_cuda_devcomm* comm; /* device address */
+  int32_t nworks;
+  int32_t pad;
+  struct weft_cuda_work works[WEFT_CUDA_MAX_WORKS];
+};
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Launch the kernel on nblocks blocks of nthreads threads; returns a cudaError_t as int. */
+int weft_cuda_kernel_launch(const struct weft_cuda_kargs* args, int nblocks, int nthreads, void* stream);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,266 @@
+/* CUDA backend launch: a group's tasks for one communicator become one kernel on the caller's
+ * stream (more only when the work list outgrows the kernel arguments). Collectives use blocks
+ * [0, channels) in call order; each peer and direction of the sends and receives gets a block of
+ * its own after those, so sends and receives to different peers progress together. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/cuda/engine_cuda.h"
+#include "collectives/dev_types.h"
+#include "collectives/plan.h"
+#include "core/comm.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/param.h"
+
+#if WEFT_CUDA
+#include "collectives/cuda/state.h"
+#include "util/cuda_check.h"
+
+_Static_assert(sizeof(struct weft_cuda_kargs) <= 4096, "kernel arguments fit in 4 KiB");
+
+#define LL_MAX_BYTES (64 * 1024)       /* collectives: LL up to this size */
+#define BYTES_PER_CHANNEL (256 * 1024) /* a channel more per 256 KiB, up to what is connected */
+#define MAX_STREAMS 8
+
+/* Elements per step: one Simple slot, or the data half of an LL slot. */
+static uint64_t chunk_elems(int proto, const struct weft_cuda_conn* c, size_t es) {
+  size_t bytes =
+      proto == WEFT_PROTO_LL ? c->ll_slot / sizeof(struct weft_ll_line) * WEFT_LL_LINE_DATA : c->simple_slot;
+  return bytes / es;
+}
+
+static void fill_common(struct weft_cuda_work* w, const struct weft_task* t) {
+  memset(w, 0, sizeof(*w));
+  w->coll = (uint8_t)t->coll;
+  w->dtype = (uint8_t)t->dtype;
+  w->op_kind = (uint8_t)t->op.kind;
+  w->root = t->root;
+  w->count = t->count;
+  w->scalar = t->op.scalar;
+  w->divisor = t->op.divisor;
+  w->scalar_ptr = t->op.scalar_ptr;
+  w->sendbuff = t->sendbuff;
+  w->recvbuff = t->recvbuff;
+}
+
+static void plan_coll(const struct ncclComm* comm, const struct weft_cuda_state* s, const struct weft_task* t,
+                      struct weft_cuda_work* w) {
+  size_t es = weft_dt_size(t->dtype);
+  size_t bytes = t->count * es;
+  if (t->coll == WEFT_COLL_ALLGATHER || t->coll == WEFT_COLL_REDUCESCATTER) bytes *= (size_t)comm->nranks;
+  fill_common(w, t);
+  int ll_ok = weft_plan_proto_allowed(WEFT_PROTO_LL), simple_ok = weft_plan_proto_allowed(WEFT_PROTO_SIMPLE);
+  w->proto = (ll_ok && (bytes <= LL_MAX_BYTES || !simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
+  int n = (int)(bytes / BYTES_PER_CHANNEL) + 1;
+  if (weft_param_is_set("NCCL_MIN_NCHANNELS") && n < weft_param_int("NCCL_MIN_NCHANNELS"))
+    n = (int)weft_param_int("NCCL_MIN_NCHANNELS");
+  if (n > s->nchannels) n = s->nchannels;
+  if (n < 1) n = 1;
+  w->nchannels = n;
+  /* Same on every rank: the slot sizes are the job's NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE. */
+  struct weft_cuda_conn c = {.simple_slot = s->simple_bytes / WEFT_NSTEPS,
+                             .ll_slot = s->ll_bytes / WEFT_NSTEPS};
+  if (comm->nranks > 1) c = s->host->ring_send[0];
+  w->chunk = chunk_elems(w->proto, &c, es);
+  WEFT_INFO(WEFT_TUNING, "coll %d seq %llu: %zu bytes, Ring %s, %d channel(s), chunk %llu elements (CUDA)",
+            (int)t->coll, (unsigned long long)t->seq, bytes, w->proto == WEFT_PROTO_LL ? "LL" : "Simple", n,
+            (unsigned long long)w->chunk);
+}
+
+static void plan_p2p(const struct weft_cuda_state* s, const struct weft_task* t, int block,
+                     struct weft_cuda_work* w) {
+  size_t es = weft_dt_size(t->dtype);
+  fill_common(w, t);
+  int ll_ok = weft_plan_proto_allowed(WEFT_PROTO_LL), simple_ok = weft_plan_proto_allowed(WEFT_PROTO_SIMPLE);
+  int64_t threshold = weft_param_int("NCCL_P2P_LL_THRESHOLD");
+  w->proto =
+      ll_ok && ((int64_t)(t->count * es) <= threshold || !simple_ok) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
+  const struct weft_cuda_conn* c = t->coll == WEFT_COLL_SEND ? &s->p2p_send[t->root] : &s->p2p_recv[t->root];
+  w->chunk = chunk_elems(w->proto, c, es);
+  w->block = block;
+  w->nchannels = 0;
+}
+
+/* The CUDA backend works on memory the GPU can address: refuse plain host memory up front. */
+static ncclResult_t check_buffer(const struct ncclComm* comm, const struct weft_task* t, const void* p,
+                                 const char* what) {
+  if (p == NULL) return ncclSuccess;
+  struct cudaPointerAttributes a;
+  cudaError_t err = cudaPointerGetAttributes(&a, p);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    a.type = cudaMemoryTypeUnregistered;
+  }
+  if (a.type != cudaMemoryTypeUnregistered) return ncclSuccess;
+  WEFT_WARN(
+      "comm %p rank %d: %s %p of call %llu is host memory the GPU cannot address; the CUDA backend needs "
+      "device (or registered host) memory; set WEFT_BACKEND=host to run on host buffers",
+      (void*)comm, comm->rank, what, p, (unsigned long long)t->seq);
+  return ncclInvalidArgument;
+}
+
+/* Sends and receives with peers not connected yet are connected now (both sides do it). */
+static ncclResult_t connect_p2p(struct ncclComm* comm, struct weft_task* tasks) {
+  struct weft_cuda_state* s = comm->cuda;
+  int k = comm->nranks, need = 0;
+  uint8_t* flags = calloc(2 * (size_t)k, 1);
+  if (flags == NULL) return ncclSystemError;
+  for (struct weft_task* t = tasks; t; t = t->next) {
+    if (t->coll == WEFT_COLL_SEND && s->p2p_send_mem[t->root] == NULL) flags[t->root] = need = 1;
+    if (t->coll == WEFT_COLL_RECV && s->p2p_recv_mem[t->root] == NULL) flags[k + t->root] = need = 1;
+  }
+  ncclResult_t res = need ? weft_cuda_p2p_connect(comm, flags, flags + k) : ncclSuccess;
+  free(flags);
+  return res;
+}
+
+/* Streams of the launch besides the first; the first carries the kernel. */
+struct stream_set {
+  cudaStream_t v[MAX_STREAMS];
+  int n;
+};
+
+static ncclResult_t collect_streams(const struct ncclComm* comm, struct weft_task* tasks,
+                                    struct stream_set* ss) {
+  ss->n = 0;
+  for (struct weft_task* t = tasks; t; t = t->next) {
+    int found = 0;
+    for (int i = 0; i < ss->n; i++) found |= ss->v[i] == t->stream;
+    if (found) continue;
+    if (ss->n == MAX_STREAMS) {
+      WEFT_WARN("comm %p rank %d: one group uses more than %d streams", (void*)comm, comm->rank, MAX_STREAMS);
+      return ncclInvalidUsage;
+    }
+    ss->v[ss->n++] = t->stream;
+  }
+  return ncclSuccess;
+}
+
+/* from -> to: to's later work waits for what from has queued so far. */
+static ncclResult_t stream_after(cudaStream_t to, cudaStream_t from) {
+  cudaEvent_t ev;
+  WEFT_CUDACHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  cudaError_t err = cudaEventRecord(ev, from);
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(to, ev, 0);
+  cudaEventDestroy(ev);
+  WEFT_CUDACHECK(err);
+  return ncclSuccess;
+}
+
+static ncclResult_t launch_batch(struct weft_cuda_state* s, struct weft_cuda_kargs* args, int nblocks,
+                                 cudaStream_t stream) {
+  args->comm = s->devcomm;
+  int err = weft_cuda_kernel_launch(args, nblocks, s->nthreads, stream);
+  if (err != cudaSuccess) {
+    WEFT_WARN("Launching the collective kernel (%d blocks of %d threads, %d works) failed: %s", nblocks,
+              s->nthreads, args->nworks, cudaGetErrorString((cudaError_t)err));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+/* Plan every task into works and launch them in batches that fit the kernel arguments. */
+static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks, cudaStream_t stream) {
+  struct weft_cuda_state* s = comm->cuda;
+  struct weft_cuda_kargs args;
+  memset(&args, 0, sizeof(args));
+  int ncoll_blocks = 0, np2p = 0, batches = 0;
+  int* owner = malloc(2 * (size_t)comm->nranks * sizeof(int)); /* (dir, peer) -> block, this batch */
+  if (owner == NULL) return ncclSystemError;
+  for (int i = 0; i < 2 * comm->nranks; i++) owner[i] = -1;
+  ncclResult_t res = ncclSuccess;
+  for (struct weft_task* t = tasks; t && res == ncclSuccess; t = t->next) {
+    if (t->count == 0) continue;
+    struct weft_cuda_work* w = &args.works[args.nworks];
+    if (t->coll == WEFT_COLL_SEND || t->coll == WEFT_COLL_RECV) {
+      int key = (t->coll == WEFT_COLL_RECV) * comm->nranks + t->root;
+      if (owner[key] < 0) owner[key] = np2p++;
+      plan_p2p(s, t, -1 - owner[key], w); /* block fixed below, after the collectives' blocks */
+    } else {
+      plan_coll(comm, s, t, w);
+      if (w->nchannels > ncoll_blocks) ncoll_blocks = w->nchannels;
+    }
+    args.nworks++;
+    if (args.nworks == WEFT_CUDA_MAX_WORKS || t->next == NULL) {
+      for (int i = 0; i < args.nworks; i++)
+        if (args.works[i].block < 0) args.works[i].block = ncoll_blocks + (-1 - args.works[i].block);
+      res = launch_batch(s, &args, ncoll_blocks + np2p, stream);
+      if (++batches == 2)
+        WEFT_INFO(WEFT_COLL, "comm %p rank %d: a group of more than %d tasks takes several kernels",
+                  (void*)comm, comm->rank, WEFT_CUDA_MAX_WORKS);
+      args.nworks = 0;
+      ncoll_blocks = np2p = 0;
+      for (int i = 0; i < 2 * comm->nranks; i++) owner[i] = -1;
+    }
+  }
+  if (res == ncclSuccess && args.nworks > 0) { /* the list ended with empty tasks */
+    for (int i = 0; i < args.nworks; i++)
+      if (args.works[i].block < 0) args.works[i].block = ncoll_blocks + (-1 - args.works[i].block);
+    res = launch_batch(s, &args, ncoll_blocks + np2p, stream);
+  }
+  free(owner);
+  return res;
+}
+
+/* A kernel that gave up (timeout) left its reason in the device state. */
+static ncclResult_t check_kernel_error(struct ncclComm* comm, struct weft_cuda_state* s) {
+  uint32_t err = s->host->error;
+  if (err == WEFT_CUDA_ERR_NONE) return ncclSuccess;
+  WEFT_WARN("comm %p rank %d: a collective kernel on device %d %s waiting for rank %d on channel %d",
+            (void*)comm, comm->rank, s->dev,
+            err == WEFT_CUDA_ERR_TIMEOUT ? "timed out (WEFT_TIMEOUT)" : "failed", s->host->err_peer,
+            s->host->err_channel);
+  weft_comm_set_async_error(comm, ncclSystemError);
+  return ncclSystemError;
+}
+
+static ncclResult_t check_buffers(struct ncclComm* comm, struct weft_task* tasks) {
+  for (struct weft_task* t = tasks; t; t = t->next) {
+    if (t->count == 0) continue;
+    WEFT_CHECK(check_buffer(comm, t, t->sendbuff, "sendbuff"));
+    WEFT_CHECK(check_buffer(comm, t, t->recvbuff, "recvbuff"));
+    if (t->op.scalar_ptr) WEFT_CHECK(check_buffer(comm, t, t->op.scalar_ptr, "PreMulSum scalar"));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
+  struct weft_cuda_state* s = comm->cuda;
+  if (s == NULL) {
+    WEFT_WARN("comm %p rank %d: CUDA launch on a communicator without CUDA state", (void*)comm, comm->rank);
+    return ncclInternalError;
+  }
+  WEFT_CUDACHECK(cudaSetDevice(s->dev));
+  WEFT_CHECK(check_kernel_error(comm, s));
+  WEFT_CHECK(check_buffers(comm, tasks));
+  WEFT_CHECK(connect_p2p(comm, tasks));
+  struct stream_set ss;
+  WEFT_CHECK(collect_streams(comm, tasks, &ss));
+  cudaStream_t stream = ss.v[0];
+  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  WEFT_CUDACHECK(cudaStreamIsCapturing(stream, &cap));
+  int capturing = cap != cudaStreamCaptureStatusNone;
+  /* Launches of one comm stay ordered even when the caller changes streams. */
+  if (!capturing && s->have_last && s->last_stream != stream)
+    WEFT_CUDACHECK(cudaStreamWaitEvent(stream, s->last_event, 0));
+  for (int i = 1; i < ss.n; i++) WEFT_CHECK(stream_after(stream, ss.v[i]));
+  WEFT_CHECK(launch_works(comm, tasks, stream));
+  for (int i = 1; i < ss.n; i++) WEFT_CHECK(stream_after(ss.v[i], stream));
+  if (!capturing) {
+    WEFT_CUDACHECK(cudaEventRecord(s->last_event, stream));
+    s->have_last = 1;
+    s->last_stream = stream;
+  }
+  return ncclSuccess;
+}
+
+#else /* no CUDA backend in this build */
+
+ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
+  (void)tasks;
+  WEFT_WARN("comm %p rank %d: the CUDA backend is not built in (CUDA=0)", (void*)comm, comm->rank);
+  return ncclInvalidUsage;
+}
+
+#endif

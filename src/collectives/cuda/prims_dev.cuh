@@ -1,0 +1,346 @@
+/* CUDA prims: the interface collectives/algo/ bodies are written against, run by all threads of
+ * a block over one send and one receive connector (same layout as the host executor's).
+ * Simple: thread 0 waits for tail (data) or head (credit), every thread moves its share of the
+ * slot, then thread 0 publishes tail after __threadfence_system (or head). LL: every thread
+ * polls and writes its own 16-byte lines, whose flags (step + 1) carry the synchronization.
+ * Every wait polls the communicator's host-mapped abort flag and gives up after the timeout. */
+#ifndef WEFT_COLLECTIVES_CUDA_PRIMS_DEV_CUH
+#define WEFT_COLLECTIVES_CUDA_PRIMS_DEV_CUH
+
+#include "collectives/cuda/kernel.h"
+#include "collectives/cuda/reduce_dev.cuh"
+
+#define WEFT_SPINS_PER_CHECK 2048
+
+/* Set by any thread of the block when a wait gave up; read by all after a barrier. */
+__shared__ int weft_s_failed;
+
+struct weft_prims {
+  struct weft_cuda_devcomm* comm;
+  struct weft_cuda_conn send, recv; /* local copies; steps advance here, written back after */
+  int has_send, has_recv;
+  int proto, dtype, esize;
+  struct weft_dev_redop op;
+  int reducing; /* apply the pre-op to own input and the post-op to final results */
+  const char* in;
+  char* out;
+  int channel, send_peer, recv_peer;
+  int failed;
+};
+
+__device__ __forceinline__ uint64_t weft_ld_acquire(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void weft_st_relaxed(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t weft_globaltimer(void) {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/* Called every WEFT_SPINS_PER_CHECK spins of a wait: 1 when the wait must give up (abort
+ * raised, or this wait has lasted longer than the timeout, which then raises abort for all). */
+__device__ __noinline__ int weft_wait_check(struct weft_prims* p, uint64_t* start, int peer) {
+  struct weft_cuda_devcomm* c = p->comm;
+  if (c->abort) return 1;
+  uint64_t now = weft_globaltimer();
+  if (*start == 0) {
+    *start = now;
+    return 0;
+  }
+  if (c->timeout_ns == 0 || now - *start < c->timeout_ns) return 0;
+  if (c->error == WEFT_CUDA_ERR_NONE) {
+    c->err_channel = p->channel;
+    c->err_peer = peer;
+    c->error = WEFT_CUDA_ERR_TIMEOUT; /* racing blocks may overwrite each other: any one will do */
+  }
+  __threadfence_system();
+  c->abort = 1;
+  return 1;
+}
+
+/* Spin until *ctr >= need (thread 0 only); 0 when given up. */
+__device__ __forceinline__ int weft_wait_ge(struct weft_prims* p, const uint64_t* ctr, uint64_t need,
+                                            int peer) {
+  uint64_t start = 0;
+  int spins = 0;
+  while (weft_ld_acquire(ctr) < need) {
+    if (++spins == WEFT_SPINS_PER_CHECK) {
+      spins = 0;
+      if (weft_wait_check(p, &start, peer)) return 0;
+    }
+  }
+  return 1;
+}
+
+enum { WEFT_P_RECV = 1, WEFT_P_SEND = 2, WEFT_P_REDUCE = 4, WEFT_P_COPY = 8 };
+
+/* The calculation and buffers of one step of a prim with these flags. */
+__device__ __forceinline__ void weft_prim_plan(const struct weft_prims* p, int flags, const char* r,
+                                               const char* in, char* out, char* s, size_t bytes,
+                                               struct dev_move* m, struct dev_calc* c, int* typed) {
+  m->a = NULL;
+  m->b = NULL;
+  m->d1 = NULL;
+  m->d2 = NULL;
+  m->bytes = bytes;
+  m->esize = p->esize;
+  c->has_a = c->has_b = c->pre = c->post = 0;
+  c->scalar = p->op.scalar;
+  c->divisor = p->op.divisor;
+  int pms = p->reducing && p->op.kind == WEFT_RED_PREMULSUM;
+  int postdiv = p->reducing && p->op.kind == WEFT_RED_SUMPOSTDIV && p->op.divisor > 1;
+  switch (flags) {
+    case WEFT_P_SEND: /* own input, pre-op applied, to the next rank */
+      m->b = in;
+      m->d1 = s;
+      c->pre = pms;
+      break;
+    case WEFT_P_SEND | WEFT_P_COPY:
+      m->b = in;
+      m->d1 = s;
+      m->d2 = out != in ? out : NULL;
+      break;
+    case WEFT_P_RECV:
+      m->a = r;
+      m->d1 = out;
+      break;
+    case WEFT_P_RECV | WEFT_P_SEND | WEFT_P_COPY:
+      m->a = r;
+      m->d1 = out;
+      m->d2 = s;
+      break;
+    case WEFT_P_RECV | WEFT_P_SEND | WEFT_P_REDUCE:
+      m->a = r;
+      m->b = in;
+      m->d1 = s;
+      c->pre = pms;
+      break;
+    case WEFT_P_RECV | WEFT_P_REDUCE | WEFT_P_COPY:
+      m->a = r;
+      m->b = in;
+      m->d1 = out;
+      c->pre = pms;
+      c->post = postdiv;
+      break;
+    default: /* RECV | SEND | REDUCE | COPY */
+      m->a = r;
+      m->b = in;
+      m->d1 = out;
+      m->d2 = s;
+      c->pre = pms;
+      c->post = postdiv;
+      break;
+  }
+  c->has_a = m->a != NULL;
+  c->has_b = m->b != NULL;
+  *typed = (c->has_a && c->has_b) || c->pre; /* the post-division runs as a pass of its own */
+}
+
+__device__ __forceinline__ int weft_dev_op(int kind) {
+  switch (kind) {
+    case WEFT_RED_PROD:
+      return DOP_PROD;
+    case WEFT_RED_MAX:
+      return DOP_MAX;
+    case WEFT_RED_MIN:
+      return DOP_MIN;
+    case WEFT_RED_PREMULSUM:
+      return DOP_PMS;
+    default:
+      return DOP_SUM;
+  }
+}
+
+/* Thread 0 waits for what the step needs; every thread learns the outcome. */
+__device__ __forceinline__ int weft_prim_wait(struct weft_prims* p, int flags) {
+  if (threadIdx.x == 0) {
+    int ok = 1;
+    if (flags & WEFT_P_RECV) ok = weft_wait_ge(p, &p->recv.ctrl->tail, p->recv.step + 1, p->recv_peer);
+    if (ok && (flags & WEFT_P_SEND)) {
+      uint64_t need = p->send.step + 1 > WEFT_NSTEPS ? p->send.step + 1 - WEFT_NSTEPS : 0;
+      ok = weft_wait_ge(p, &p->send.ctrl->head, need, p->send_peer);
+    }
+    if (!ok) weft_s_failed = 1;
+  }
+  __syncthreads();
+  if (weft_s_failed) p->failed = 1;
+  return !p->failed;
+}
+
+__device__ __forceinline__ void weft_prim_simple(struct weft_prims* p, int flags, size_t in_off,
+                                                 size_t out_off, size_t n) {
+  size_t bytes = n * p->esize;
+  if (!weft_prim_wait(p, flags)) return;
+  const char* r =
+      (flags & WEFT_P_RECV) ? p->recv.simple + (p->recv.step % WEFT_NSTEPS) * p->recv.simple_slot : NULL;
+  char* s =
+      (flags & WEFT_P_SEND) ? p->send.simple + (p->send.step % WEFT_NSTEPS) * p->send.simple_slot : NULL;
+  struct dev_move m;
+  struct dev_calc c;
+  int typed;
+  weft_prim_plan(p, flags, r, p->in + in_off * p->esize, p->out + out_off * p->esize, s, bytes, &m, &c,
+                 &typed);
+  if (typed)
+    calc_move(p->dtype, weft_dev_op(p->op.kind), m, c);
+  else
+    copy_loop(m);
+  if (c.post) {
+    __syncthreads();
+    div_loop(p->dtype, m.d1, bytes, p->esize, c.divisor);
+    if (m.d2) div_loop(p->dtype, m.d2, bytes, p->esize, c.divisor);
+  }
+  __syncthreads(); /* every thread's stores and loads of the slots are done */
+  if (threadIdx.x == 0) {
+    if (flags & WEFT_P_SEND) {
+      __threadfence_system(); /* the data, written by all threads, before the tail that announces it */
+      weft_st_relaxed(&p->send.ctrl->tail, p->send.step + 1);
+    }
+    if (flags & WEFT_P_RECV) weft_st_relaxed(&p->recv.ctrl->head, p->recv.step + 1);
+  }
+  if (flags & WEFT_P_SEND) p->send.step++;
+  if (flags & WEFT_P_RECV) p->recv.step++;
+}
+
+__device__ __forceinline__ void weft_ll_load(const struct weft_ll_line* l, uint32_t* d1, uint32_t* f1,
+                                             uint32_t* d2, uint32_t* f2) {
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(*d1), "=r"(*f1), "=r"(*d2), "=r"(*f2)
+               : "l"(l)
+               : "memory");
+}
+__device__ __forceinline__ void weft_ll_store(struct weft_ll_line* l, uint64_t v, uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(l), "r"((uint32_t)v), "r"(flag),
+               "r"((uint32_t)(v >> 32)), "r"(flag)
+               : "memory");
+}
+
+/* Wait for line l to carry flag in both halves; returns its 8 data bytes, or sets *bad. */
+__device__ __forceinline__ uint64_t weft_ll_wait(struct weft_prims* p, const struct weft_ll_line* l,
+                                                 uint32_t flag, int* bad) {
+  uint32_t d1, f1, d2, f2;
+  uint64_t start = 0;
+  int spins = 0;
+  for (;;) {
+    weft_ll_load(l, &d1, &f1, &d2, &f2);
+    if (f1 == flag && f2 == flag) break;
+    if (++spins == WEFT_SPINS_PER_CHECK) {
+      spins = 0;
+      if (weft_wait_check(p, &start, p->recv_peer)) {
+        *bad = 1;
+        return 0;
+      }
+    }
+  }
+  return (uint64_t)d1 | ((uint64_t)d2 << 32);
+}
+
+__device__ __forceinline__ void weft_prim_ll(struct weft_prims* p, int flags, size_t in_off, size_t out_off,
+                                             size_t n) {
+  size_t bytes = n * p->esize;
+  /* Only credit needs a wait up front; data readiness is in each line's flags. */
+  if (!weft_prim_wait(p, flags & WEFT_P_SEND)) return;
+  const struct weft_ll_line* rl =
+      (flags & WEFT_P_RECV) ? (const struct weft_ll_line*)((const char*)p->recv.ll +
+                                                           (p->recv.step % WEFT_NSTEPS) * p->recv.ll_slot)
+                            : NULL;
+  struct weft_ll_line* sl =
+      (flags & WEFT_P_SEND)
+          ? (struct weft_ll_line*)((char*)p->send.ll + (p->send.step % WEFT_NSTEPS) * p->send.ll_slot)
+          : NULL;
+  uint32_t rflag = (uint32_t)(p->recv.step + 1), sflag = (uint32_t)(p->send.step + 1);
+  const char* in = p->in + in_off * p->esize;
+  char* out = p->out + out_off * p->esize;
+  struct dev_move m;
+  struct dev_calc c;
+  int typed;
+  /* Placeholder non-NULL addresses: only which roles are present matters here. */
+  weft_prim_plan(p, flags, (const char*)rl, in, out, (char*)sl, bytes, &m, &c, &typed);
+  int op = weft_dev_op(p->op.kind), es = p->esize, bad = 0;
+  size_t nlines = (bytes + 7) / 8;
+  for (size_t i = threadIdx.x; i < nlines && !bad; i += blockDim.x) {
+    int nb = (int)(bytes - 8 * i < 8 ? bytes - 8 * i : 8);
+    uint64_t a = m.a ? weft_ll_wait(p, rl + i, rflag, &bad) : 0;
+    if (bad) break;
+    uint64_t b = m.b ? load_part(in + 8 * i, nb, es) : 0;
+    uint64_t v = typed ? calc_pack(p->dtype, op, c, a, b) : (m.a ? a : b);
+    if (c.post) v = calc_div(p->dtype, v, c.divisor);
+    if (sl) weft_ll_store(sl + i, v, sflag);
+    char* o = m.d1 == (char*)sl ? m.d2 : m.d1; /* the user-buffer destination, if any */
+    if (o) store_part(out + 8 * i, v, nb, es);
+  }
+  if (bad) weft_s_failed = 1;
+  __syncthreads(); /* all lines of the slot read (and written) */
+  if (weft_s_failed) {
+    p->failed = 1;
+    return;
+  }
+  if (threadIdx.x == 0) {
+    if (flags & WEFT_P_RECV) weft_st_relaxed(&p->recv.ctrl->head, p->recv.step + 1);
+    if (flags & WEFT_P_SEND) weft_st_relaxed(&p->send.ctrl->tail, p->send.step + 1); /* doorbell only */
+  }
+  if (flags & WEFT_P_SEND) p->send.step++;
+  if (flags & WEFT_P_RECV) p->recv.step++;
+}
+
+__device__ __noinline__ void weft_prim(struct weft_prims* p, int flags, size_t in_off, size_t out_off,
+                                       size_t n) {
+  if (p->failed || n == 0) return;
+  if (p->proto == WEFT_PROTO_LL)
+    weft_prim_ll(p, flags, in_off, out_off, n);
+  else
+    weft_prim_simple(p, flags, in_off, out_off, n);
+}
+
+/* The prims interface of collectives/algo/. */
+__device__ __forceinline__ void weft_prims_send(struct weft_prims* p, size_t in_off, size_t n) {
+  weft_prim(p, WEFT_P_SEND, in_off, 0, n);
+}
+__device__ __forceinline__ void weft_prims_copy_send(struct weft_prims* p, size_t in_off, size_t out_off,
+                                                     size_t n) {
+  weft_prim(p, WEFT_P_SEND | WEFT_P_COPY, in_off, out_off, n);
+}
+__device__ __forceinline__ void weft_prims_recv(struct weft_prims* p, size_t out_off, size_t n) {
+  weft_prim(p, WEFT_P_RECV, 0, out_off, n);
+}
+__device__ __forceinline__ void weft_prims_recv_copy_send(struct weft_prims* p, size_t out_off, size_t n) {
+  weft_prim(p, WEFT_P_RECV | WEFT_P_SEND | WEFT_P_COPY, 0, out_off, n);
+}
+__device__ __forceinline__ void weft_prims_recv_reduce_send(struct weft_prims* p, size_t in_off, size_t n) {
+  weft_prim(p, WEFT_P_RECV | WEFT_P_SEND | WEFT_P_REDUCE, in_off, 0, n);
+}
+__device__ __forceinline__ void weft_prims_recv_reduce_copy(struct weft_prims* p, size_t in_off,
+                                                            size_t out_off, size_t n) {
+  weft_prim(p, WEFT_P_RECV | WEFT_P_REDUCE | WEFT_P_COPY, in_off, out_off, n);
+}
+__device__ __forceinline__ void weft_prims_recv_reduce_copy_send(struct weft_prims* p, size_t in_off,
+                                                                 size_t out_off, size_t n) {
+  weft_prim(p, WEFT_P_RECV | WEFT_P_SEND | WEFT_P_REDUCE | WEFT_P_COPY, in_off, out_off, n);
+}
+/* No connector: own input to output, with pre- and post-op when reducing. */
+__device__ __noinline__ void weft_prims_local(struct weft_prims* p, size_t in_off, size_t out_off, size_t n) {
+  if (p->failed || n == 0) return;
+  struct dev_move m = {
+      p->in + in_off * p->esize, NULL, p->out + out_off * p->esize, NULL, n * p->esize, p->esize};
+  struct dev_calc c = {0, 1, 0, 0, p->op.scalar, p->op.divisor};
+  m.b = m.a;
+  m.a = NULL;
+  c.pre = p->reducing && p->op.kind == WEFT_RED_PREMULSUM;
+  c.post = p->reducing && p->op.kind == WEFT_RED_SUMPOSTDIV && p->op.divisor > 1;
+  if (c.pre)
+    calc_move(p->dtype, weft_dev_op(p->op.kind), m, c);
+  else if (m.d1 != m.b)
+    copy_loop(m);
+  if (c.post) {
+    __syncthreads();
+    div_loop(p->dtype, m.d1, m.bytes, p->esize, c.divisor);
+  }
+  __syncthreads();
+}
+__device__ __forceinline__ int weft_prims_failed(const struct weft_prims* p) { return p->failed; }
+
+#endif

@@ -1,0 +1,193 @@
+/* CUDA P2P transport memory: connectors in device memory, exported with cudaIpcGetMemHandle to
+ * other processes (same GPU or a peer-accessible one) and shared by address within a process,
+ * where a refcount lets the last of the two sides free it. Empty without the CUDA backend. */
+#include "transport/p2p.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/connector.h"
+#include "util/check.h"
+#include "util/log.h"
+
+#if WEFT_CUDA
+#include "util/cuda_check.h"
+
+_Static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(((struct weft_p2p_handle*)0)->ipc),
+               "IPC handle fits the connector handle");
+
+/* Same-process allocations and how many sides still use them. */
+struct shared_ref {
+  void* base;
+  int refs;
+  struct shared_ref* next;
+};
+static pthread_mutex_t refs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shared_ref* refs;
+
+static ncclResult_t ref_add(void* base, int n) {
+  pthread_mutex_lock(&refs_lock);
+  struct shared_ref* r;
+  for (r = refs; r && r->base != base; r = r->next) {
+  }
+  if (r == NULL) {
+    r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+      pthread_mutex_unlock(&refs_lock);
+      return ncclSystemError;
+    }
+    r->base = base;
+    r->next = refs;
+    refs = r;
+  }
+  r->refs += n;
+  pthread_mutex_unlock(&refs_lock);
+  return ncclSuccess;
+}
+
+/* Drop one use; 1 when it was the last. */
+static int ref_drop(void* base) {
+  int last = 1;
+  pthread_mutex_lock(&refs_lock);
+  for (struct shared_ref** at = &refs; *at; at = &(*at)->next) {
+    if ((*at)->base != base) continue;
+    last = --(*at)->refs <= 0;
+    if (last) {
+      struct shared_ref* r = *at;
+      *at = r->next;
+      free(r);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&refs_lock);
+  return last;
+}
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+ncclResult_t weft_p2p_mem_create(size_t simple_bytes, size_t ll_bytes, int for_other_process, int dev,
+                                 void* stream, struct weft_p2p_mem** out, struct weft_p2p_handle* h) {
+  struct weft_p2p_mem* m = calloc(1, sizeof(*m));
+  if (m == NULL) return ncclSystemError;
+  ncclResult_t res = ncclSuccess;
+  m->simple_bytes = round_up(simple_bytes, 4096);
+  m->ll_bytes = round_up(ll_bytes, 4096);
+  m->size = WEFT_CTRL_BYTES + m->simple_bytes + m->ll_bytes;
+  m->owner = 1;
+  void* base = NULL;
+  cudaError_t err = cudaMalloc(&base, m->size);
+  if (err != cudaSuccess) {
+    WEFT_WARN("Allocating %zu bytes of connector memory on device %d failed: %s", m->size, dev,
+              cudaGetErrorString(err));
+    free(m);
+    return ncclUnhandledCudaError;
+  }
+  m->base = base;
+  /* Zeroed counters and LL flags: step 0 waits for flag 1, which stale zeros never match. */
+  WEFT_CUDACHECK_GOTO(cudaMemsetAsync(base, 0, m->size, (cudaStream_t)stream), res, fail);
+  WEFT_CUDACHECK_GOTO(cudaStreamSynchronize((cudaStream_t)stream), res, fail);
+  memset(h, 0, sizeof(*h));
+  h->size = m->size;
+  h->simple_bytes = m->simple_bytes;
+  h->ll_bytes = m->ll_bytes;
+  h->ptr = (uint64_t)(uintptr_t)base;
+  h->dev = dev;
+  h->use_ipc = for_other_process;
+  if (for_other_process) {
+    cudaIpcMemHandle_t ipc;
+    WEFT_CUDACHECK_GOTO(cudaIpcGetMemHandle(&ipc, base), res, fail);
+    memcpy(h->ipc, &ipc, sizeof(ipc));
+  } else {
+    m->shared = 1;
+    WEFT_CHECK_GOTO(ref_add(base, 2), res, fail);
+  }
+  *out = m;
+  return ncclSuccess;
+fail:
+  cudaFree(base);
+  free(m);
+  return res;
+}
+
+/* Within one process on two devices the accessing device needs peer access to the owner's. */
+static ncclResult_t enable_peer(int my_dev, int owner_dev) {
+  if (my_dev == owner_dev) return ncclSuccess;
+  int ok = 0;
+  WEFT_CUDACHECK(cudaDeviceCanAccessPeer(&ok, my_dev, owner_dev));
+  if (!ok) {
+    WEFT_WARN(
+        "Device %d cannot access device %d directly (no P2P); the CUDA backend has no shared-memory "
+        "fallback yet",
+        my_dev, owner_dev);
+    return ncclSystemError;
+  }
+  cudaError_t err = cudaDeviceEnablePeerAccess(owner_dev, 0);
+  if (err == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();
+    err = cudaSuccess;
+  }
+  WEFT_CUDACHECK(err);
+  return ncclSuccess;
+}
+
+ncclResult_t weft_p2p_mem_attach(const struct weft_p2p_handle* h, int my_dev, struct weft_p2p_mem** out) {
+  struct weft_p2p_mem* m = calloc(1, sizeof(*m));
+  if (m == NULL) return ncclSystemError;
+  m->size = h->size;
+  m->simple_bytes = h->simple_bytes;
+  m->ll_bytes = h->ll_bytes;
+  ncclResult_t res = ncclSuccess;
+  if (h->use_ipc) {
+    cudaIpcMemHandle_t ipc;
+    memcpy(&ipc, h->ipc, sizeof(ipc));
+    void* base = NULL;
+    cudaError_t err = cudaIpcOpenMemHandle(&base, ipc, cudaIpcMemLazyEnablePeerAccess);
+    if (err != cudaSuccess) {
+      WEFT_WARN(
+          "cudaIpcOpenMemHandle of a peer's connector (device %d, %llu bytes) from device %d failed: %s",
+          h->dev, (unsigned long long)h->size, my_dev, cudaGetErrorString(err));
+      free(m);
+      return ncclUnhandledCudaError;
+    }
+    m->base = base;
+    m->ipc = 1;
+  } else {
+    WEFT_CHECK_GOTO(enable_peer(my_dev, h->dev), res, fail);
+    m->base = (char*)(uintptr_t)h->ptr;
+    m->shared = 1;
+  }
+  *out = m;
+  return ncclSuccess;
+fail:
+  free(m);
+  return res;
+}
+
+void weft_p2p_mem_release(struct weft_p2p_mem* m) {
+  if (m == NULL) return;
+  if (m->ipc)
+    cudaIpcCloseMemHandle(m->base);
+  else if (m->base != NULL && (!m->shared || ref_drop(m->base)))
+    cudaFree(m->base);
+  free(m);
+}
+
+#else /* no CUDA backend in this build */
+
+ncclResult_t weft_p2p_mem_create(size_t simple_bytes, size_t ll_bytes, int for_other_process, int dev,
+                                 void* stream, struct weft_p2p_mem** out, struct weft_p2p_handle* handle) {
+  (void)simple_bytes, (void)ll_bytes, (void)for_other_process, (void)dev, (void)stream, (void)handle;
+  *out = NULL;
+  WEFT_WARN("CUDA P2P connectors need the CUDA backend, which this build does not have");
+  return ncclInvalidUsage;
+}
+ncclResult_t weft_p2p_mem_attach(const struct weft_p2p_handle* handle, int my_dev,
+                                 struct weft_p2p_mem** out) {
+  (void)handle, (void)my_dev;
+  *out = NULL;
+  WEFT_WARN("CUDA P2P connectors need the CUDA backend, which this build does not have");
+  return ncclInvalidUsage;
+}
+void weft_p2p_mem_release(struct weft_p2p_mem* mem) { (void)mem; }
+#endif

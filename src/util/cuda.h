@@ -1,0 +1,18 @@
+/* Small CUDA helpers for backend selection: whether a device is usable (false, never an error,
+ * when the build has no CUDA or the machine no driver or GPU) and the current device. */
+#ifndef WEFT_UTIL_CUDA_H
+#define WEFT_UTIL_CUDA_H
+
+#include "nccl.h"
+
+/* 1 when this build has the CUDA backend and at least one device answers; decided once. */
+int weft_cuda_usable(void);
+/* The calling thread's current device (cudaGetDevice); 0 when CUDA is not usable. */
+int weft_cuda_current_device(void);
+/* Why weft_cuda_usable() is 0, for messages ("not built", "no driver", ...). */
+const char* weft_cuda_unusable_reason(void);
+
+/* Whether WEFT_BACKEND selects the CUDA backend: "cuda", or "auto" with a usable device. */
+int weft_cuda_selected(void);
+
+#endif

@@ -1,0 +1,101 @@
+/* A kernel waiting for a rank that never comes must end: by ncclCommAbort (the host-mapped
+ * abort flag every device wait polls), and by WEFT_TIMEOUT, after which the next call reports
+ * the error. Two ranks as threads; rank 1 joins the communicator but never calls the
+ * collective. SKIP without a GPU. */
+#include <time.h>
+
+#include "gpu_util.h"
+
+#define COUNT (1u << 16)
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct ab_rank {
+  pthread_t th;
+  ncclUniqueId id;
+  int rank, use_abort, problems;
+};
+
+/* Rank 0 waits until the kernel has given up (timeout) or aborts the comm itself. */
+static int lone_rank(ncclComm_t comm, int use_abort) {
+  cudaStream_t st;
+  GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  float* d;
+  GPU_CHECK(cudaMalloc((void**)&d, COUNT * sizeof(float)));
+  int bad = 0;
+  if (ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st) != ncclSuccess) return 1;
+  usleep(500 * 1000);
+  if (cudaStreamQuery(st) != cudaErrorNotReady) {
+    fprintf(stderr, "FAILED: the all-reduce finished without its peer\n");
+    bad++;
+  }
+  double t0 = now_s();
+  if (use_abort) {
+    if (ncclCommAbort(comm) != ncclSuccess) bad++;
+    if (cudaStreamQuery(st) != cudaSuccess) {
+      fprintf(stderr, "FAILED: the kernel still runs after ncclCommAbort returned\n");
+      bad++;
+    }
+  } else {
+    GPU_CHECK(cudaStreamSynchronize(st)); /* returns once the kernel timed out */
+    if (now_s() - t0 > 30) {
+      fprintf(stderr, "FAILED: the kernel took %.1f s to time out (WEFT_TIMEOUT=3)\n", now_s() - t0);
+      bad++;
+    }
+    ncclResult_t res = ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st);
+    if (res == ncclSuccess) {
+      fprintf(stderr, "FAILED: the call after a timed-out kernel succeeded\n");
+      bad++;
+    }
+    ncclCommAbort(comm);
+  }
+  printf("%s ended the waiting kernel after %.2f s\n", use_abort ? "ncclCommAbort" : "WEFT_TIMEOUT",
+         now_s() - t0);
+  cudaFree(d);
+  cudaStreamDestroy(st);
+  return bad;
+}
+
+static void* rank_main(void* p) {
+  struct ab_rank* r = p;
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, 2, r->id, r->rank) != ncclSuccess) {
+    r->problems = 1;
+    return NULL;
+  }
+  if (r->rank == 0) {
+    r->problems = lone_rank(comm, r->use_abort);
+  } else {
+    sleep(r->use_abort ? 2 : 6);
+    ncclCommAbort(comm);
+  }
+  return NULL;
+}
+
+static int run(int use_abort) {
+  struct ab_rank r[2];
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
+  for (int i = 0; i < 2; i++) {
+    r[i] = (struct ab_rank){.id = id, .rank = i, .use_abort = use_abort};
+    pthread_create(&r[i].th, NULL, rank_main, &r[i]);
+  }
+  int problems = 0;
+  for (int i = 0; i < 2; i++) {
+    pthread_join(r[i].th, NULL);
+    problems += r[i].problems;
+  }
+  return problems;
+}
+
+int main(void) {
+  gpu_require();
+  setenv("WEFT_TIMEOUT", "3", 1);
+  int failed = run(1) + run(0);
+  printf("%s\n", failed ? "FAILED" : "abort and timeout end a waiting kernel");
+  return failed ? 1 : 0;
+}

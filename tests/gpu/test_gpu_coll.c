@@ -1,0 +1,125 @@
+/* Every collective x datatype x op on the CUDA backend with ranks sharing the GPU, as threads
+ * or as processes, against coll_util.h's independent reference: inputs are made on the host,
+ * copied to device buffers, and the whole output allocation (guard bytes included) is copied
+ * back and checked. Usage: test_gpu_coll [threads|procs] [nranks] [max_count]; without
+ * arguments a quick run (threads, 2 ranks, small counts). SKIP without a GPU. */
+#include "gpu_util.h"
+
+struct gpu_run {
+  struct case_list cases;
+  size_t pool_bytes; /* largest allocation any case needs, per buffer */
+};
+
+/* Device twin of a host pointer inside one of the case's host allocations. */
+static void* twin(const void* host_ptr, const struct case_bufs* b, char* d_send, char* d_recv) {
+  const char* p = host_ptr;
+  if (b->alloc_send && p >= b->alloc_send && p < b->alloc_send + b->alloc_bytes)
+    return d_send + (p - b->alloc_send);
+  return d_recv + (p - b->alloc_recv);
+}
+
+static int run_case_gpu(const struct coll_case* c, ncclComm_t comm, int me, int n, cudaStream_t st,
+                        char* d_send, char* d_recv, void* d_scalar) {
+  struct case_bufs b;
+  if (case_setup(c, me, n, &b) != 0) return 1;
+  size_t in_bytes = in_elems(c, n) * dt_table[c->dt].size + 1;
+  GPU_CHECK(cudaMemcpyAsync(d_recv, b.alloc_recv, b.alloc_bytes, cudaMemcpyHostToDevice, st));
+  if (b.alloc_send) GPU_CHECK(cudaMemcpyAsync(d_send, b.alloc_send, in_bytes, cudaMemcpyHostToDevice, st));
+  ncclRedOp_t op = ncclSum;
+  ncclResult_t res = ncclSuccess;
+  uint64_t host_scalar = 0;
+  if (c->op == O_PMS_HOST || c->op == O_PMS_DEV) {
+    /* The device scalar is read when the op runs: it holds 1 at creation and PMS_SCALAR after. */
+    int dev = c->op == O_PMS_DEV;
+    dt_set(&host_scalar, 0, (ncclDataType_t)c->dt, dev ? 1 : PMS_SCALAR);
+    if (dev) GPU_CHECK(cudaMemcpyAsync(d_scalar, &host_scalar, 8, cudaMemcpyHostToDevice, st));
+    GPU_CHECK(cudaStreamSynchronize(st));
+    res = ncclRedOpCreatePreMulSum(&op, dev ? d_scalar : (void*)&host_scalar, (ncclDataType_t)c->dt,
+                                   dev ? ncclScalarDevice : ncclScalarHostImmediate, comm);
+    dt_set(&host_scalar, 0, (ncclDataType_t)c->dt, dev ? PMS_SCALAR : 1);
+    if (dev) GPU_CHECK(cudaMemcpyAsync(d_scalar, &host_scalar, 8, cudaMemcpyHostToDevice, st));
+  } else if (c->op >= 0) {
+    static const ncclRedOp_t builtin[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
+    op = builtin[c->op];
+  }
+  if (res == ncclSuccess)
+    res = case_call_stream(c, comm, me, n, twin(b.send, &b, d_send, d_recv), twin(b.recv, &b, d_send, d_recv),
+                           op, st);
+  int bad = 0;
+  if (res != ncclSuccess) {
+    fprintf(stderr, "FAILED " CASE_FMT ": returned %s: %s\n", CASE_ARGS(c, n, me), ncclGetErrorString(res),
+            ncclGetLastError(comm));
+    bad = 1;
+  } else {
+    GPU_CHECK(cudaMemcpyAsync(b.alloc_recv, d_recv, b.alloc_bytes, cudaMemcpyDeviceToHost, st));
+    GPU_CHECK(cudaStreamSynchronize(st));
+    bad = case_check(c, me, n, &b);
+  }
+  if ((c->op == O_PMS_HOST || c->op == O_PMS_DEV) && ncclRedOpDestroy(op, comm) != ncclSuccess) bad++;
+  free(b.alloc_send);
+  free(b.alloc_recv);
+  if (bad) case_fail();
+  return bad;
+}
+
+static int gpu_body(ncclComm_t comm, int rank, int nranks, void* arg) {
+  const struct gpu_run* run = arg;
+  cudaStream_t st;
+  GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  /* One pool per rank for the whole list: cudaFree between cases would wait for the other
+   * ranks' kernels, which may wait for this rank's next launch. */
+  char *d_send, *d_recv;
+  void* d_scalar;
+  GPU_CHECK(cudaMalloc((void**)&d_send, run->pool_bytes));
+  GPU_CHECK(cudaMalloc((void**)&d_recv, run->pool_bytes));
+  GPU_CHECK(cudaMalloc(&d_scalar, 8));
+  int problems = 0;
+  for (int i = 0; i < run->cases.n; i++)
+    problems += run_case_gpu(&run->cases.v[i], comm, rank, nranks, st, d_send, d_recv, d_scalar) != 0;
+  GPU_CHECK(cudaStreamSynchronize(st));
+  cudaFree(d_send);
+  cudaFree(d_recv);
+  cudaFree(d_scalar);
+  cudaStreamDestroy(st);
+  return problems;
+}
+
+int main(int argc, char** argv) {
+  gpu_require();
+  const char* mode = argc > 1 ? argv[1] : "threads";
+  int nranks = argc > 2 ? atoi(argv[2]) : 2;
+  size_t max_count = argc > 3 ? (size_t)strtoull(argv[3], NULL, 0) : 3000;
+  coll_base_seed = pick_seed();
+  struct gpu_run run = {0};
+  cases_matrix(&run.cases, nranks, coll_base_seed, max_count);
+  cases_edges(&run.cases, nranks, coll_base_seed);
+  /* A few large cases: Simple protocol, several channels, several loops of the ring. */
+  for (int i = 0; i < 3; i++) {
+    struct coll_case c = {i == 0   ? C_ALLREDUCE
+                          : i == 1 ? C_ALLGATHER
+                                   : C_REDUCESCATTER,
+                          ncclFloat32,
+                          O_SUM,
+                          i & 1,
+                          0,
+                          (size_t)(3 << 20) + 13 * (size_t)i,
+                          mix64(coll_base_seed + 99 + (uint64_t)i)};
+    if (i == 1) c.op = O_NONE;
+    case_add(&run.cases, c);
+  }
+  for (int i = 0; i < run.cases.n; i++) {
+    const struct coll_case* c = &run.cases.v[i];
+    size_t sz = dt_table[c->dt].size, in = in_elems(c, nranks), out = out_elems(c, nranks);
+    size_t need = (in > out ? in : out) * sz + GUARD_BYTES + 1;
+    if (need > run.pool_bytes) run.pool_bytes = need;
+  }
+  printf("%s, %d ranks, %d cases, base seed 0x%llx\n", mode, nranks, run.cases.n,
+         (unsigned long long)coll_base_seed);
+  fflush(stdout);
+  int failed = strcmp(mode, "procs") == 0 ? run_procs(nranks, gpu_body, &run, 600)
+                                          : run_threads(nranks, gpu_body, &run);
+  failed += coll_failures;
+  printf("%s\n", failed ? "FAILED" : "all cases match the reference");
+  free(run.cases.v);
+  return failed ? 1 : 0;
+}
