@@ -215,6 +215,7 @@ static ncclResult_t arrive(struct weft_direct* d, const struct weft_task* t, str
   struct weft_desc* mine = &d->mine->desc[seq & 1];
   int ok_in = describe(t->sendbuff, bytes, &mine->in), ok_out = describe(t->recvbuff, bytes, &mine->out);
   mine->capable = d->all_same_proc || (ok_in && ok_out);
+  if (bytes <= WEFT_DIRECT_SMALL_MAX) weft_direct_small_post(d, t, seq); /* in case a peer cannot share */
   weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
   WEFT_CHECK(weft_direct_wait_all(d, w, 0, seq));
   *all_capable = 1;
@@ -250,16 +251,24 @@ ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task*
   if (t->op.scalar_ptr) memcpy(&op.scalar, t->op.scalar_ptr, es);
   w->oversub = d->oversub;
   uint64_t seq = ++d->seq;
-  if (bytes <= WEFT_DIRECT_SMALL_MAX) {
+  ncclResult_t res;
+  if (bytes <= WEFT_DIRECT_EXCHANGE_MAX) {
+    /* One step: inputs go through the boards, no descriptors, any buffers. */
     *handled = 1;
-    ncclResult_t res = weft_direct_small_allreduce(d, t, &op, w, seq);
+    weft_direct_small_post(d, t, seq);
+    weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
+    res = weft_direct_small_reduce(d, t, &op, w, seq);
     return res == ncclSuccess ? res : fail_op(d, res);
   }
   int all_capable;
-  ncclResult_t res = arrive(d, t, w, seq, &all_capable);
+  res = arrive(d, t, w, seq, &all_capable);
   if (res != ncclSuccess) return fail_op(d, res);
-  if (!all_capable) return ncclSuccess;
-  *handled = 1;
-  res = weft_direct_allreduce(d, t, &op, w, seq);
+  if (all_capable) {
+    *handled = 1;
+    res = weft_direct_allreduce(d, t, &op, w, seq);
+  } else if (bytes <= WEFT_DIRECT_SMALL_MAX) {
+    *handled = 1;
+    res = weft_direct_small_reduce(d, t, &op, w, seq);
+  }
   return res == ncclSuccess ? res : fail_op(d, res);
 }

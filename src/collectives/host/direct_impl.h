@@ -11,7 +11,8 @@
 #include "collectives/task.h"
 #include "nccl.h"
 
-#define WEFT_DIRECT_SMALL_MAX (16 * 1024) /* all-reduce up to this size: copy through the board */
+#define WEFT_DIRECT_EXCHANGE_MAX 1024     /* all-reduce up to this size: inputs through the boards */
+#define WEFT_DIRECT_SMALL_MAX (16 * 1024) /* up to this size too when some buffer cannot be shared */
 #define WEFT_DIRECT_INLINE 24             /* inputs this small ride in the arrival line itself */
 #define WEFT_DIRECT_CHUNK (16 * 1024)     /* zero-copy works through L1-sized pieces */
 #define WEFT_DIRECT_CACHE_WAYS 8          /* mapped segments kept per peer */
@@ -72,9 +73,11 @@ struct weft_direct {
 
 /* Wait until every peer's arrive (done = 0) or done (done = 1) counter reaches seq. */
 ncclResult_t weft_direct_wait_all(struct weft_direct* d, struct weft_waiter* w, int done, uint64_t seq);
-ncclResult_t weft_direct_small_allreduce(struct weft_direct* d, const struct weft_task* t,
-                                         const struct weft_dev_redop* op, struct weft_waiter* w,
-                                         uint64_t seq);
+/* Copy this rank's input of a small all-reduce into its board (published by the next arrive). */
+void weft_direct_small_post(struct weft_direct* d, const struct weft_task* t, uint64_t seq);
+/* Reduce every rank's posted input, in rank order, into recvbuff. */
+ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_task* t,
+                                      const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq);
 /* After every rank arrived with shareable buffers (d->in/out filled). */
 ncclResult_t weft_direct_allreduce(struct weft_direct* d, const struct weft_task* t,
                                    const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq);

@@ -60,14 +60,17 @@ static void reduce_all(int dt, const struct weft_dev_redop* op, void* acc, const
   weft_host_postop(dt, op, acc, n);
 }
 
-ncclResult_t weft_direct_small_allreduce(struct weft_direct* d, const struct weft_task* t,
-                                         const struct weft_dev_redop* op, struct weft_waiter* w,
-                                         uint64_t seq) {
+void weft_direct_small_post(struct weft_direct* d, const struct weft_task* t, uint64_t seq) {
+  size_t bytes = t->count * weft_dt_size(t->dtype);
+  int par = (int)(seq & 1);
+  memcpy(bytes <= WEFT_DIRECT_INLINE ? d->mine->inl[par] : d->mine->slot[par], t->sendbuff, bytes);
+}
+
+ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_task* t,
+                                      const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq) {
   int k = d->nranks;
   size_t bytes = t->count * weft_dt_size(t->dtype);
   int inl = bytes <= WEFT_DIRECT_INLINE, par = (int)(seq & 1);
-  memcpy(inl ? d->mine->inl[par] : d->mine->slot[par], t->sendbuff, bytes);
-  weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
   const void* src[1] = {NULL};
   for (int p = 0; p < k; p++) {
     struct weft_board* b = d->boards[p];

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# bench/compare.sh: Weft's all_reduce_perf beside Open MPI's and MPICH's MPI_Allreduce and Gloo's
+# ring all-reduce, on the same sizes and rank counts, interleaved in each pass, with the memory
+# bandwidth roof measured in the same pass. Prints busbw side by side and Weft/best-peer ratios.
+#
+# Needs (Debian/Ubuntu): openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev g++ python3.
+# INSTALL=1 installs them with apt-get when missing (as root); otherwise the script names them.
+#
+# Knobs (defaults in brackets): PASSES [2]  RANKS ["2 4"]  MAXB [256M]  TARGET [0.1] seconds of
+# timed calls per size and peer  PEERS ["openmpi openmpi-mallocenv mpich mpich-mallocenv gloo"]
+# OUT [$TMPDIR/weft-compare]: build/, pass<P>/<name>-<n>ranks.txt, report.md.
+# The *-mallocenv peers keep glibc from handing MPI's per-call temporary buffers back to the
+# kernel (every call would otherwise fault fresh pages in from 32 MiB up).
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+HERE=$ROOT/bench
+OUT=${OUT:-${TMPDIR:-/tmp}/weft-compare}
+PASSES=${PASSES:-2}
+RANKS=${RANKS:-"2 4"}
+MAXB=${MAXB:-256M}
+TARGET=${TARGET:-0.1}
+PEERS=${PEERS:-"openmpi openmpi-mallocenv mpich mpich-mallocenv gloo"}
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
+BUILD=$OUT/build
+MALLOC_ENV=(MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+NCPU=$(nproc)
+log() { echo "[compare $(date +%T)] $*" >&2; }
+
+need_packages() {
+  local missing=()
+  command -v mpicc.openmpi >/dev/null || missing+=(openmpi-bin libopenmpi-dev)
+  command -v mpicc.mpich >/dev/null || missing+=(mpich libmpich-dev)
+  [ -e /usr/include/gloo/allreduce.h ] || missing+=(libgloo-dev)
+  command -v g++ >/dev/null || missing+=(g++)
+  command -v python3 >/dev/null || missing+=(python3)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "${INSTALL:-0}" = 1 ] && [ "$(id -u)" = 0 ]; then
+    log "installing ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null && return 0
+  fi
+  echo "compare.sh needs: apt-get install -y ${missing[*]}   (or run with INSTALL=1 as root)" >&2
+  exit 2
+}
+
+build() {
+  mkdir -p "$BUILD"
+  log "building Weft (make) and the peer drivers into $BUILD"
+  if ! { make -C "$ROOT" -j2 lib >/dev/null && make -C "$ROOT" -j2 >/dev/null; }; then
+    [ -x "$ROOT/build/bin/all_reduce_perf" ] || exit 1
+    log "make failed: measuring the Weft binaries already in build/"
+  fi
+  set -e
+  gcc -O3 -march=native -pthread -Wall "$HERE/memroof.c" -o "$BUILD/memroof"
+  mpicc.openmpi -O2 -Wall "$HERE/mpi_allreduce.c" -o "$BUILD/mpi_allreduce.openmpi" -lm
+  mpicc.mpich -O2 -Wall "$HERE/mpi_allreduce.c" -o "$BUILD/mpi_allreduce.mpich" -lm
+  g++ -O3 -march=native -std=c++17 -Wall "$HERE/gloo_allreduce.cc" -o "$BUILD/gloo_allreduce" -lgloo -pthread
+  set +e
+}
+
+# Gloo ranks rendezvous through a FileStore; rank 0 prints.
+run_gloo() {
+  local n=$1 store rc=0 pids=()
+  shift
+  store=$(mktemp -d "${TMPDIR:-/tmp}/gloo-store.XXXXXX")
+  for ((r = 0; r < n; r++)); do
+    if [ $r -eq 0 ]; then
+      RANK=$r SIZE=$n GLOO_STORE=$store "$@" &
+    else
+      RANK=$r SIZE=$n GLOO_STORE=$store "$@" >/dev/null &
+    fi
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  rm -rf "$store"
+  return $rc
+}
+
+# Weft: all_reduce_perf (ncclMemAlloc buffers), every result checked (-c 1). Small sizes: best
+# of 3 cycles (-N 3) of 1000 calls, like the peers' 3 trials; large ones: one cycle of 20 calls
+# (their spread is small, and a check of 256 MiB takes longer than the calls).
+run_weft() {
+  local n=$1 maxb=$2 small_max=1048576
+  local maxbytes
+  maxbytes=$(numfmt --from=iec "$maxb")
+  "$ROOT/build/bin/weftrun" -n "$n" "$ROOT/build/bin/all_reduce_perf" -b 8 -e $((maxbytes < small_max ? maxbytes : small_max)) \
+    -f 2 -c 1 -w 100 -n 1000 -N 3 || return $?
+  [ "$maxbytes" -le $small_max ] && return 0
+  "$ROOT/build/bin/weftrun" -n "$n" "$ROOT/build/bin/all_reduce_perf" -b $((small_max * 2)) -e "$maxb" \
+    -f 2 -c 1 -w 3 -n 20 -N 1
+}
+
+run_peer() { # name n -> runs the benchmark, output on stdout
+  local peer=$1 n=$2 osub=()
+  local args=(-b 8 -e "$MAXB" -t "$TARGET" -T 3)
+  [ "$n" -gt "$NCPU" ] && osub=(--oversubscribe)
+  case $peer in
+    weft) run_weft "$n" "$MAXB" ;;
+    openmpi) mpirun.openmpi --allow-run-as-root "${osub[@]}" -n "$n" "$BUILD/mpi_allreduce.openmpi" "${args[@]}" ;;
+    openmpi-mallocenv)
+      env "${MALLOC_ENV[@]}" mpirun.openmpi --allow-run-as-root "${osub[@]}" -n "$n" -x MALLOC_MMAP_THRESHOLD_ \
+        -x MALLOC_TRIM_THRESHOLD_ "$BUILD/mpi_allreduce.openmpi" "${args[@]}" ;;
+    mpich) mpiexec.mpich -n "$n" "$BUILD/mpi_allreduce.mpich" "${args[@]}" ;;
+    mpich-mallocenv) env "${MALLOC_ENV[@]}" mpiexec.mpich -n "$n" "$BUILD/mpi_allreduce.mpich" "${args[@]}" ;;
+    gloo) run_gloo "$n" "$BUILD/gloo_allreduce" "${args[@]}" ;;
+    *) echo "unknown peer $peer" >&2; return 1 ;;
+  esac
+}
+
+machine() {
+  echo "date: $(date -u +%FT%TZ)"
+  echo "kernel: $(uname -sr)"
+  lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Hypervisor vendor)' | sed 's/  */ /g'
+  free -g | awk '/Mem:/{print "memory: " $2 " GiB"}'
+  echo "weft: $(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
+  dpkg-query -W -f='${Package} ${Version}\n' openmpi-bin mpich libgloo-dev 2>/dev/null
+}
+
+need_packages
+[ -z "${NO_BUILD:-}" ] && build
+rm -rf "$OUT"/pass*
+machine | tee "$OUT/machine.txt" >&2
+T0=$(date +%s)
+for ((p = 1; p <= PASSES; p++)); do
+  dir=$OUT/pass$p
+  mkdir -p "$dir"
+  log "pass $p: memory roof"
+  "$BUILD/memroof" -m 256 -r 7 > "$dir/memroof.txt"
+  for n in $RANKS; do
+    # Weft between every two peers, so drift within a pass hits everyone alike.
+    order=(weft)
+    for peer in $PEERS; do order+=("$peer"); done
+    for name in "${order[@]}"; do
+      t=$(date +%s)
+      timeout "$RUN_TIMEOUT" bash -c "$(declare -f run_peer run_weft run_gloo); $(declare -p BUILD ROOT MAXB TARGET NCPU MALLOC_ENV); run_peer $name $n" \
+        > "$dir/$name-${n}ranks.txt" 2> "$dir/$name-${n}ranks.err"
+      rc=$?
+      [ -s "$dir/$name-${n}ranks.err" ] || rm -f "$dir/$name-${n}ranks.err"
+      log "pass $p, $n ranks, $name: rc $rc, $(($(date +%s) - t)) s"
+    done
+  done
+done
+python3 "$HERE/report.py" "$OUT" | tee "$OUT/report.md"
+log "done in $(($(date +%s) - T0)) s; results in $OUT"

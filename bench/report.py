@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Tables of bench/compare.sh: busbw (GB/s) of Weft and each peer per size, the best peer, the
+Weft/best-peer ratio and the goal it is held to, one table per pass and rank count.
+
+Usage: report.py RESULTS_DIR   (RESULTS_DIR/pass<P>/<name>-<n>ranks.txt, memroof.txt)"""
+import math
+import os
+import re
+import sys
+
+
+def busbw(nbytes, us, n):
+    return nbytes / (us * 1e-6) / 1e9 * 2 * (n - 1) / n if us > 0 else 0.0
+
+
+def parse_peer(path):
+    """bytes -> (best_us, wrong) from a driver's 'bytes best_us median_us wrong' rows."""
+    rows = {}
+    for line in open(path, errors="replace"):
+        f = line.split()
+        if len(f) == 4 and not line.startswith("#") and f[0].isdigit():
+            b, best, wrong = int(f[0]), float(f[1]), int(f[3])
+            rows[b] = (min(best, rows.get(b, (math.inf, 0))[0]), wrong)
+    return rows
+
+
+def parse_weft(path):
+    """bytes -> (best out-of-place us over the -N cycles, wrong) from all_reduce_perf's table."""
+    rows = {}
+    for line in open(path, errors="replace"):
+        f = line.split()
+        if len(f) >= 13 and f[0].isdigit() and f[2] == "float":
+            b, us = int(f[0]), float(f[5])
+            wrong = 0 if f[8] == "N/A" else int(f[8]) + (0 if f[12] == "N/A" else int(f[12]))
+            old = rows.get(b, (math.inf, 0))
+            rows[b] = (min(us, old[0]), max(wrong, old[1]))
+    return rows
+
+
+def human(b):
+    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if b >= div and b % div == 0:
+            return "%d%s" % (b // div, unit)
+    return "%d" % b
+
+
+def goal(n, b):
+    """(minimum Weft/best-peer ratio, minimum fraction of the roof) for n ranks at b bytes."""
+    if n == 2:
+        if b >= 16 << 20:
+            return 2.0, 0.5
+        if b >= 64 << 10:
+            return 1.2, 0.0
+        if b == 8:
+            return 1.0, 0.0
+        return None, 0.0
+    return 1.0, 0.0
+
+
+def fmt(x):
+    if x == 0:
+        return "-"
+    return "%.3g" % x if x < 100 else "%.0f" % x
+
+
+def table(passdir, n, roof_gbs, out):
+    files = sorted(f for f in os.listdir(passdir) if f.endswith("-%dranks.txt" % n))
+    if not files:
+        return 0, 0
+    names = [f[: -len("-%dranks.txt" % n)] for f in files]
+    data = {}
+    for name, f in zip(names, files):
+        path = os.path.join(passdir, f)
+        data[name] = parse_weft(path) if name == "weft" else parse_peer(path)
+    peers = [x for x in names if x != "weft"]
+    sizes = sorted(set().union(*[set(d) for d in data.values()]))
+    roof = roof_gbs * (n - 1) / (n * n) if roof_gbs else 0
+    out.write("\n%s, %d ranks (roof %.1f GB/s busbw = %.1f GB/s memory x (n-1)/n^2)\n\n"
+              % (os.path.basename(passdir), n, roof, roof_gbs))
+    out.write("| size | weft | " + " | ".join(peers) + " | best peer | weft/best | goal | met |\n")
+    out.write("|---:" * (len(peers) + 6) + "|\n")
+    met = total = 0
+    for b in sizes:
+        bw = {k: busbw(b, data[k][b][0], n) if b in data[k] else 0 for k in names}
+        wrong = any(data[k][b][1] for k in names if b in data[k])
+        best_name = max(peers, key=lambda k: bw[k]) if peers else None
+        best = bw[best_name] if best_name else 0
+        ratio = bw.get("weft", 0) / best if best else 0
+        g, roof_frac = goal(n, b)
+        cells = [human(b), fmt(bw.get("weft", 0))] + [fmt(bw[k]) for k in peers]
+        cells += ["%s %s" % (fmt(best), best_name or ""), "%.2f" % ratio if ratio else "-"]
+        if g is None:
+            cells += ["", ""]
+        else:
+            ok = ratio >= g and (roof_frac == 0 or bw.get("weft", 0) >= roof_frac * roof)
+            met += ok
+            total += 1
+            want = ">= %.1fx" % g + (", >= %.1f GB/s" % (roof_frac * roof) if roof_frac else "")
+            cells += [want, "yes" if ok else "**no**"]
+        if wrong:
+            cells[0] += " (WRONG RESULTS)"
+        out.write("| " + " | ".join(cells) + " |\n")
+    out.write("\nGoals met: %d of %d sizes\n" % (met, total))
+    return met, total
+
+
+def main():
+    res = sys.argv[1]
+    passes = sorted((d for d in os.listdir(res) if re.match(r"pass\d+$", d)), key=lambda d: int(d[4:]))
+    out = sys.stdout
+    for p in passes:
+        pdir = os.path.join(res, p)
+        roof = 0.0
+        try:
+            for line in open(os.path.join(pdir, "memroof.txt")):
+                if line.startswith("memroof_gbs"):
+                    roof = float(line.split()[1])
+        except OSError:
+            pass
+        for n in sorted({int(m.group(1)) for f in os.listdir(pdir) for m in [re.search(r"-(\d+)ranks\.txt$", f)] if m}):
+            table(pdir, n, roof, out)
+
+
+if __name__ == "__main__":
+    main()
