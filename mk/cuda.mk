@@ -10,7 +10,7 @@ NVCCFLAGS += --threads 2 -DWEFT_CUDA=1 -Xcompiler -fno-exceptions,-fno-rtti,-fno
 $(CU_OBJ): $(wildcard src/collectives/cuda/*.h src/collectives/cuda/*.cuh src/collectives/algo/*.h) \
   src/collectives/reduce.h src/collectives/dev_types.h src/transport/connector.h
 
-GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
+GPU_TEST_SRC := $(wildcard tests/gpu/*.c)
 GPU_TEST_BINS := $(GPU_TEST_SRC:%.c=$(BUILD)/%)
 tests: $(GPU_TEST_BINS)
 $(BUILD)/tests/gpu/%: tests/gpu/%.c $(wildcard tests/gpu/*.h) tests/integration/coll_util.h $(TEST_COMMON) $(SHLIB)

@@ -1,7 +1,7 @@
 /* Every collective x datatype x op on the CUDA backend with ranks sharing the GPU, as threads
  * or as processes, against coll_util.h's independent reference: inputs are made on the host,
  * copied to device buffers, and the whole output allocation (guard bytes included) is copied
- * back and checked. Usage: test_gpu_coll [threads|procs] [nranks] [max_count]; without
+ * back and checked. Usage: test_gpu_coll [threads|procs] [nranks] [max_count] [collective]; without
  * arguments a quick run (threads, 2 ranks, small counts). SKIP without a GPU. */
 #include "gpu_util.h"
 
@@ -89,12 +89,14 @@ int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "threads";
   int nranks = argc > 2 ? atoi(argv[2]) : 2;
   size_t max_count = argc > 3 ? (size_t)strtoull(argv[3], NULL, 0) : 3000;
+  const char* filter = argc > 4 ? argv[4] : NULL;
   coll_base_seed = pick_seed();
   struct gpu_run run = {0};
   cases_matrix(&run.cases, nranks, coll_base_seed, max_count);
   cases_edges(&run.cases, nranks, coll_base_seed);
-  /* A few large cases: Simple protocol, several channels, several loops of the ring. */
-  for (int i = 0; i < 3; i++) {
+  /* A few large cases (threads only: processes sharing a GPU take turns on it, slowly): Simple
+   * protocol, several channels, several loops of the ring. */
+  for (int i = 0; i < 3 && strcmp(mode, "procs") != 0; i++) {
     struct coll_case c = {i == 0   ? C_ALLREDUCE
                           : i == 1 ? C_ALLGATHER
                                    : C_REDUCESCATTER,
@@ -106,6 +108,12 @@ int main(int argc, char** argv) {
                           mix64(coll_base_seed + 99 + (uint64_t)i)};
     if (i == 1) c.op = O_NONE;
     case_add(&run.cases, c);
+  }
+  if (filter) { /* keep one collective's cases only */
+    int kept = 0;
+    for (int i = 0; i < run.cases.n; i++)
+      if (strcmp(coll_names[run.cases.v[i].coll], filter) == 0) run.cases.v[kept++] = run.cases.v[i];
+    run.cases.n = kept;
   }
   for (int i = 0; i < run.cases.n; i++) {
     const struct coll_case* c = &run.cases.v[i];

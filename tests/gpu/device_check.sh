@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The CUDA backend's check on a machine with a GPU (under 8 minutes): build for this GPU, every
+# collective x datatype x op for 2, 3 and 4 ranks sharing GPU 0 (threads and processes) against
+# the reference, a graph-captured all-reduce, abort/timeout of a waiting kernel, compute-sanitizer
+# memcheck and racecheck on a small all-reduce, all-reduce bandwidth for 2 and 4 ranks next to
+# the GPU's device-to-device copy bandwidth, and nccl-tests' all_reduce_perf -c 1 when its source
+# is in $NCCL_TESTS_DIR. Log and summary go to $OUT (./gpu-out when unset); the summary is
+# printed last. Exit status 0 when every step that ran passed. Without a GPU: SKIP (77).
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-./gpu-out}
+mkdir -p "$OUT"
+LOG=$OUT/device_check.log
+SUMMARY=$OUT/summary.txt
+: >"$LOG"
+: >"$SUMMARY"
+start=$(date +%s)
+failures=0
+
+note() { echo "$*" | tee -a "$LOG"; }
+row() { printf '%-44s %-5s %s\n' "$1" "$2" "$3" >>"$SUMMARY"; [ "$2" = FAIL ] && failures=$((failures + 1)); true; }
+# step NAME LIMIT_S COMMAND...: runs with a time limit, output to the log; PASS/FAIL/SKIP row.
+step() {
+  local name=$1 limit=$2 t0 rc
+  shift 2
+  t0=$(date +%s)
+  note "=== $name: $*"
+  timeout -k 5 "$limit" "$@" >>"$LOG" 2>&1
+  rc=$?
+  local secs=$(($(date +%s) - t0))
+  case $rc in
+    0) row "$name" PASS "${secs}s" ;;
+    77) row "$name" SKIP "${secs}s" ;;
+    124) row "$name" FAIL "timed out after ${limit}s" ;;
+    *) row "$name" FAIL "exit $rc, ${secs}s" ;;
+  esac
+  note "=== $name: exit $rc after ${secs}s"
+  return $rc
+}
+
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "SKIP: no GPU (nvidia-smi -L fails)"
+  exit 77
+fi
+NVCC=${NVCC:-$(command -v nvcc || true)}
+[ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "${NVCC:-/usr/local/cuda/bin/nvcc}")")}
+nvidia-smi >>"$LOG" 2>&1
+gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader -i 0 2>/dev/null)
+cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i 0 2>/dev/null | tr -d ' .')
+[ -z "$cap" ] && cap=90
+note "GPU 0: $gpu, sm_$cap; nvcc: ${NVCC:-none}"
+echo "# Weft CUDA backend device check: $gpu (sm_$cap), $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-60)" >>"$SUMMARY"
+
+jobs=$(nproc 2>/dev/null || echo 4)
+if [ -z "$NVCC" ]; then
+  row "build (CUDA_ARCH=$cap)" FAIL "nvcc not found"
+else
+  step "build (CUDA_ARCH=$cap)" 300 make -j"$jobs" CUDA=1 CUDA_ARCH="$cap" NVCC="$NVCC" all tests
+fi
+B=build/tests/gpu
+export WEFT_BACKEND=cuda NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+
+if [ -x $B/test_gpu_coll ]; then
+  for n in 2 3 4; do
+    step "collectives x types x ops, $n ranks (threads)" 120 $B/test_gpu_coll threads $n 20000
+  done
+  for n in 2 3 4; do
+    step "collectives x types x ops, $n ranks (procs)" 150 $B/test_gpu_coll procs $n 20000
+  done
+  step "graph-captured all-reduce (2 threads)" 60 $B/test_gpu_graph
+  step "abort and timeout of a waiting kernel" 60 $B/test_gpu_abort
+fi
+
+# Sanitizers on a small all-reduce with 2 ranks as processes (a sanitizer serializes kernels
+# within a process, which ranks as threads cannot survive).
+SAN=$(command -v compute-sanitizer || true)
+[ -z "$SAN" ] && [ -x "$CUDA_HOME/bin/compute-sanitizer" ] && SAN=$CUDA_HOME/bin/compute-sanitizer
+if [ -z "$SAN" ]; then
+  row "compute-sanitizer memcheck" SKIP "compute-sanitizer not installed"
+  row "compute-sanitizer racecheck" SKIP "compute-sanitizer not installed"
+elif [ -x $B/test_gpu_coll ]; then
+  for tool in memcheck racecheck; do
+    step "compute-sanitizer $tool (all-reduce, 2 procs)" 150 "$SAN" --tool $tool --target-processes all \
+      --error-exitcode 9 $B/test_gpu_coll procs 2 4096 AllReduce
+  done
+fi
+
+# Bandwidth: the copy roof, then all-reduce with 2 and 4 ranks sharing the GPU.
+d2d=""
+if [ -n "$NVCC" ] && "$NVCC" -O2 -arch=sm_"$cap" -o "$OUT/d2d_bw" tests/gpu/d2d_bw.cu >>"$LOG" 2>&1; then
+  d2d=$("$OUT/d2d_bw" 2>>"$LOG" | awk '/d2d_copy_GBps/ {print $2}')
+fi
+note "device-to-device copy: ${d2d:-?} GB/s"
+row "cudaMemcpy D2D 256 MiB" "${d2d:+PASS}${d2d:-FAIL}" "${d2d:-?} GB/s (bytes copied per second)"
+for n in 2 4; do
+  if step "all-reduce bandwidth, $n ranks (threads)" 90 $B/gpu_bw $n 1024 $((256 << 20)) 20; then
+    line=$(awk -v s=$((256 << 20)) '$1 == s' "$LOG" | tail -1)
+    bus=$(echo "$line" | awk '{print $5}')
+    ratio=$(awk -v b="${bus:-0}" -v d="${d2d:-0}" 'BEGIN { if (d > 0) printf "%.0f%%", 100 * b / d; else print "?" }')
+    row "  256 MiB busbw, $n ranks" INFO "${bus:-?} GB/s = $ratio of the D2D copy rate"
+  fi
+done
+{
+  echo "--- all-reduce bandwidth tables (size, count, time us, algbw, busbw GB/s):"
+  awk '/^# all-reduce float sum/ {p = 1} p && /^ *[0-9]/ {print} /exit [0-9]+ after/ {p = 0}' "$LOG"
+} >"$OUT/bandwidth.txt"
+
+# nccl-tests, built against this library, when its source was brought along.
+if [ -n "${NCCL_TESTS_DIR:-}" ] && [ -f "${NCCL_TESTS_DIR}/Makefile" ]; then
+  mkdir -p "$OUT/nccl_home/include" "$OUT/nccl_home/lib"
+  cp include/nccl.h "$OUT/nccl_home/include/" && cp -P build/lib/libnccl.so* "$OUT/nccl_home/lib/"
+  if step "nccl-tests build" 240 make -C "$NCCL_TESTS_DIR" -j"$jobs" NCCL_HOME="$(cd "$OUT/nccl_home" && pwd)" \
+    CUDA_HOME="$CUDA_HOME" NVCC_GENCODE="-gencode=arch=compute_$cap,code=sm_$cap"; then
+    export LD_LIBRARY_PATH=$(cd "$OUT/nccl_home/lib" && pwd):${LD_LIBRARY_PATH:-}
+    step "nccl-tests all_reduce_perf -c 1 (1 rank)" 90 "$NCCL_TESTS_DIR/build/all_reduce_perf" -b 8 -e 64M -f 8 -c 1
+    # nccl-tests gives each thread its own device; with one GPU this may be refused: for information.
+    timeout 90 "$NCCL_TESTS_DIR/build/all_reduce_perf" -b 8 -e 64M -f 8 -c 1 -t 2 >>"$LOG" 2>&1
+    row "nccl-tests all_reduce_perf -c 1 (2 threads)" INFO "exit $? (one GPU: may be refused by nccl-tests)"
+  fi
+else
+  row "nccl-tests all_reduce_perf" SKIP "NCCL_TESTS_DIR not set"
+fi
+
+row "total" "$([ $failures = 0 ] && echo PASS || echo FAIL)" "$failures failed step(s), $(($(date +%s) - start))s"
+cat "$OUT/bandwidth.txt" >>"$SUMMARY"
+echo
+cat "$SUMMARY"
+[ $failures = 0 ]
