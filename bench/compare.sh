@@ -9,6 +9,8 @@
 # Knobs (defaults in brackets): PASSES [2]  RANKS ["2 4"]  MAXB [256M]  TARGET [0.1] seconds of
 # timed calls per size and peer  PEERS ["openmpi openmpi-mallocenv mpich mpich-mallocenv gloo"]
 # OUT [$TMPDIR/weft-compare]: build/, pass<P>/<name>-<n>ranks.txt, report.md.
+# QUIET_PCT [20] QUIET_WAIT [30]: before each run, wait up to QUIET_WAIT s for the CPUs to be
+# less than QUIET_PCT % busy (other jobs on the machine); the load seen is recorded either way.
 # The *-mallocenv peers keep glibc from handing MPI's per-call temporary buffers back to the
 # kernel (every call would otherwise fault fresh pages in from 32 MiB up).
 set -u
@@ -25,7 +27,31 @@ BUILD=$OUT/build
 MALLOC_ENV=(MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 NCPU=$(nproc)
+QUIET_PCT=${QUIET_PCT:-20}
+QUIET_WAIT=${QUIET_WAIT:-30}
 log() { echo "[compare $(date +%T)] $*" >&2; }
+
+busy_pct() { # share of all CPUs busy over one second, from /proc/stat
+  local a b
+  read -r _ a1 a2 a3 a4 a5 a6 a7 a8 _ < /proc/stat
+  sleep 1
+  read -r _ b1 b2 b3 b4 b5 b6 b7 b8 _ < /proc/stat
+  a=$(((b1 + b2 + b3 + b6 + b7 + b8) - (a1 + a2 + a3 + a6 + a7 + a8)))
+  b=$((a + (b4 + b5) - (a4 + a5)))
+  echo $((100 * a / (b > 0 ? b : 1)))
+}
+
+wait_quiet() { # prints the busy % finally seen
+  local t0 b
+  t0=$(date +%s)
+  while :; do
+    b=$(busy_pct)
+    if [ "$b" -lt "$QUIET_PCT" ] || [ $(($(date +%s) - t0)) -ge "$QUIET_WAIT" ]; then
+      echo "$b"
+      return
+    fi
+  done
+}
 
 need_packages() {
   local missing=()
@@ -131,12 +157,14 @@ for ((p = 1; p <= PASSES; p++)); do
     order=(weft)
     for peer in $PEERS; do order+=("$peer"); done
     for name in "${order[@]}"; do
+      busy=$(wait_quiet)
+      echo "# background CPU before the run: $busy %" > "$dir/$name-${n}ranks.txt"
       t=$(date +%s)
       timeout "$RUN_TIMEOUT" bash -c "$(declare -f run_peer run_weft run_gloo); $(declare -p BUILD ROOT MAXB TARGET NCPU MALLOC_ENV); run_peer $name $n" \
-        > "$dir/$name-${n}ranks.txt" 2> "$dir/$name-${n}ranks.err"
+        >> "$dir/$name-${n}ranks.txt" 2> "$dir/$name-${n}ranks.err"
       rc=$?
       [ -s "$dir/$name-${n}ranks.err" ] || rm -f "$dir/$name-${n}ranks.err"
-      log "pass $p, $n ranks, $name: rc $rc, $(($(date +%s) - t)) s"
+      log "pass $p, $n ranks, $name: rc $rc, $(($(date +%s) - t)) s (CPUs $busy % busy before)"
     done
   done
 done
