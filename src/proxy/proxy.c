@@ -29,7 +29,7 @@
 /* Relayed to the other peers when a connection fails, so every rank names the rank lost first. */
 struct notice {
   int32_t lost_rank;
-  char host[60];
+  char host[124];
 };
 
 struct weft_proxy_conn {

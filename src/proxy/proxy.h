@@ -19,7 +19,7 @@ struct weft_proxy_conn_desc {
   const struct weft_net_ops* net;
   void* net_comm; /* owned by the proxy connection from now on */
   int rank, peer;
-  char peer_host[64];
+  char peer_host[128];           /* "<host id>, <address>": tells hosts apart where host names repeat */
   volatile uint32_t* abort_flag; /* raised, with async_result set, when the connection fails */
   volatile ncclResult_t* async_result;
 };

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
 #include "proxy/proxy.h"
@@ -41,6 +42,40 @@ ncclResult_t weft_net_get(const struct weft_net_ops** out) {
   pthread_once(&once, net_init);
   *out = chosen;
   return chosen ? ncclSuccess : init_result;
+}
+
+/* Who a side is, exchanged at setup so errors name a peer's host distinctly even where every
+ * host has the same host name (containers, namespaces): its host identity (WEFT_HOSTID, else
+ * NCCL_HOSTID, else the host name) and the address of its network device. */
+struct who {
+  char host[64];
+  char addr[64];
+};
+
+struct ack {
+  int32_t ok;
+  struct who who;
+};
+
+static void who_am_i(const struct weft_net_ops* net, struct who* w) {
+  memset(w, 0, sizeof(*w));
+  const char* id = weft_param_str("WEFT_HOSTID");
+  if (id == NULL) id = weft_param_str("NCCL_HOSTID");
+  if (id != NULL)
+    snprintf(w->host, sizeof(w->host), "%s", id);
+  else
+    gethostname(w->host, sizeof(w->host) - 1);
+  struct weft_net_props props;
+  if (net->get_properties(0, &props) == ncclSuccess) snprintf(w->addr, sizeof(w->addr), "%s", props.addr);
+  w->addr[strcspn(w->addr, "<")] = 0; /* the listening port says nothing about the host */
+}
+
+/* "h2, 10.1.2.3": what errors print after "host". */
+static void who_label(const struct who* w, char* out, size_t size) {
+  char host[60], addr[60]; /* bounded (and terminated) whatever the peer sent */
+  snprintf(host, sizeof(host), "%.59s", w->host);
+  snprintf(addr, sizeof(addr), "%.59s", w->addr);
+  snprintf(out, size, "%s%s%s", host[0] ? host : "?", addr[0] ? ", " : "", addr);
 }
 
 /* Per connector: the listener until accepted, then the proxy connection. */
@@ -136,7 +171,10 @@ ncclResult_t weft_net_offer(const struct weft_net_peer* p, int tag, size_t simpl
   ncclResult_t res = net->listen(0, h.name, &st->listen_comm);
   h.is_shm = WEFT_CONN_NET;
   h.local_ptr = 0;
+  struct who me;
+  who_am_i(net, &me);
   if (res == ncclSuccess) res = weft_bootstrap_send(p->bootstrap, p->peer, tag, &h, sizeof(h));
+  if (res == ncclSuccess) res = weft_bootstrap_send(p->bootstrap, p->peer, tag, &me, sizeof(me));
   if (res != ncclSuccess) {
     net_release(m);
     return res;
@@ -149,7 +187,15 @@ ncclResult_t weft_net_take(const struct weft_net_peer* p, int tag, int ack_tag, 
   const struct weft_net_ops* net;
   struct weft_conn_handle h, mine;
   WEFT_CHECK(weft_net_get(&net));
+  struct who them;
+  struct ack ack = {0};
   WEFT_CHECK(weft_bootstrap_recv(p->bootstrap, p->peer, tag, &h, sizeof(h)));
+  WEFT_CHECK(weft_bootstrap_recv(p->bootstrap, p->peer, tag, &them, sizeof(them)));
+  char label[128];
+  who_label(&them, label, sizeof(label));
+  struct weft_net_peer lp = *p;
+  lp.peer_host = label;
+  p = &lp;
   struct weft_conn_mem* m = NULL;
   void* comm = NULL;
   ncclResult_t res = ncclInternalError;
@@ -164,9 +210,10 @@ ncclResult_t weft_net_take(const struct weft_net_peer* p, int tag, int ack_tag, 
     res = wait_connected(p, "connecting to", &a, connect_step, &comm);
     if (res == ncclSuccess) res = start_proxy(p, 1, m, comm);
   }
-  int ok = res == ncclSuccess;
-  ncclResult_t ack = weft_bootstrap_send(p->bootstrap, p->peer, ack_tag, &ok, sizeof(ok));
-  if (res == ncclSuccess) res = ack;
+  ack.ok = res == ncclSuccess;
+  who_am_i(net, &ack.who);
+  ncclResult_t sent = weft_bootstrap_send(p->bootstrap, p->peer, ack_tag, &ack, sizeof(ack));
+  if (res == ncclSuccess) res = sent;
   if (res != ncclSuccess) {
     if (m) net_release(m);
     return res;
@@ -176,9 +223,14 @@ ncclResult_t weft_net_take(const struct weft_net_peer* p, int tag, int ack_tag, 
 }
 
 ncclResult_t weft_net_finish_offer(const struct weft_net_peer* p, int ack_tag, struct weft_conn_mem* m) {
-  int ok = 0;
-  WEFT_CHECK(weft_bootstrap_recv(p->bootstrap, p->peer, ack_tag, &ok, sizeof(ok)));
-  if (!ok) return ncclRemoteError;
+  struct ack ack;
+  WEFT_CHECK(weft_bootstrap_recv(p->bootstrap, p->peer, ack_tag, &ack, sizeof(ack)));
+  if (!ack.ok) return ncclRemoteError;
+  char label[128];
+  who_label(&ack.who, label, sizeof(label));
+  struct weft_net_peer lp = *p;
+  lp.peer_host = label;
+  p = &lp;
   struct net_state* st = m->transport;
   void* comm = NULL;
   WEFT_CHECK(wait_connected(p, "accepting a connection from", st, accept_step, &comm));

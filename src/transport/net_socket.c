@@ -161,6 +161,24 @@ static void sock_counts(int* nthreads, int* nsocks) {
   *nsocks = (int)(nt * per);
 }
 
+/* A host that vanishes without closing (link down, power off) would leave TCP retrying for
+ * minutes: keepalive probes on idle sockets and a user timeout on unacknowledged data make the
+ * kernel fail the connection within a third of WEFT_TIMEOUT (2..30 s), so the ranks next to the
+ * lost host name it (and relay it) before the others' waits time out. */
+static void set_liveness(int fd) {
+  int64_t tmo = weft_param_int("WEFT_TIMEOUT");
+  int secs = tmo > 0 ? (int)(tmo / 3) : 30;
+  if (secs < 2) secs = 2;
+  if (secs > 30) secs = 30;
+  int one = 1, ms = secs * 1000;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &secs, sizeof(secs));
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+}
+
 static ncclResult_t sock_listen(int dev, void* handle, void** out) {
   *out = NULL;
   if (dev < 0 || dev >= nifs) {
@@ -332,8 +350,7 @@ static ncclResult_t sock_connect(int dev, void* handle_in, void** out) {
         WEFT_WARN("NET/Socket : connect to %s failed: %s", text, strerror(errno));
         goto fail;
       }
-      int one = 1;
-      setsockopt(st->fds[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      set_liveness(st->fds[i]);
     }
   }
   int all = 1;
@@ -375,6 +392,7 @@ static ncclResult_t sock_accept(void* lc, void** out) {
   union weft_socket_addr peer;
   int fd;
   while (l->nfds < MAX_SOCKS + 1 && (fd = weft_socket_try_accept(l->fd, &peer)) >= 0) {
+    set_liveness(fd);
     l->pending[l->nfds].fd = fd;
     l->pending[l->nfds].got = 0;
     l->nfds++;
