@@ -184,6 +184,8 @@ static ncclResult_t sleep_counter(struct weft_waiter* w, uint64_t* counter, uint
 
 ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, uint64_t value,
                                     uint32_t* sleepers, const uint32_t* failed, int peer, const char* what) {
+  /* A short burst of plain polls first: the peer is usually a fraction of a microsecond away. */
+  for (int i = 0; i < 512 && !w->oversub && !counter_ready(counter, value, failed); i++) continue;
   if (!counter_ready(counter, value, failed)) {
     uint64_t start = weft_time_ns(), now = start;
     for (unsigned i = 1;; i++) {
