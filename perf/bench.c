@@ -8,10 +8,6 @@
 
 #include "harness.h"
 
-#ifdef WEFT_PERF_CUDA
-#include <cuda_runtime.h>
-#endif
-
 _Atomic double perf_last_progress;
 
 static double now_sec(void) {
@@ -22,13 +18,8 @@ static double now_sec(void) {
 
 void perf_progress(void) { atomic_store(&perf_last_progress, now_sec()); }
 
-/* Host backend: every call has completed when it returns. */
 static void sync_ranks(struct perf_thread* t) {
-#ifdef WEFT_PERF_CUDA
-  for (int i = 0; i < t->job->args.ngpus; i++) cudaStreamSynchronize(t->ranks[i].stream);
-#else
-  (void)t;
-#endif
+  for (int i = 0; i < t->job->args.ngpus; i++) perf_stream_sync(t->ranks[i].stream);
   perf_progress();
 }
 
@@ -42,7 +33,10 @@ void perf_combine(struct perf_thread* t, const double* vals, int nvals, ncclRedO
   struct perf_job* job = t->job;
   int g = job->args.ngpus;
   size_t bytes = (size_t)nvals * sizeof(double);
-  for (int i = 0; i < g; i++) perf_mem_copy(t->ranks[i].scratch, vals + (size_t)i * nvals, bytes);
+  for (int i = 0; i < g; i++) {
+    perf_device_use(t->ranks[i].dev);
+    perf_mem_copy(t->ranks[i].stream, t->ranks[i].scratch, vals + (size_t)i * nvals, bytes);
+  }
   if (g > 1) PERF_NCCL(job, ncclGroupStart());
   for (int i = 0; i < g; i++) {
     struct perf_rank* r = &t->ranks[i];
@@ -50,7 +44,8 @@ void perf_combine(struct perf_thread* t, const double* vals, int nvals, ncclRedO
   }
   if (g > 1) PERF_NCCL(job, ncclGroupEnd());
   sync_ranks(t);
-  perf_mem_copy(out, t->ranks[0].scratch, bytes);
+  perf_device_use(t->ranks[0].dev);
+  perf_mem_copy(t->ranks[0].stream, out, t->ranks[0].scratch, bytes);
 }
 
 /* An all-reduce cannot finish on any rank before every rank has entered it. */
@@ -128,14 +123,15 @@ static void init_data(struct perf_thread* t, struct perf_data* d, uint64_t seed,
     char *s, *recv;
     rank_ptrs(t, i, in_place, 0, &s, &recv);
     size_t span = t->c.send > t->c.recv ? t->c.send : t->c.recv;
-    perf_mem_zero(r->recv + (size_t)job->args.unalign * es, span * es);
-#ifdef WEFT_PERF_CUDA
-    job->coll->fill(d, &t->c, r->rank, r->expected);
-    perf_mem_copy(s, r->expected, t->c.send * es);
-#else
-    job->coll->fill(d, &t->c, r->rank, s);
-#endif
-    perf_mem_copy(r->expected, recv, t->c.recv * es);
+    perf_device_use(r->dev);
+    perf_mem_zero(r->stream, r->recv + (size_t)job->args.unalign * es, span * es);
+    if (perf_cuda()) { /* generated on the host, then copied to the device */
+      job->coll->fill(d, &t->c, r->rank, r->expected);
+      perf_mem_copy(r->stream, s, r->expected, t->c.send * es);
+    } else {
+      job->coll->fill(d, &t->c, r->rank, s);
+    }
+    perf_mem_copy(r->stream, r->expected, recv, t->c.recv * es);
     job->coll->expect(d, &t->c, r->rank, r->expected);
     perf_progress(); /* -T times the library, not the host-side data generation */
   }
@@ -158,21 +154,23 @@ static double check_data(struct perf_thread* t, const struct perf_data* d, int i
     struct perf_rank* r = &t->ranks[i];
     char *s, *recv;
     rank_ptrs(t, i, in_place, 0, &s, &recv);
+    perf_device_use(r->dev);
     /* Test hook: proves that a wrong result is reported (tests/perf/test_perf_smoke.sh). */
     if (r->rank == 0 && n > 0 && corrupt_requested()) {
       unsigned char b;
-      perf_mem_copy(&b, recv + (n / 2) * es, 1);
+      perf_mem_copy(r->stream, &b, recv + (n / 2) * es, 1);
       b ^= 1;
-      perf_mem_copy(recv + (n / 2) * es, &b, 1);
+      perf_mem_copy(r->stream, recv + (n / 2) * es, &b, 1);
     }
-#ifdef WEFT_PERF_CUDA
-    void* host = malloc(n * es + 1);
-    perf_mem_copy(host, recv, n * es);
-    wrong[i] = (double)perf_compare(d, host, r->expected, n);
-    free(host);
-#else
-    wrong[i] = (double)perf_compare(d, recv, r->expected, n);
-#endif
+    if (perf_cuda()) { /* compared on the host */
+      void* host = malloc(n * es + 1);
+      if (!host) perf_die(t->job, PERF_INTERNAL, __FILE__, __LINE__);
+      perf_mem_copy(r->stream, host, recv, n * es);
+      wrong[i] = (double)perf_compare(d, host, r->expected, n);
+      free(host);
+    } else {
+      wrong[i] = (double)perf_compare(d, recv, r->expected, n);
+    }
     if (wrong[i] > 0)
       fprintf(stderr, "%s: rank %d: %.0f wrong elements of %zu (%s %s, %s)\n", t->job->hostname, r->rank,
               wrong[i], n, t->t->name, d->op >= 0 ? perf_op_name(d->op) : "none",
@@ -231,10 +229,25 @@ static void iter_stats(struct perf_thread* t, double* stats) {
   free(all);
 }
 
+/* -G: ends each rank's capture and starts the clock on the graph launches, as nccl-tests does
+ * (the iterations were only recorded, not run). */
+static double launch_graphs(struct perf_thread* t, void** execs) {
+  int g = t->job->args.ngpus;
+  for (int i = 0; i < g; i++) execs[i] = perf_graph_end(t->ranks[i].stream);
+  perf_barrier(t);
+  double start = now_sec();
+  for (int l = 0; l < t->job->args.graph; l++)
+    for (int i = 0; i < g; i++) perf_graph_launch(execs[i], t->ranks[i].stream);
+  return start;
+}
+
 /* The timed iterations of one row half; returns seconds per op (or per op enqueue with -C). */
 static double timed_loop(struct perf_thread* t, int in_place, double* cpu_sec) {
   const struct perf_args* a = &t->job->args;
   int outer = a->agg_iters > 1 && !t->job->coll->no_outer_group;
+  void* execs[a->ngpus];
+  if (a->graph > 0) /* preflight leaves -G only on GPUs and without -z */
+    for (int i = 0; i < a->ngpus; i++) perf_graph_begin(t->ranks[i].stream);
   double coll_only = 0, start = now_sec();
   for (int iter = 0; iter < a->iters; iter++) {
     double t0 = now_sec();
@@ -249,10 +262,16 @@ static double timed_loop(struct perf_thread* t, int in_place, double* cpu_sec) {
     }
     if (a->blocking == 3) perf_barrier(t);
   }
+  if (a->graph > 0) start = launch_graphs(t, execs);
   double ops = (double)a->iters * a->agg_iters;
   *cpu_sec = (a->blocking == 3 ? coll_only : now_sec() - start) / ops;
   complete(t);
-  return (a->blocking == 3 ? coll_only : now_sec() - start) / ops;
+  double sec = (a->blocking == 3 ? coll_only : now_sec() - start) / ops;
+  if (a->graph > 0) {
+    sec /= a->graph;
+    for (int i = 0; i < a->ngpus; i++) perf_graph_destroy(execs[i]);
+  }
+  return sec;
 }
 
 static void bench_time(struct perf_thread* t, int in_place) {

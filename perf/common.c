@@ -59,13 +59,17 @@ static void cap_max_bytes(struct perf_job* job) {
   }
 }
 
+/* The communicator takes the current device, so each rank's device is set before its init. */
 static void init_comms(struct perf_job* job, struct perf_rank* ranks, int n) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.nvlinkCentricSched = 1;
   if (job->args.cta_policy >= 0) config.CTAPolicy = job->args.cta_policy;
   PERF_NCCL(job, ncclGroupStart());
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
+    perf_device_use(ranks[i].dev);
+    ranks[i].stream = perf_stream_create(job->args.stream_null);
     PERF_NCCL(job, ncclCommInitRankConfig(&ranks[i].comm, job->nranks, job->id, ranks[i].rank, &config));
+  }
   PERF_NCCL(job, ncclGroupEnd());
 }
 
@@ -74,6 +78,7 @@ static void alloc_buffers(struct perf_job* job, struct perf_rank* ranks, int n) 
   size_t scratch = sizeof(double) * (size_t)(job->args.iters * job->args.ngpus + 64);
   PERF_NCCL(job, ncclGroupStart());
   for (int i = 0; i < n; i++) {
+    perf_device_use(ranks[i].dev); /* ncclMemAlloc allocates on the current device */
     PERF_NCCL(job, ncclMemAlloc((void**)&ranks[i].send, job->alloc_bytes));
     PERF_NCCL(job, ncclMemAlloc((void**)&ranks[i].recv, job->alloc_bytes));
     PERF_NCCL(job, ncclMemAlloc((void**)&ranks[i].scratch, scratch));
@@ -81,6 +86,14 @@ static void alloc_buffers(struct perf_job* job, struct perf_rank* ranks, int n) 
     if (!ranks[i].expected) perf_die(job, PERF_INTERNAL, __FILE__, __LINE__);
   }
   PERF_NCCL(job, ncclGroupEnd());
+  for (int i = 0; i < n; i++)
+    if (!perf_buffer_matches(ranks[i].send)) {
+      printf(
+          "%s: ncclMemAlloc returned host memory although GPUs are in use: set WEFT_BACKEND to the same "
+          "value for the library and the test\n",
+          job->hostname);
+      perf_die(job, PERF_CUDA_ERROR, __FILE__, __LINE__);
+    }
   if (!job->args.local_register) return;
   PERF_NCCL(job, ncclGroupStart());
   for (int i = 0; i < n; i++) {
@@ -111,6 +124,8 @@ static void free_ranks(struct perf_job* job, struct perf_rank* ranks, int n) {
   }
   for (int i = 0; i < n; i++) PERF_NCCL(job, ncclCommDestroy(ranks[i].comm));
   for (int i = 0; i < n; i++) {
+    perf_device_use(ranks[i].dev);
+    perf_stream_destroy(ranks[i].stream);
     PERF_NCCL(job, ncclMemFree(ranks[i].send));
     PERF_NCCL(job, ncclMemFree(ranks[i].recv));
     PERF_NCCL(job, ncclMemFree(ranks[i].scratch));
@@ -132,6 +147,7 @@ static void* thread_main(void* arg) {
   struct perf_job* job = t->job;
   int g = job->args.ngpus;
   perf_progress();
+  perf_device_use(t->ranks[0].dev); /* this thread's copies and launches; -g > 1 switches per rank */
   if (job->args.parallel_init) {
     init_comms(job, t->ranks, g);
     alloc_buffers(job, t->ranks, g);
@@ -166,11 +182,14 @@ static void* watchdog(void* arg) {
 /* Checks that do not need a communicator; returns an exit status, or -1 to go on. */
 static int preflight(struct perf_job* job) {
   char err[256];
-  if (job->args.graph > 0) {
-#ifndef WEFT_PERF_CUDA
-    printf("Option -G (CUDA graph) needs a CUDA build of the perf binaries. Ignoring\n");
+  if (job->args.graph > 0 && !perf_cuda()) {
+    printf("Option -G (CUDA graph) needs GPUs (a CUDA build of the perf binaries and a device). Ignoring\n");
     job->args.graph = 0;
-#endif
+  }
+  if (job->args.graph > 0 && job->args.blocking) { /* a stream cannot be waited on while captured */
+    fprintf(stderr, "blocking mode (-z %d) is incompatible with CUDA graph mode (-G). Disabling.\n",
+            job->args.blocking);
+    job->args.blocking = 0;
   }
   if (job->args.device_impl > 0) {
     fprintf(stderr, "Device implementation %d is not supported by this test\n", job->args.device_impl);
@@ -211,7 +230,7 @@ static void layout_ranks(struct perf_job* job) {
     th->iter_times = calloc((size_t)job->args.iters, sizeof(double));
     for (int i = 0; i < g; i++) {
       th->ranks[i].rank = (job->world.proc * nt + t) * g + i;
-      th->ranks[i].dev = base + t * g + i;
+      th->ranks[i].dev = perf_device_index(base + t * g + i);
     }
   }
 }
@@ -260,6 +279,7 @@ int perf_main(int argc, char** argv) {
   int rc = perf_args_parse(&job->args, argc, argv, job->prog);
   if (rc) return rc > 0 ? 0 : 255;
   if (job->args.self_test) return perf_self_test();
+  perf_device_setup();
   if ((rc = preflight(job)) >= 0) return rc;
   perf_json_open(job, argc, argv);
   if (job->world.proc == 0) perf_print_header(job);

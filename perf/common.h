@@ -138,9 +138,24 @@ extern const struct perf_coll perf_this_coll;
 void perf_bw(double bytes, double factor, double sec, double* algbw, double* busbw);
 size_t perf_base_count(size_t count, size_t elsize, int nranks);
 
-/* Memory of the buffers: host memory on the host backend; the CUDA build copies through the runtime. */
-void perf_mem_copy(void* dst, const void* src, size_t bytes);
-void perf_mem_zero(void* dst, size_t bytes);
+/* device.c: host buffers on the host backend; GPUs through the CUDA runtime when the binaries are
+ * built with WEFT_PERF_CUDA and a device answers (decided once by perf_device_setup). */
+void perf_device_setup(void);
+int perf_cuda(void); /* 1 when ranks run on GPUs */
+int perf_device_index(int want);
+void perf_device_use(int dev);
+cudaStream_t perf_stream_create(int null_stream);
+void perf_stream_destroy(cudaStream_t s);
+void perf_stream_sync(cudaStream_t s);
+void perf_mem_copy(cudaStream_t s, void* dst, const void* src, size_t bytes); /* done on return */
+void perf_mem_copy_async(cudaStream_t s, void* dst, const void* src, size_t bytes);
+void perf_mem_zero(cudaStream_t s, void* dst, size_t bytes);
+int perf_buffer_matches(const void* p);
+int perf_device_describe(int dev, char* name, size_t len, unsigned pci[3]);
+void perf_graph_begin(cudaStream_t s);
+void* perf_graph_end(cudaStream_t s);
+void perf_graph_launch(void* exec, cudaStream_t s);
+void perf_graph_destroy(void* exec);
 
 /* Formatting of the table (nccl-tests' getFloatStr). */
 void perf_float_str(double v, int width, char* out);

@@ -28,7 +28,7 @@ static ncclResult_t start_all(const struct perf_call* calls, int g, size_t es) {
   size_t chunk = calls[0].count * es;
   for (int i = 0; i < g; i++) {
     char* own = (char*)calls[i].recv + (size_t)calls[i].rank * chunk;
-    if (own != calls[i].send) perf_mem_copy(own, calls[i].send, chunk);
+    if (own != calls[i].send) perf_mem_copy_async(calls[i].stream, own, calls[i].send, chunk);
   }
   for (int mask = 1; mask < n; mask <<= 1) {
     ncclResult_t res = ncclGroupStart();

@@ -66,9 +66,14 @@ void perf_print_header(const struct perf_job* job) {
   printf("#\n");
 }
 
+/* GPU name and PCI location on GPUs; the CPU model and zeros on the host backend. */
 void perf_device_line(const struct perf_job* job, const struct perf_rank* r, char* line, size_t len) {
+  char name[sizeof(job->devname)];
+  unsigned pci[3] = {0, 0, 0};
+  if (!perf_device_describe(r->dev, name, sizeof(name), pci))
+    snprintf(name, sizeof(name), "%s", job->devname);
   snprintf(line, len, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s\n", r->rank, 0,
-           (int)getpid(), job->hostname, r->dev, 0, 0, 0, job->devname);
+           (int)getpid(), job->hostname, r->dev, pci[0], pci[1], pci[2], name);
 }
 
 static void json_device(FILE* f, const char* line, int first) {
@@ -107,10 +112,11 @@ void perf_gather_devices(struct perf_thread* t) {
   char* bufs[g];
   if (!all) abort();
   for (int i = 0; i < g; i++) {
+    perf_device_use(t->ranks[i].dev);
     PERF_NCCL(job, ncclMemAlloc((void**)&bufs[i], bytes));
     char line[PERF_LINE] = {0};
     perf_device_line(job, &t->ranks[i], line, sizeof(line));
-    perf_mem_copy(bufs[i] + (size_t)t->ranks[i].rank * PERF_LINE, line, PERF_LINE);
+    perf_mem_copy(t->ranks[i].stream, bufs[i] + (size_t)t->ranks[i].rank * PERF_LINE, line, PERF_LINE);
   }
   if (g > 1) PERF_NCCL(job, ncclGroupStart());
   for (int i = 0; i < g; i++) {
@@ -120,7 +126,8 @@ void perf_gather_devices(struct perf_thread* t) {
   }
   if (g > 1) PERF_NCCL(job, ncclGroupEnd());
   perf_barrier(t);
-  perf_mem_copy(all, bufs[0], bytes);
+  perf_device_use(t->ranks[0].dev);
+  perf_mem_copy(t->ranks[0].stream, all, bufs[0], bytes);
   for (int i = 0; i < g; i++) PERF_NCCL(job, ncclMemFree(bufs[i]));
   if (perf_is_printer(t)) perf_print_device_lines(job, all);
   free(all);

@@ -1,32 +1,9 @@
 /* Small helpers of the perf harness: launcher environment, bandwidth and number formatting, and
- * buffer access (plain host memory; a CUDA build of the binaries goes through the runtime). */
+ * per-rank counts. */
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "common.h"
-
-#ifdef WEFT_PERF_CUDA
-#include <cuda_runtime.h>
-#endif
-
-void perf_mem_copy(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0 || dst == src) return;
-#ifdef WEFT_PERF_CUDA
-  cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
-#else
-  memmove(dst, src, bytes);
-#endif
-}
-
-void perf_mem_zero(void* dst, size_t bytes) {
-  if (bytes == 0) return;
-#ifdef WEFT_PERF_CUDA
-  cudaMemset(dst, 0, bytes);
-#else
-  memset(dst, 0, bytes);
-#endif
-}
 
 void perf_bw(double bytes, double factor, double sec, double* algbw, double* busbw) {
   *algbw = bytes / 1.0e9 / sec;

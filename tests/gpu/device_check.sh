@@ -2,10 +2,11 @@
 # The CUDA backend's check on a machine with a GPU (under 8 minutes): build for this GPU, every
 # collective x datatype x op for 2, 3 and 4 ranks sharing GPU 0 (threads and processes) against
 # the reference, a graph-captured all-reduce, abort/timeout of a waiting kernel, compute-sanitizer
-# memcheck and racecheck on a small all-reduce, all-reduce bandwidth for 2 and 4 ranks next to
-# the GPU's device-to-device copy bandwidth, and nccl-tests' all_reduce_perf -c 1 when its source
-# is in $NCCL_TESTS_DIR. Log and summary go to $OUT (./gpu-out when unset); the summary is
-# printed last. Exit status 0 when every step that ran passed. Without a GPU: SKIP (77).
+# memcheck and racecheck on a small all-reduce, all-reduce bandwidth for 2 and 4 ranks (gpu_bw, and
+# build/bin/all_reduce_perf as threads and processes) next to the GPU's device-to-device copy
+# bandwidth, and nccl-tests' all_reduce_perf -c 1 when its source is in $NCCL_TESTS_DIR. Log and
+# summary go to $OUT (./gpu-out when unset); the summary is printed last. Exit status 0 when every
+# step that ran passed. Without a GPU: SKIP (77).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-./gpu-out}
@@ -101,9 +102,32 @@ for n in 2 4; do
     row "  256 MiB busbw, $n ranks" INFO "${bus:-?} GB/s = $ratio of the D2D copy rate"
   fi
 done
+# build/bin/all_reduce_perf (nccl-tests' table, -c 1) with 2 and 4 ranks sharing GPU 0: threads
+# (-t N -g 1, every thread on device 0) and processes (weftrun, CUDA_VISIBLE_DEVICES=0 for each).
+perf_args="-b 1K -e 256M -f 4 -w 5 -n 20 -c 1"
+: >"$OUT/all_reduce_perf.txt"
+for n in 2 4; do
+  for mode in threads procs; do
+    from=$(($(wc -l <"$LOG") + 1))
+    if [ $mode = threads ]; then
+      step "all_reduce_perf, $n ranks ($mode)" 120 build/bin/all_reduce_perf -t $n -g 1 $perf_args
+    else
+      step "all_reduce_perf, $n ranks ($mode)" 120 env CUDA_VISIBLE_DEVICES=0 build/bin/weftrun -n $n \
+        build/bin/all_reduce_perf $perf_args
+    fi
+    rc=$?
+    { echo "--- all_reduce_perf $perf_args, $n ranks ($mode), exit $rc:"
+      tail -n +"$from" "$LOG" | grep -E '^ +[0-9]|^# (Out of bounds|Avg bus)'; } >>"$OUT/all_reduce_perf.txt"
+    [ $rc = 0 ] || continue
+    bus=$(tail -n +"$from" "$LOG" | awk -v s=$((256 << 20)) '$1 == s && $3 == "float" {print $8}' | tail -1)
+    ratio=$(awk -v b="${bus:-0}" -v d="${d2d:-0}" 'BEGIN { if (d > 0) printf "%.0f%%", 100 * b / d; else print "?" }')
+    row "  256 MiB busbw, $n ranks (perf, $mode)" INFO "${bus:-?} GB/s = $ratio of the D2D copy rate"
+  done
+done
 {
   echo "--- all-reduce bandwidth tables (size, count, time us, algbw, busbw GB/s):"
   awk '/^# all-reduce float sum/ {p = 1} p && /^ *[0-9]/ {print} /exit [0-9]+ after/ {p = 0}' "$LOG"
+  cat "$OUT/all_reduce_perf.txt"
 } >"$OUT/bandwidth.txt"
 
 # nccl-tests, built against this library, when its source was brought along.
