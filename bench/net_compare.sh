@@ -4,6 +4,8 @@
 # plus a plain TCP stream between two of them, all in one run. Prints busbw per size and the
 # ratios. Needs root, ip, and for the peers libgloo-dev and openmpi (skipped when absent).
 #   bench/net_compare.sh [HOSTS...]     (default "2 4"); MAXB (default 64M), SECS per size (0.2)
+#   BASE_ENV="VAR=value ...": also run Weft with these settings, as column "base" (before/after
+#   comparisons within one run; the machine's speed drifts between runs)
 set -u
 cd "$(dirname "$0")/.."
 . tests/net/netns.sh
@@ -36,16 +38,17 @@ exec ip netns exec "${NS_PREFIX}\$(( \${h##*.} - 1 ))" bash -c "\$*"
 AGENT
 chmod +x "$OUT/nsrsh"
 
-run_weft() { # n
-  local n=$1 r pids=() port=29600
+run_weft() { # n [tag env...]: tag names the output (weft by default)
+  local n=$1 tag=${2:-weft} r pids=() port=29600
+  shift $(($# < 2 ? $# : 2))
   for ((r = 0; r < n; r++)); do
-    ip netns exec "$NS_PREFIX$r" env WEFT_RANK=$r WEFT_NRANKS=$n NCCL_COMM_ID="$(netns_addr 0):$port" \
+    ip netns exec "$NS_PREFIX$r" env "$@" WEFT_RANK=$r WEFT_NRANKS=$n NCCL_COMM_ID="$(netns_addr 0):$port" \
       WEFT_HOSTID="bench$r" NCCL_SOCKET_IFNAME=eth0 build/bin/all_reduce_perf -b 8 -e "$MAXB" -f 8 -n 20 -w 3 \
-      >"$OUT/weft$n.$r" 2>&1 &
+      >"$OUT/$tag$n.$r" 2>&1 &
     pids+=($!)
   done
   wait "${pids[@]}"
-  awk '$1 ~ /^[0-9]+$/ && NF >= 12 {print $1, $8}' "$OUT/weft$n.0" >"$OUT/weft$n.bw"
+  awk '$1 ~ /^[0-9]+$/ && NF >= 12 {print $1, $8}' "$OUT/$tag$n.0" >"$OUT/$tag$n.bw"
 }
 run_gloo() {
   local n=$1 r pids=() store
@@ -80,10 +83,16 @@ TCP=$(stream)
 echo "# plain TCP stream host0 -> host1: $TCP GB/s"
 for n in $HOSTS; do
   run_weft $n
+  if [ -n "${BASE_ENV:-}" ]; then
+    # shellcheck disable=SC2086
+    run_weft $n base $BASE_ENV
+  else
+    : >"$OUT/base$n.bw"
+  fi
   [ $have_gloo = 1 ] && run_gloo $n || : >"$OUT/gloo$n.bw"
   [ $have_mpi = 1 ] && run_mpi $n || : >"$OUT/mpi$n.bw"
   echo "## $n hosts x 1 rank"
-  printf "%12s %10s %10s %10s %12s %10s\n" bytes weft gloo openmpi weft/best weft/tcp
+  printf "%12s %10s %10s %10s %10s %12s %10s %10s\n" bytes weft base gloo openmpi weft/best weft/tcp weft/base
   python3 - "$OUT" "$n" "$TCP" <<'PY'
 import sys
 out, n, tcp = sys.argv[1], sys.argv[2], float(sys.argv[3] or 0)
@@ -96,13 +105,15 @@ def load(name):
     except (OSError, ValueError):
         pass
     return d
-w, g, m = load("weft"), load("gloo"), load("mpi")
+w, base, g, m = load("weft"), load("base"), load("gloo"), load("mpi")
 for b in sorted(w):
     peers = [x for x in (g.get(b), m.get(b)) if x]
     best = max(peers) if peers else 0
     fmt = lambda x: f"{x:10.3f}" if x is not None else f"{'-':>10}"
     ratio = f"{w[b] / best:12.2f}" if best else f"{'-':>12}"
-    print(f"{b:12d} {fmt(w[b])} {fmt(g.get(b))} {fmt(m.get(b))} {ratio} {w[b] / tcp if tcp else 0:10.2f}")
+    vs_base = f"{w[b] / base[b]:10.2f}" if base.get(b) else f"{'-':>10}"
+    print(f"{b:12d} {fmt(w[b])} {fmt(base.get(b))} {fmt(g.get(b))} {fmt(m.get(b))} {ratio} "
+          f"{w[b] / tcp if tcp else 0:10.2f} {vs_base}")
 PY
   echo "8-byte latency (us): weft $(awk '$1 == 8 && NF >= 12 {print $6}' "$OUT/weft$n.0")," \
     "gloo $(awk '$1 == 8 {print $2}' "$OUT/gloo$n.0" 2>/dev/null)," \

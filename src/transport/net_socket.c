@@ -89,6 +89,7 @@ struct comm {
   unsigned rr; /* first data socket of the next split message */
   _Atomic ncclResult_t err;
   atomic_int warned;
+  int ctrl_eof; /* the peer closed the control socket: an error only for requests that need it */
   char peer[WEFT_SOCKET_ADDR_STRLEN];
 };
 
@@ -149,9 +150,12 @@ static ncclResult_t sock_props(int dev, struct weft_net_props* p) {
   return ncclSuccess;
 }
 
-/* Helper threads x sockets per thread from the environment (0 sockets: control socket only). */
+/* Helper threads x sockets per thread from the environment (0 sockets: control socket only).
+ * Default 1 x 1: a helper thread moves large messages, so the proxy thread stays free to
+ * complete the other direction's steps and return credits (measured faster than 0 threads on
+ * namespace hosts, see docs/PERFORMANCE.md). */
 static void sock_counts(int* nthreads, int* nsocks) {
-  int64_t nt = weft_param_is_set("NCCL_SOCKET_NTHREADS") ? weft_param_int("NCCL_SOCKET_NTHREADS") : 0;
+  int64_t nt = weft_param_is_set("NCCL_SOCKET_NTHREADS") ? weft_param_int("NCCL_SOCKET_NTHREADS") : 1;
   int64_t per = weft_param_is_set("NCCL_NSOCKS_PERTHREAD") ? weft_param_int("NCCL_NSOCKS_PERTHREAD") : 1;
   if (nt < 0) nt = 0;
   if (nt > MAX_THREADS) nt = MAX_THREADS;
@@ -471,7 +475,9 @@ static int ctrl_io(struct comm* c, void* buf, size_t len, size_t* done) {
   ssize_t n = c->is_send ? weft_socket_try_send(c->ctrl, (char*)buf + *done, len - *done)
                          : weft_socket_try_recv(c->ctrl, (char*)buf + *done, len - *done);
   if (n == WEFT_SOCKET_CLOSED) {
-    set_err(c, ncclRemoteError, "peer closed the connection", 0);
+    /* Not yet an error: after its goodbye a peer closes while earlier messages' chunks may
+     * still be arriving on the data sockets (sock_test decides). */
+    c->ctrl_eof = 1;
     return -1;
   }
   if (n < 0) {
@@ -505,7 +511,7 @@ static int match_header(struct comm* c, struct req* r) {
 
 /* Advance the header / inline stage of requests in order on the control socket. */
 static void progress_ctrl(struct comm* c) {
-  while (c->ctrl_next < c->next_req && atomic_load(&c->err) == ncclSuccess) {
+  while (c->ctrl_next < c->next_req && atomic_load(&c->err) == ncclSuccess && !c->ctrl_eof) {
     struct req* r = &c->reqs[c->ctrl_next % QLEN];
     if (r->stage == 0) {
       if (ctrl_io(c, &r->hdr, sizeof(r->hdr), &r->hdr_done) < 0 || r->hdr_done < sizeof(r->hdr)) return;
@@ -574,6 +580,7 @@ static ncclResult_t sock_test(void* request, int* done, size_t* sizes) {
   progress(c);
   /* A finished request is done even if the connection failed after it (e.g. EOF right after a
    * goodbye message): errors belong to the requests they hit. */
+  if (r->stage < 2 && c->ctrl_eof) set_err(c, ncclRemoteError, "peer closed the connection", 0);
   if (r->stage < 2 || (r->stage == 2 && atomic_load_explicit(&r->chunks_left, memory_order_acquire) > 0))
     return atomic_load(&c->err);
   *done = 1;
