@@ -1,6 +1,7 @@
 /* Shared by the GPU tests: SKIP without a usable GPU (probed in a child process, so that a
  * parent that forks ranks never initializes CUDA itself), checked runtime calls, and a
- * collective call on a stream (coll_util.h's case_call passes the NULL stream). */
+ * parent that forks ranks never initializes CUDA itself) and checked runtime calls; collectives go through
+ * coll_util.h's case_call_stream. */
 #ifndef WEFT_TESTS_GPU_UTIL_H
 #define WEFT_TESTS_GPU_UTIL_H
 
@@ -35,44 +36,6 @@ static inline void gpu_require(void) {
     exit(77);
   }
   setenv("WEFT_BACKEND", "cuda", 1);
-}
-
-static inline ncclResult_t case_call_stream(const struct coll_case* c, ncclComm_t comm, int me, int n,
-                                            const void* send, void* recv, ncclRedOp_t op, cudaStream_t st) {
-  ncclDataType_t dt = (ncclDataType_t)c->dt;
-  size_t cnt = c->count, bytes = cnt * dt_table[c->dt].size;
-  switch (c->coll) {
-    case C_ALLREDUCE:
-      return ncclAllReduce(send, recv, cnt, dt, op, comm, st);
-    case C_BROADCAST:
-      if (c->in_place && (c->seed & 1)) return ncclBcast(recv, cnt, dt, c->root, comm, st);
-      return ncclBroadcast(send, recv, cnt, dt, c->root, comm, st);
-    case C_REDUCE:
-      return ncclReduce(send, recv, cnt, dt, op, c->root, comm, st);
-    case C_ALLGATHER:
-      return ncclAllGather(send, recv, cnt, dt, comm, st);
-    case C_REDUCESCATTER:
-      return ncclReduceScatter(send, recv, cnt, dt, op, comm, st);
-    case C_ALLTOALL:
-      return ncclAlltoAll(send, recv, cnt, dt, comm, st);
-    case C_GATHER:
-      return ncclGather(send, recv, cnt, dt, c->root, comm, st);
-    case C_SCATTER:
-      return ncclScatter(send, recv, cnt, dt, c->root, comm, st);
-    case C_SENDRECV: {
-      ncclResult_t r[6];
-      r[0] = ncclGroupStart();
-      r[1] = ncclSend(send, cnt, dt, (me + 1) % n, comm, st);
-      r[2] = ncclRecv(recv, cnt, dt, (me + n - 1) % n, comm, st);
-      r[3] = ncclSend(send, cnt, dt, me, comm, st);
-      r[4] = ncclRecv((char*)recv + bytes, cnt, dt, me, comm, st);
-      r[5] = ncclGroupEnd();
-      for (int i = 0; i < 6; i++)
-        if (r[i] != ncclSuccess) return r[i];
-      return ncclSuccess;
-    }
-  }
-  return ncclInternalError;
 }
 
 #endif

@@ -302,35 +302,36 @@ static inline ncclRedOp_t case_op(const struct coll_case* c, ncclComm_t comm, vo
   return op;
 }
 
-static inline ncclResult_t case_call(const struct coll_case* c, ncclComm_t comm, int me, int n,
-                                     const void* send, void* recv, ncclRedOp_t op) {
+/* One collective call of a case on stream st (the host backend ignores it). */
+static inline ncclResult_t case_call_stream(const struct coll_case* c, ncclComm_t comm, int me, int n,
+                                            const void* send, void* recv, ncclRedOp_t op, cudaStream_t st) {
   ncclDataType_t dt = (ncclDataType_t)c->dt;
   size_t cnt = c->count, bytes = cnt * dt_table[c->dt].size;
   switch (c->coll) {
     case C_ALLREDUCE:
-      return ncclAllReduce(send, recv, cnt, dt, op, comm, NULL);
+      return ncclAllReduce(send, recv, cnt, dt, op, comm, st);
     case C_BROADCAST:
-      if (c->in_place && (c->seed & 1)) return ncclBcast(recv, cnt, dt, c->root, comm, NULL);
-      return ncclBroadcast(send, recv, cnt, dt, c->root, comm, NULL);
+      if (c->in_place && (c->seed & 1)) return ncclBcast(recv, cnt, dt, c->root, comm, st);
+      return ncclBroadcast(send, recv, cnt, dt, c->root, comm, st);
     case C_REDUCE:
-      return ncclReduce(send, recv, cnt, dt, op, c->root, comm, NULL);
+      return ncclReduce(send, recv, cnt, dt, op, c->root, comm, st);
     case C_ALLGATHER:
-      return ncclAllGather(send, recv, cnt, dt, comm, NULL);
+      return ncclAllGather(send, recv, cnt, dt, comm, st);
     case C_REDUCESCATTER:
-      return ncclReduceScatter(send, recv, cnt, dt, op, comm, NULL);
+      return ncclReduceScatter(send, recv, cnt, dt, op, comm, st);
     case C_ALLTOALL:
-      return ncclAlltoAll(send, recv, cnt, dt, comm, NULL);
+      return ncclAlltoAll(send, recv, cnt, dt, comm, st);
     case C_GATHER:
-      return ncclGather(send, recv, cnt, dt, c->root, comm, NULL);
+      return ncclGather(send, recv, cnt, dt, c->root, comm, st);
     case C_SCATTER:
-      return ncclScatter(send, recv, cnt, dt, c->root, comm, NULL);
+      return ncclScatter(send, recv, cnt, dt, c->root, comm, st);
     case C_SENDRECV: {
       ncclResult_t r[6];
       r[0] = ncclGroupStart();
-      r[1] = ncclSend(send, cnt, dt, (me + 1) % n, comm, NULL);
-      r[2] = ncclRecv(recv, cnt, dt, (me + n - 1) % n, comm, NULL);
-      r[3] = ncclSend(send, cnt, dt, me, comm, NULL);
-      r[4] = ncclRecv((char*)recv + bytes, cnt, dt, me, comm, NULL);
+      r[1] = ncclSend(send, cnt, dt, (me + 1) % n, comm, st);
+      r[2] = ncclRecv(recv, cnt, dt, (me + n - 1) % n, comm, st);
+      r[3] = ncclSend(send, cnt, dt, me, comm, st);
+      r[4] = ncclRecv((char*)recv + bytes, cnt, dt, me, comm, st);
       r[5] = ncclGroupEnd();
       for (int i = 0; i < 6; i++)
         if (r[i] != ncclSuccess) return r[i];
@@ -338,6 +339,11 @@ static inline ncclResult_t case_call(const struct coll_case* c, ncclComm_t comm,
     }
   }
   return ncclInternalError;
+}
+
+static inline ncclResult_t case_call(const struct coll_case* c, ncclComm_t comm, int me, int n,
+                                     const void* send, void* recv, ncclRedOp_t op) {
+  return case_call_stream(c, comm, me, n, send, recv, op, NULL);
 }
 
 /* Buffers of one case: in place, the send range lies inside the receive buffer where NCCL's
