@@ -1,7 +1,6 @@
 /* Shared by the GPU tests: SKIP without a usable GPU (probed in a child process, so that a
- * parent that forks ranks never initializes CUDA itself), checked runtime calls, and a
- * parent that forks ranks never initializes CUDA itself) and checked runtime calls; collectives go through
- * coll_util.h's case_call_stream. */
+ * parent that forks ranks never initializes CUDA itself) and checked runtime calls; collectives
+ * go through coll_util.h's case_call_stream. */
 #ifndef WEFT_TESTS_GPU_UTIL_H
 #define WEFT_TESTS_GPU_UTIL_H
 
