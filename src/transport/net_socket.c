@@ -151,11 +151,10 @@ static ncclResult_t sock_props(int dev, struct weft_net_props* p) {
 }
 
 /* Helper threads x sockets per thread from the environment (0 sockets: control socket only).
- * Default 1 x 1: a helper thread moves large messages, so the proxy thread stays free to
- * complete the other direction's steps and return credits (measured faster than 0 threads on
- * namespace hosts, see docs/PERFORMANCE.md). */
+ * Default 0: on hosts with few CPUs a helper thread competes with the executor and the proxy
+ * (measured slower on namespace hosts, best of 3 alternating runs; docs/PERFORMANCE.md). */
 static void sock_counts(int* nthreads, int* nsocks) {
-  int64_t nt = weft_param_is_set("NCCL_SOCKET_NTHREADS") ? weft_param_int("NCCL_SOCKET_NTHREADS") : 1;
+  int64_t nt = weft_param_is_set("NCCL_SOCKET_NTHREADS") ? weft_param_int("NCCL_SOCKET_NTHREADS") : 0;
   int64_t per = weft_param_is_set("NCCL_NSOCKS_PERTHREAD") ? weft_param_int("NCCL_NSOCKS_PERTHREAD") : 1;
   if (nt < 0) nt = 0;
   if (nt > MAX_THREADS) nt = MAX_THREADS;
