@@ -9,7 +9,7 @@
 # Knobs (defaults in brackets): PASSES [2]  RANKS ["2 4"]  MAXB [256M]  TARGET [0.1] seconds of
 # timed calls per size and peer  PEERS ["openmpi openmpi-mallocenv mpich mpich-mallocenv gloo"]
 # OUT [$TMPDIR/weft-compare]: build/, pass<P>/<name>-<n>ranks.txt, report.md.
-# QUIET_PCT [20] QUIET_WAIT [30]: before each run, wait up to QUIET_WAIT s for the CPUs to be
+# QUIET_PCT [20] QUIET_WAIT [10]: before each run, wait up to QUIET_WAIT s for the CPUs to be
 # less than QUIET_PCT % busy (other jobs on the machine); the load seen is recorded either way.
 # The *-mallocenv peers keep glibc from handing MPI's per-call temporary buffers back to the
 # kernel (every call would otherwise fault fresh pages in from 32 MiB up).
@@ -28,7 +28,7 @@ MALLOC_ENV=(MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 NCPU=$(nproc)
 QUIET_PCT=${QUIET_PCT:-20}
-QUIET_WAIT=${QUIET_WAIT:-30}
+QUIET_WAIT=${QUIET_WAIT:-10}
 log() { echo "[compare $(date +%T)] $*" >&2; }
 
 busy_pct() { # share of all CPUs busy over one second, from /proc/stat
