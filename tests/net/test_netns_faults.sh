@@ -13,7 +13,9 @@ why=$(netns_usable) || { echo "SKIP: $why"; exit 77; }
 trap 'netns_down; rm -rf "$NET_LOG"' EXIT
 trap 'exit 1' INT TERM
 netns_up 4 || exit 1
-export NCCL_SOCKET_IFNAME=eth0 WEFT_TIMEOUT=15 WEFT_WARN_AFTER=5
+# NCCL_DEBUG=WARN: a rank that learns of the loss between two calls returns "failed earlier" from
+# the next one; its WARN lines (in its log) still carry who was lost.
+export NCCL_SOCKET_IFNAME=eth0 WEFT_TIMEOUT=15 WEFT_WARN_AFTER=5 NCCL_DEBUG=WARN
 fail=0
 check() { # check COND MESSAGE
   if eval "$1"; then echo "ok: $2"; else echo "FAILED: $2"; fail=1; fi
