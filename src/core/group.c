@@ -108,29 +108,121 @@ static ncclResult_t run_jobs(struct weft_async_job* jobs) {
   return res;
 }
 
-static ncclResult_t launch_trampoline(void* arg) {
-  struct ncclComm* comm = arg;
-  __atomic_add_fetch(&comm->launches_in_flight, 1, __ATOMIC_ACQ_REL);
+static ncclResult_t launch_one(struct ncclComm* comm) {
   ncclResult_t res = weft_enqueue_launch(comm);
   if (WEFT_FAILED(res)) weft_comm_set_async_error(comm, res);
-  __atomic_sub_fetch(&comm->launches_in_flight, 1, __ATOMIC_ACQ_REL);
   return res;
 }
 
+/* A comm launched beside others in one group gets a worker thread that stays for the comm's
+ * life: one thread driving several comms (ncclCommInitAll style) would otherwise pay a thread
+ * creation per comm on every ncclGroupEnd. */
+struct weft_group_worker {
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  struct ncclComm* comm;
+  int pending, done, stop;
+  ncclResult_t res;
+};
+
+static void* worker_main(void* arg) {
+  struct weft_group_worker* w = arg;
+  pthread_mutex_lock(&w->lock);
+  for (;;) {
+    while (!w->pending && !w->stop) pthread_cond_wait(&w->cond, &w->lock);
+    if (w->stop) break;
+    w->pending = 0;
+    pthread_mutex_unlock(&w->lock);
+    ncclResult_t res = launch_one(w->comm);
+    pthread_mutex_lock(&w->lock);
+    w->res = res;
+    w->done = 1;
+    pthread_cond_broadcast(&w->cond);
+  }
+  pthread_mutex_unlock(&w->lock);
+  return NULL;
+}
+
+static struct weft_group_worker* worker_get(struct ncclComm* comm) {
+  if (comm->group_worker != NULL) return comm->group_worker;
+  struct weft_group_worker* w = calloc(1, sizeof(*w));
+  if (w == NULL) return NULL;
+  w->comm = comm;
+  pthread_mutex_init(&w->lock, NULL);
+  pthread_cond_init(&w->cond, NULL);
+  if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->cond);
+    free(w);
+    return NULL;
+  }
+  comm->group_worker = w;
+  return w;
+}
+
+static void worker_post(struct weft_group_worker* w) {
+  pthread_mutex_lock(&w->lock);
+  w->done = 0;
+  w->pending = 1;
+  pthread_cond_signal(&w->cond);
+  pthread_mutex_unlock(&w->lock);
+}
+
+static ncclResult_t worker_wait(struct weft_group_worker* w) {
+  pthread_mutex_lock(&w->lock);
+  while (!w->done) pthread_cond_wait(&w->cond, &w->lock);
+  ncclResult_t res = w->res;
+  pthread_mutex_unlock(&w->lock);
+  return res;
+}
+
+void weft_group_worker_destroy(struct ncclComm* comm) {
+  struct weft_group_worker* w = comm->group_worker;
+  if (w == NULL) return;
+  pthread_mutex_lock(&w->lock);
+  w->stop = 1;
+  pthread_cond_signal(&w->cond);
+  pthread_mutex_unlock(&w->lock);
+  pthread_join(w->thread, NULL);
+  pthread_mutex_destroy(&w->lock);
+  pthread_cond_destroy(&w->cond);
+  free(w);
+  comm->group_worker = NULL;
+}
+
+/* The first comm runs on the calling thread, the others on their workers. The in-flight count
+ * covers the whole launch, so an abort from another thread waits until this thread is done
+ * with the workers. */
 static ncclResult_t launch_comms(struct ncclComm** comms, int n, ncclResult_t error) {
   if (n == 0) return ncclSuccess;
   if (WEFT_FAILED(error)) {
     for (int i = 0; i < n; i++) weft_enqueue_discard(comms[i]);
     return error;
   }
-  struct parallel_call* calls = calloc(n, sizeof(*calls));
-  if (calls == NULL) {
+  struct weft_group_worker** workers = calloc(n, sizeof(*workers));
+  if (workers == NULL) {
     for (int i = 0; i < n; i++) weft_enqueue_discard(comms[i]);
     return ncclSystemError;
   }
-  for (int i = 0; i < n; i++) calls[i] = (struct parallel_call){.arg = comms[i], .fn = launch_trampoline};
-  ncclResult_t res = run_parallel(calls, n);
-  free(calls);
+  for (int i = 0; i < n; i++) __atomic_add_fetch(&comms[i]->launches_in_flight, 1, __ATOMIC_ACQ_REL);
+  int missing = 0;
+  for (int i = 1; i < n; i++) missing |= (workers[i] = worker_get(comms[i])) == NULL;
+  ncclResult_t res = ncclSuccess;
+  if (missing) {
+    WEFT_WARN("Could not start a launch thread for a group of %d communicators", n);
+    for (int i = 0; i < n; i++) weft_enqueue_discard(comms[i]);
+    res = ncclSystemError;
+  } else {
+    for (int i = 1; i < n; i++) worker_post(workers[i]);
+    res = launch_one(comms[0]);
+    for (int i = 1; i < n; i++) {
+      ncclResult_t r = worker_wait(workers[i]);
+      if (!WEFT_FAILED(res)) res = r;
+    }
+  }
+  for (int i = 0; i < n; i++) __atomic_sub_fetch(&comms[i]->launches_in_flight, 1, __ATOMIC_ACQ_REL);
+  free(workers);
   return res;
 }
 

@@ -28,6 +28,9 @@ void weft_group_add_comm(struct ncclComm* comm);
 /* Latch an error seen inside a group: ncclGroupEnd reports it and drops the group's tasks. */
 void weft_group_set_error(ncclResult_t res);
 
+/* Stops the comm's launch worker, if it has one (comm teardown). */
+void weft_group_worker_destroy(struct ncclComm* comm);
+
 /* Provided by collectives/: run (host) or launch (CUDA) the comm's queued tasks, and drop
  * them without running (after an error in the group). */
 ncclResult_t weft_enqueue_launch(struct ncclComm* comm);

@@ -7,6 +7,7 @@
 #include "collectives/coll.h"
 #include "core/api.h"
 #include "core/comm.h"
+#include "core/group.h"
 #include "core/init.h"
 #include "core/topology.h"
 #include "util/check.h"
@@ -59,6 +60,7 @@ int weft_comm_claim(struct ncclComm* comm) {
 void weft_comm_free(struct ncclComm* comm) {
   if (comm == NULL) return;
   join_init_thread(comm);
+  weft_group_worker_destroy(comm);
   weft_coll_comm_fini(comm);
   weft_comm_topo_fini(comm);
   weft_bootstrap_destroy(comm->bootstrap);
