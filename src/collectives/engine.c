@@ -12,6 +12,7 @@
 #include "collectives/cuda/engine_cuda.h"
 #include "collectives/host/direct.h"
 #include "collectives/host/exec.h"
+#include "collectives/host/interleave.h"
 #include "collectives/host/wait.h"
 #include "collectives/mem.h"
 #include "collectives/tree.h"
@@ -138,6 +139,9 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   s->pp.nnodes = comm->nnodes;
   init_watch(comm, s);
   if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));
+  /* Network rings only: there a step's wire time is long enough to hide another channel's work. */
+  s->interleave = comm->nranks > 1 && weft_param_int("WEFT_NET_INTERLEAVE") != 0 &&
+                  (s->send_mem[0]->transport != NULL || s->recv_mem[0]->transport != NULL);
   WEFT_CHECK(weft_host_direct_init(comm, &s->direct));
   /* Parameters are read once per communicator: lookups cost microseconds per launch. */
   weft_waiter_init(&s->waiter, &comm->abort_flag, comm->rank, comm->nranks);
@@ -219,6 +223,9 @@ static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct 
       WEFT_CHECK(weft_host_run_tree(&plan.work[c], &s->tree->ch[c], w, c, t->sendbuff, t->recvbuff));
     return ncclSuccess;
   }
+  if (s->interleave && plan.nchannels > 1)
+    return weft_host_run_interleaved(plan.work, plan.nchannels, s->send, s->recv, w, t->sendbuff,
+                                     t->recvbuff);
   for (int c = 0; c < plan.nchannels; c++)
     WEFT_CHECK(weft_host_run_work(&plan.work[c], one ? NULL : &s->send[c], one ? NULL : &s->recv[c], w, c,
                                   t->sendbuff, t->recvbuff));

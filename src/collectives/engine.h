@@ -26,6 +26,7 @@ struct weft_coll_state {
   struct weft_direct* direct;   /* host direct paths (collectives/host/direct.h); NULL when off */
   struct weft_waiter waiter;    /* launch waits start from this copy (parameters read at init) */
   struct weft_tree_state* tree; /* tree channels, connected at the first tree collective */
+  int interleave;               /* ring channels over the network run step by step interleaved */
 };
 
 /* Connect p2p connectors for the peers this launch sends to (send_to[p]) and receives from

@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "collectives/host/exec.h"
+#include "collectives/host/interleave.h"
 #include "collectives/plan.h"
 #include "collectives/reduce.h"
 
@@ -15,6 +16,7 @@
 #define LL_BYTES (64 * 1024)
 
 static uint64_t seed;
+static int interleave; /* run a rank's channels interleaved in its thread, as network rings do */
 
 struct cfg {
   int coll, dtype, op, nranks, nch, proto, in_place;
@@ -147,6 +149,10 @@ static void* rank_main(void* arg) {
   struct weft_waiter w;
   weft_waiter_init(&w, &x->abort_flag, x->rank, x->cfg->nranks);
   x->res = ncclSuccess;
+  if (interleave && x->cfg->nranks > 1 && x->plan.nchannels > 1) {
+    x->res = weft_host_run_interleaved(x->plan.work, x->plan.nchannels, x->send, x->recv, &w, x->in, x->out);
+    return NULL;
+  }
   for (int c = 0; c < x->plan.nchannels && x->res == ncclSuccess; c++) {
     int one = x->cfg->nranks == 1;
     x->res = weft_host_run_work(&x->plan.work[c], one ? NULL : &x->send[c], one ? NULL : &x->recv[c], &w, c,
@@ -317,6 +323,17 @@ int main(void) {
   /* No spinning: every wait that is not satisfied at once sleeps on the futex doorbell. */
   setenv("WEFT_SPIN_USEC", "0", 1);
   for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++, runs++) bad += run_cfg(&big[i]);
+  /* Channels interleaved step by step in each rank's thread: sleeping, then spinning waits. */
+  interleave = 1;
+  for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++, runs++) bad += run_cfg(&big[i]);
+  unsetenv("WEFT_SPIN_USEC");
+  for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++, runs++) bad += run_cfg(&big[i]);
+  for (int ki = 1; ki < 6; ki++)
+    for (int ci = 0; ci < 5; ci++)
+      for (int proto = 0; proto < 2; proto++, runs++) {
+        struct cfg c = {colls[ci], WEFT_DT_I32, WEFT_RED_SUM, ks[ki], 2 + (ci + ki) % 3, proto, ci % 2, 5003};
+        bad += run_cfg(&c);
+      }
   fprintf(stderr, "%d configurations\n", runs);
   EXPECT_EQ_INT(bad, 0);
   return test_finish("prims_ring");

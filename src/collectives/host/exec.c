@@ -8,12 +8,19 @@
 
 ncclResult_t weft_host_run_work(const struct weft_dev_work* w, struct weft_conn* send, struct weft_conn* recv,
                                 struct weft_waiter* waiter, int channel, const void* in, void* out) {
+  return weft_host_run_work_sched(w, send, recv, waiter, channel, in, out, NULL);
+}
+
+ncclResult_t weft_host_run_work_sched(const struct weft_dev_work* w, struct weft_conn* send,
+                                      struct weft_conn* recv, struct weft_waiter* waiter, int channel,
+                                      const void* in, void* out, struct weft_host_sched* sched) {
   int reducing =
       w->coll == WEFT_COLL_ALLREDUCE || w->coll == WEFT_COLL_REDUCE || w->coll == WEFT_COLL_REDUCESCATTER;
   struct weft_prims p;
   ncclResult_t res =
       weft_prims_setup(&p, send, recv, waiter, channel, w->proto, w->dtype, &w->op, reducing, in, out);
   if (res != ncclSuccess) return res;
+  p.sched = sched;
   switch (w->coll) {
     case WEFT_COLL_ALLREDUCE:
       weft_ring_allreduce(&p, w);

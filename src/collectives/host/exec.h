@@ -10,5 +10,11 @@
 /* send: connector to the next rank, recv: from the previous one (both NULL with one rank). */
 ncclResult_t weft_host_run_work(const struct weft_dev_work* w, struct weft_conn* send, struct weft_conn* recv,
                                 struct weft_waiter* waiter, int channel, const void* in, void* out);
+/* The same inside an interleaved channel's coroutine (collectives/host/interleave.h); sched NULL:
+ * waits block this thread. */
+struct weft_host_sched;
+ncclResult_t weft_host_run_work_sched(const struct weft_dev_work* w, struct weft_conn* send,
+                                      struct weft_conn* recv, struct weft_waiter* waiter, int channel,
+                                      const void* in, void* out, struct weft_host_sched* sched);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/host/interleave.h"
 #include "collectives/host/reduce.h"
 
 int weft_conn_send_ready(struct weft_conn* c) {
@@ -16,6 +17,13 @@ int weft_conn_recv_ready(struct weft_conn* c) {
 }
 static int send_ready(void* arg) { return weft_conn_send_ready(arg); }
 static int recv_ready(void* arg) { return weft_conn_recv_ready(arg); }
+
+/* Block this thread, or, when channels are interleaved, let the others run until ready. */
+static ncclResult_t wait_for(struct weft_prims* p, weft_ready_fn ready, void* arg, uint64_t* doorbell,
+                             uint32_t* waiting, int peer, const char* what) {
+  if (p->sched) return weft_host_sched_wait(p->sched, ready, arg, doorbell, waiting, peer, what);
+  return weft_host_wait(p->waiter, ready, arg, doorbell, waiting, peer, p->channel, what);
+}
 
 size_t weft_prims_max_chunk_bytes(int proto, size_t simple_slot, size_t ll_slot) {
   if (proto == WEFT_PROTO_LL) return ll_slot / sizeof(struct weft_ll_line) * WEFT_LL_LINE_DATA;
@@ -71,8 +79,8 @@ static int ll_line_ready(void* arg) {
 static const void* recv_begin(struct weft_prims* p, size_t bytes) {
   struct weft_conn* c = p->recv;
   if (p->proto == WEFT_PROTO_SIMPLE) {
-    p->err = weft_host_wait(p->waiter, recv_ready, c, &c->ctrl->tail, &c->ctrl->tail_waiting, c->peer,
-                            p->channel, "data from the previous rank");
+    p->err = wait_for(p, recv_ready, c, &c->ctrl->tail, &c->ctrl->tail_waiting, c->peer,
+                      "data from the previous rank");
     return p->err ? NULL : c->simple + (c->step % WEFT_NSTEPS) * c->simple_slot;
   }
   const struct weft_ll_line* lines =
@@ -82,8 +90,8 @@ static const void* recv_begin(struct weft_prims* p, size_t bytes) {
   for (size_t i = 0; i < (bytes + 7) / 8; i++) {
     struct ll_wait lw = {&lines[i], flag};
     if (!ll_line_ready(&lw)) {
-      p->err = weft_host_wait(p->waiter, ll_line_ready, &lw, &c->ctrl->tail, &c->ctrl->tail_waiting, c->peer,
-                              p->channel, "LL data from the previous rank");
+      p->err = wait_for(p, ll_line_ready, &lw, &c->ctrl->tail, &c->ctrl->tail_waiting, c->peer,
+                        "LL data from the previous rank");
       if (p->err) return NULL;
     }
     dst[2 * i] = (uint32_t)__atomic_load_n(&lines[i].w[0], __ATOMIC_RELAXED);
@@ -101,8 +109,8 @@ static void recv_end(struct weft_prims* p) {
 /* Wait for a free slot toward the next rank; returns where to put the payload. */
 static void* send_begin(struct weft_prims* p) {
   struct weft_conn* c = p->send;
-  p->err = weft_host_wait(p->waiter, send_ready, c, &c->ctrl->head, &c->ctrl->head_waiting, c->peer,
-                          p->channel, "a free slot at the next rank");
+  p->err = wait_for(p, send_ready, c, &c->ctrl->head, &c->ctrl->head_waiting, c->peer,
+                    "a free slot at the next rank");
   if (p->err) return NULL;
   if (p->proto == WEFT_PROTO_LL) return p->tmp_send;
   return c->simple + (c->step % WEFT_NSTEPS) * c->simple_slot;

@@ -24,6 +24,7 @@ struct weft_prims {
   void* tmp_recv; /* LL: unpacked payload of one slot */
   void* tmp_send; /* LL: payload to pack into one slot */
   ncclResult_t err;
+  struct weft_host_sched* sched; /* set: waits yield to the other interleaved channels */
 };
 
 /* Prepare prims for one operation on one channel. tmp buffers are allocated when LL is used. */
