@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
+
 #include "nccl.h"
 
 /* ---- datatypes: our own codecs, independent of the library's ---- */
@@ -648,6 +650,38 @@ static inline int shm_leftovers(pid_t pid, int print) {
   }
   pclose(f);
   return n;
+}
+
+/* main() of the matrix tests: every collective x datatype x op for the rank counts given as
+ * arguments (default 1, 2, 3, 4, 5, 8), ranks as threads or as forked processes. */
+static inline int run_matrix_main(int argc, char** argv, int as_procs, const char* name) {
+  static const int all[] = {1, 2, 3, 4, 5, 8};
+  int counts[16], ncounts = 0;
+  for (int i = 1; i < argc && ncounts < 16; i++) counts[ncounts++] = atoi(argv[i]);
+  if (ncounts == 0)
+    for (int i = 0; i < 6; i++) counts[ncounts++] = all[i];
+  coll_base_seed = pick_seed();
+  printf("base seed 0x%llx (COLL_SEED=0x%llx repeats this run)\n", (unsigned long long)coll_base_seed,
+         (unsigned long long)coll_base_seed);
+  if (!as_procs) alarm(500);
+  const char* kind = as_procs ? "processes" : "threads";
+  for (int i = 0; i < ncounts; i++) {
+    int n = counts[i];
+    struct case_list l = {0};
+    cases_matrix(&l, n, coll_base_seed + (uint64_t)n, 30000);
+    cases_edges(&l, n, coll_base_seed + (uint64_t)n);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int failed = as_procs ? run_procs(n, run_case_list, &l, 300) : run_threads(n, run_case_list, &l);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("%d ranks (%s): %d cases, %d failed, %.1f s\n", n, kind, l.n, failed,
+           (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+    fflush(stdout);
+    EXPECT_MSG(failed == 0, "%d ranks as %s: %d failed (base seed 0x%llx)", n, kind, failed,
+               (unsigned long long)coll_base_seed);
+    free(l.v);
+  }
+  return test_finish(name);
 }
 
 #endif
