@@ -158,6 +158,7 @@ void weft_coll_comm_fini(struct ncclComm* comm) {
   struct weft_coll_state* s = comm ? comm->coll : NULL;
   if (s == NULL) return;
   weft_host_direct_fini(s->direct);
+  weft_host_interleave_free(s->co_stacks, WEFT_MAX_CHANNELS);
   weft_tree_free(s->tree);
   for (int c = 0; c < WEFT_MAX_CHANNELS; c++) {
     weft_conn_mem_release(s->send_mem[c]);
@@ -224,8 +225,8 @@ static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct 
     return ncclSuccess;
   }
   if (s->interleave && plan.nchannels > 1)
-    return weft_host_run_interleaved(plan.work, plan.nchannels, s->send, s->recv, w, t->sendbuff,
-                                     t->recvbuff);
+    return weft_host_run_interleaved(plan.work, plan.nchannels, s->send, s->recv, w, t->sendbuff, t->recvbuff,
+                                     s->co_stacks);
   for (int c = 0; c < plan.nchannels; c++)
     WEFT_CHECK(weft_host_run_work(&plan.work[c], one ? NULL : &s->send[c], one ? NULL : &s->recv[c], w, c,
                                   t->sendbuff, t->recvbuff));

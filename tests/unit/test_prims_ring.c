@@ -150,7 +150,10 @@ static void* rank_main(void* arg) {
   weft_waiter_init(&w, &x->abort_flag, x->rank, x->cfg->nranks);
   x->res = ncclSuccess;
   if (interleave && x->cfg->nranks > 1 && x->plan.nchannels > 1) {
-    x->res = weft_host_run_interleaved(x->plan.work, x->plan.nchannels, x->send, x->recv, &w, x->in, x->out);
+    void* stacks[WEFT_MAX_CHANNELS] = {0};
+    x->res = weft_host_run_interleaved(x->plan.work, x->plan.nchannels, x->send, x->recv, &w, x->in, x->out,
+                                       stacks);
+    weft_host_interleave_free(stacks, WEFT_MAX_CHANNELS);
     return NULL;
   }
   for (int c = 0; c < x->plan.nchannels && x->res == ncclSuccess; c++) {

@@ -69,9 +69,10 @@ static void co_main(void) {
   /* uc_link returns to the scheduler */
 }
 
-static ncclResult_t co_init(struct weft_host_sched* s, int c) {
+static ncclResult_t co_init(struct weft_host_sched* s, int c, void** stack) {
   struct chan_co* co = &s->co[c];
-  co->stack = malloc(STACK_BYTES);
+  if (*stack == NULL) *stack = malloc(STACK_BYTES);
+  co->stack = *stack;
   if (co->stack == NULL || getcontext(&co->ctx) != 0) {
     WEFT_WARN("Rank %d: cannot set up channel %d for interleaved execution", s->waiter->rank, c);
     return ncclSystemError;
@@ -113,7 +114,7 @@ static int spin_all(struct weft_host_sched* s, int* left) {
 
 ncclResult_t weft_host_run_interleaved(const struct weft_dev_work* works, int n, struct weft_conn* send,
                                        struct weft_conn* recv, struct weft_waiter* waiter, const void* in,
-                                       void* out) {
+                                       void* out, void** stacks) {
   struct weft_host_sched* s = calloc(1, sizeof(*s));
   if (s == NULL) return ncclSystemError;
   s->n = n;
@@ -123,7 +124,7 @@ ncclResult_t weft_host_run_interleaved(const struct weft_dev_work* works, int n,
   ncclResult_t res = ncclSuccess;
   for (int c = 0; c < n && res == ncclSuccess; c++) {
     s->co[c] = (struct chan_co){.work = &works[c], .send = &send[c], .recv = &recv[c], .channel = c};
-    res = co_init(s, c);
+    res = co_init(s, c, &stacks[c]);
   }
   int left = n;
   while (res == ncclSuccess && left > 0) {
@@ -139,9 +140,15 @@ ncclResult_t weft_host_run_interleaved(const struct weft_dev_work* works, int n,
   }
   for (int c = 0; c < n; c++) {
     if (res == ncclSuccess && s->co[c].res != ncclSuccess) res = s->co[c].res;
-    free(s->co[c].stack);
   }
   if (res == ncclSuccess) res = s->err;
   free(s);
   return res;
+}
+
+void weft_host_interleave_free(void** stacks, int n) {
+  for (int c = 0; c < n; c++) {
+    free(stacks[c]);
+    stacks[c] = NULL;
+  }
 }

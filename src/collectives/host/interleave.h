@@ -11,10 +11,13 @@
 
 struct weft_host_sched;
 
-/* Run works[0..n) (channel c on send[c]/recv[c]) interleaved; returns the first error. */
+/* Run works[0..n) (channel c on send[c]/recv[c]) interleaved; returns the first error.
+ * stacks[0..n) keeps the coroutine stacks between calls (NULL entries are allocated here), so
+ * a collective touches no fresh pages; weft_host_interleave_free releases them. */
 ncclResult_t weft_host_run_interleaved(const struct weft_dev_work* works, int n, struct weft_conn* send,
                                        struct weft_conn* recv, struct weft_waiter* waiter, const void* in,
-                                       void* out);
+                                       void* out, void** stacks);
+void weft_host_interleave_free(void** stacks, int n);
 /* Inside a channel's coroutine: wait until ready(arg), letting other channels run meanwhile. */
 ncclResult_t weft_host_sched_wait(struct weft_host_sched* s, weft_ready_fn ready, void* arg,
                                   uint64_t* doorbell, uint32_t* waiting, int peer, const char* what);
