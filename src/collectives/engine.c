@@ -136,6 +136,7 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   s->pp.nranks = comm->nranks;
   s->pp.rank = comm->rank;
   s->pp.nchannels = weft_plan_channels_to_connect();
+  weft_plan_read_env(&s->pp);
   s->pp.nnodes = comm->nnodes;
   init_watch(comm, s);
   if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));

@@ -41,11 +41,21 @@ static int list_allows(const char* list, const char* name) {
   return exclude ? !found : found;
 }
 
-int weft_plan_proto_allowed(int proto) {
-  const char* list = weft_param_str("NCCL_PROTO");
-  int ll = list_allows(list, "LL"), simple = list_allows(list, "Simple");
-  if (!ll && !simple) simple = 1; /* LL128 alone, or nothing: the host has only these two */
-  return proto == WEFT_PROTO_LL ? ll : simple;
+void weft_plan_read_env(struct weft_plan_params* pp) {
+  const char* protos = weft_param_str("NCCL_PROTO");
+  pp->ll_ok = list_allows(protos, "LL");
+  pp->simple_ok = list_allows(protos, "Simple");
+  if (!pp->ll_ok && !pp->simple_ok) pp->simple_ok = 1; /* LL128 alone, or nothing: the host has only these */
+  const char* algos = weft_param_str("NCCL_ALGO");
+  pp->ring_ok = list_allows(algos, "Ring");
+  pp->tree_ok = list_allows(algos, "Tree");
+  if (!pp->ring_ok)
+    WEFT_WARN(
+        "NCCL_ALGO=%s excludes Ring, the host backend's only algorithm for collectives other than "
+        "all-reduce; those use Ring",
+        algos);
+  pp->min_channels = weft_param_is_set("NCCL_MIN_NCHANNELS") ? (int)weft_param_int("NCCL_MIN_NCHANNELS") : 0;
+  pp->max_channels = weft_param_is_set("NCCL_MAX_NCHANNELS") ? (int)weft_param_int("NCCL_MAX_NCHANNELS") : 0;
 }
 
 int weft_plan_channels_to_connect(void) {
@@ -75,27 +85,17 @@ static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t byte
 
 ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes, int* algo,
                               int* proto, int* nchannels) {
-  static int warned_algo;
   if (choose_tuned(pp, coll, bytes, algo, proto, nchannels)) return ncclSuccess;
-  const char* algos = weft_param_str("NCCL_ALGO");
-  int ring_ok = list_allows(algos, "Ring"), tree_ok = list_allows(algos, "Tree");
   *algo = WEFT_ALGO_RING;
   /* Tree: all-reduce only; chosen when Ring is excluded, or for small sizes across 3+ hosts
    * where its log-depth latency beats the ring's 2(k-1) network hops. */
-  if (coll == WEFT_COLL_ALLREDUCE && pp->nranks > 1 && tree_ok &&
-      (!ring_ok || (pp->nnodes > 2 && bytes <= TREE_MAX_BYTES)))
+  if (coll == WEFT_COLL_ALLREDUCE && pp->nranks > 1 && pp->tree_ok &&
+      (!pp->ring_ok || (pp->nnodes > 2 && bytes <= TREE_MAX_BYTES)))
     *algo = WEFT_ALGO_TREE;
-  else if (!ring_ok && !__atomic_exchange_n(&warned_algo, 1, __ATOMIC_RELAXED))
-    WEFT_WARN(
-        "NCCL_ALGO=%s excludes Ring, the host backend's only algorithm for some collectives; using Ring",
-        algos);
-  int ll_ok = weft_plan_proto_allowed(WEFT_PROTO_LL), simple_ok = weft_plan_proto_allowed(WEFT_PROTO_SIMPLE);
-  *proto = (ll_ok && (bytes <= LL_MAX_BYTES || !simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
+  *proto = (pp->ll_ok && (bytes <= LL_MAX_BYTES || !pp->simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
   int n = (int)(bytes / BYTES_PER_CHANNEL) + 1;
-  if (weft_param_is_set("NCCL_MIN_NCHANNELS") && n < weft_param_int("NCCL_MIN_NCHANNELS"))
-    n = (int)weft_param_int("NCCL_MIN_NCHANNELS");
-  if (weft_param_is_set("NCCL_MAX_NCHANNELS") && n > weft_param_int("NCCL_MAX_NCHANNELS"))
-    n = (int)weft_param_int("NCCL_MAX_NCHANNELS");
+  if (pp->min_channels > 0 && n < pp->min_channels) n = pp->min_channels;
+  if (pp->max_channels > 0 && n > pp->max_channels) n = pp->max_channels;
   if (*algo == WEFT_ALGO_TREE && n < 2) n = 2; /* both trees: channel c uses tree c % 2 */
   if (n > pp->nchannels) n = pp->nchannels;
   if (n < 1) n = 1;

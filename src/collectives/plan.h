@@ -20,6 +20,10 @@ struct weft_plan_params {
   size_t simple_slot; /* bytes per Simple slot */
   size_t ll_slot;     /* bytes per LL slot (lines) */
   int nnodes;         /* hosts */
+  /* NCCL_ALGO / NCCL_PROTO / NCCL_MIN,MAX_NCHANNELS as read once by weft_plan_read_env, for the
+   * planner's own choice when the comm has no tuning model (0 channel bounds: unset). */
+  int ring_ok, tree_ok, ll_ok, simple_ok;
+  int min_channels, max_channels;
 };
 
 struct weft_plan {
@@ -35,7 +39,7 @@ ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_
                               int* proto, int* nchannels);
 ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft_task* task,
                             struct weft_plan* plan);
-/* Protocol allowed by NCCL_PROTO (Simple when nothing usable is allowed). */
-int weft_plan_proto_allowed(int proto);
+/* Reads the planner's environment into pp (once per communicator, off the per-call path). */
+void weft_plan_read_env(struct weft_plan_params* pp);
 
 #endif

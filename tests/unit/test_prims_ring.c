@@ -211,6 +211,7 @@ static long run_cfg(const struct cfg* c) {
                                   .simple_slot = SIMPLE_BYTES / WEFT_NSTEPS,
                                   .ll_slot = LL_BYTES / WEFT_NSTEPS,
                                   .nnodes = 1};
+    weft_plan_read_env(&pp);
     weft_plan_coll(&pp, &t, &ctx[r].plan);
     ctx[r].cfg = c;
     ctx[r].rank = r;

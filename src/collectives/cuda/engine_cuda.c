@@ -126,6 +126,8 @@ static void read_sizes(struct weft_cuda_state* s) {
   if (nt > WEFT_CUDA_MAX_THREADS) nt = WEFT_CUDA_MAX_THREADS;
   s->nthreads = (int)(nt / 32 * 32);
   s->nchannels = channels_wanted();
+  weft_plan_read_env(&s->env);
+  s->p2p_ll_threshold = weft_param_int("NCCL_P2P_LL_THRESHOLD");
 }
 
 /* The device state, in pinned host memory the GPU maps: the host fills connectors in place and

@@ -50,11 +50,10 @@ static void plan_coll(const struct ncclComm* comm, const struct weft_cuda_state*
   size_t bytes = t->count * es;
   if (t->coll == WEFT_COLL_ALLGATHER || t->coll == WEFT_COLL_REDUCESCATTER) bytes *= (size_t)comm->nranks;
   fill_common(w, t);
-  int ll_ok = weft_plan_proto_allowed(WEFT_PROTO_LL), simple_ok = weft_plan_proto_allowed(WEFT_PROTO_SIMPLE);
-  w->proto = (ll_ok && (bytes <= LL_MAX_BYTES || !simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
+  const struct weft_plan_params* env = &s->env;
+  w->proto = (env->ll_ok && (bytes <= LL_MAX_BYTES || !env->simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
   int n = (int)(bytes / BYTES_PER_CHANNEL) + 1;
-  if (weft_param_is_set("NCCL_MIN_NCHANNELS") && n < weft_param_int("NCCL_MIN_NCHANNELS"))
-    n = (int)weft_param_int("NCCL_MIN_NCHANNELS");
+  if (env->min_channels > 0 && n < env->min_channels) n = env->min_channels;
   if (n > s->nchannels) n = s->nchannels;
   if (n < 1) n = 1;
   w->nchannels = n;
@@ -72,10 +71,10 @@ static void plan_p2p(const struct weft_cuda_state* s, const struct weft_task* t,
                      struct weft_cuda_work* w) {
   size_t es = weft_dt_size(t->dtype);
   fill_common(w, t);
-  int ll_ok = weft_plan_proto_allowed(WEFT_PROTO_LL), simple_ok = weft_plan_proto_allowed(WEFT_PROTO_SIMPLE);
-  int64_t threshold = weft_param_int("NCCL_P2P_LL_THRESHOLD");
-  w->proto =
-      ll_ok && ((int64_t)(t->count * es) <= threshold || !simple_ok) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
+  const struct weft_plan_params* env = &s->env;
+  w->proto = env->ll_ok && ((int64_t)(t->count * es) <= s->p2p_ll_threshold || !env->simple_ok)
+                 ? WEFT_PROTO_LL
+                 : WEFT_PROTO_SIMPLE;
   const struct weft_cuda_conn* c = t->coll == WEFT_COLL_SEND ? &s->p2p_send[t->root] : &s->p2p_recv[t->root];
   w->chunk = chunk_elems(w->proto, c, es);
   w->block = block;

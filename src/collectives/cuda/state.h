@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "collectives/cuda/kernel.h"
+#include "collectives/plan.h"
 #include "transport/p2p.h"
 
 struct ncclComm;
@@ -14,8 +15,10 @@ struct weft_cuda_state {
   int nchannels; /* ring channels connected */
   int nthreads;  /* threads per block */
   size_t simple_bytes, ll_bytes;
-  cudaStream_t setup_stream; /* private, non-blocking: setup never waits for user work */
-  cudaEvent_t last_event;    /* end of the last launch outside graph capture */
+  int64_t p2p_ll_threshold;    /* NCCL_P2P_LL_THRESHOLD */
+  struct weft_plan_params env; /* NCCL_PROTO and channel bounds, read once (weft_plan_read_env) */
+  cudaStream_t setup_stream;   /* private, non-blocking: setup never waits for user work */
+  cudaEvent_t last_event;      /* end of the last launch outside graph capture */
   cudaStream_t last_stream;
   int have_last;
   struct weft_cuda_devcomm* host;             /* host address of the mapped device state */
