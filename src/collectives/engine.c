@@ -159,9 +159,9 @@ void weft_coll_comm_fini(struct ncclComm* comm) {
   struct weft_coll_state* s = comm ? comm->coll : NULL;
   if (s == NULL) return;
   weft_host_direct_fini(s->direct);
-  weft_host_interleave_free(s->co_stacks, WEFT_MAX_CHANNELS);
+  weft_host_interleave_free(s->co_stacks, WEFT_PLAN_MAX_CHANNELS);
   weft_tree_free(s->tree);
-  for (int c = 0; c < WEFT_MAX_CHANNELS; c++) {
+  for (int c = 0; c < WEFT_PLAN_MAX_CHANNELS; c++) {
     weft_conn_mem_release(s->send_mem[c]);
     weft_conn_mem_release(s->recv_mem[c]);
   }
@@ -218,7 +218,7 @@ static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct 
   struct weft_plan plan;
   WEFT_CHECK(weft_plan_coll(&s->pp, t, &plan));
   int one = comm->nranks == 1;
-  if (plan.algo == WEFT_ALGO_TREE) {
+  if (plan.algo == WEFT_PLAN_TREE) {
     if (s->tree == NULL)
       WEFT_CHECK(weft_tree_connect(comm, s->pp.nchannels, s->simple_bytes, s->ll_bytes, &s->tree));
     for (int c = 0; c < plan.nchannels; c++)

@@ -64,7 +64,7 @@ int weft_plan_channels_to_connect(void) {
   if (weft_param_is_set("NCCL_MIN_NCHANNELS") && weft_param_int("NCCL_MIN_NCHANNELS") > n)
     n = (int)weft_param_int("NCCL_MIN_NCHANNELS");
   if (n < 1) n = 1;
-  if (n > WEFT_MAX_CHANNELS) n = WEFT_MAX_CHANNELS;
+  if (n > WEFT_PLAN_MAX_CHANNELS) n = WEFT_PLAN_MAX_CHANNELS;
   return n;
 }
 
@@ -77,7 +77,7 @@ static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t byte
   int n = tuned.nchannels;
   if (tree && n < 2) n = 2; /* both trees: channel c uses tree c % 2 */
   if (n > pp->nchannels) n = pp->nchannels;
-  *algo = tree ? WEFT_ALGO_TREE : WEFT_ALGO_RING;
+  *algo = tree ? WEFT_PLAN_TREE : WEFT_PLAN_RING;
   *proto = tuned.ll ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
   *nchannels = n < 1 ? 1 : n;
   return 1;
@@ -86,17 +86,17 @@ static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t byte
 ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes, int* algo,
                               int* proto, int* nchannels) {
   if (choose_tuned(pp, coll, bytes, algo, proto, nchannels)) return ncclSuccess;
-  *algo = WEFT_ALGO_RING;
+  *algo = WEFT_PLAN_RING;
   /* Tree: all-reduce only; chosen when Ring is excluded, or for small sizes across 3+ hosts
    * where its log-depth latency beats the ring's 2(k-1) network hops. */
   if (coll == WEFT_COLL_ALLREDUCE && pp->nranks > 1 && pp->tree_ok &&
       (!pp->ring_ok || (pp->nnodes > 2 && bytes <= TREE_MAX_BYTES)))
-    *algo = WEFT_ALGO_TREE;
+    *algo = WEFT_PLAN_TREE;
   *proto = (pp->ll_ok && (bytes <= LL_MAX_BYTES || !pp->simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
   int n = (int)(bytes / BYTES_PER_CHANNEL) + 1;
   if (pp->min_channels > 0 && n < pp->min_channels) n = pp->min_channels;
   if (pp->max_channels > 0 && n > pp->max_channels) n = pp->max_channels;
-  if (*algo == WEFT_ALGO_TREE && n < 2) n = 2; /* both trees: channel c uses tree c % 2 */
+  if (*algo == WEFT_PLAN_TREE && n < 2) n = 2; /* both trees: channel c uses tree c % 2 */
   if (n > pp->nchannels) n = pp->nchannels;
   if (n < 1) n = 1;
   *nchannels = n;
@@ -141,7 +141,7 @@ ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft
             : task->coll == WEFT_COLL_REDUCESCATTER ? "ReduceScatter"
             : task->coll == WEFT_COLL_BROADCAST     ? "Broadcast"
                                                     : "Reduce",
-            (unsigned long long)task->seq, bytes, plan->algo == WEFT_ALGO_TREE ? "Tree" : "Ring",
+            (unsigned long long)task->seq, bytes, plan->algo == WEFT_PLAN_TREE ? "Tree" : "Ring",
             plan->proto == WEFT_PROTO_LL ? "LL" : "Simple", plan->nchannels, chunk);
   return ncclSuccess;
 }

@@ -8,8 +8,8 @@
 #include "collectives/task.h"
 #include "nccl.h"
 
-#define WEFT_MAX_CHANNELS 4
-enum weft_algo { WEFT_ALGO_RING = 0, WEFT_ALGO_TREE = 1 };
+#define WEFT_PLAN_MAX_CHANNELS 4
+enum weft_plan_algo { WEFT_PLAN_RING = 0, WEFT_PLAN_TREE = 1 };
 
 /* What the comm offers the planner: set up once at comm init. */
 struct ncclComm;
@@ -28,10 +28,10 @@ struct weft_plan_params {
 
 struct weft_plan {
   int algo, proto, nchannels;
-  struct weft_dev_work work[WEFT_MAX_CHANNELS];
+  struct weft_dev_work work[WEFT_PLAN_MAX_CHANNELS];
 };
 
-/* Channels to set up at init: NCCL_MIN/MAX_NCHANNELS within 1..WEFT_MAX_CHANNELS. */
+/* Channels to set up at init: NCCL_MIN/MAX_NCHANNELS within 1..WEFT_PLAN_MAX_CHANNELS. */
 int weft_plan_channels_to_connect(void);
 /* The one decision point (to be replaced by graph/'s tuning model): algorithm, protocol and
  * channels for coll moving bytes. */

@@ -14,8 +14,7 @@
 #define TAG_TREE 0x57450500 /* + channel */
 #define TAG_TREE_ACK 0x57450600
 
-/* graph/graph.h declares it too; that header's names clash with the planner's, so only the
- * prototype is repeated here. */
+/* From graph/graph.h, whose protocol enum clashes with dev_types.h's (the device-side one). */
 void weft_topo_dtree(int n, int r, int t, int* parent, int* child0, int* child1);
 
 /* The i-th rank (ascending) of node, or -1. */
@@ -79,7 +78,7 @@ ncclResult_t weft_tree_connect(struct ncclComm* comm, int nchannels, size_t simp
 
 void weft_tree_free(struct weft_tree_state* ts) {
   if (ts == NULL) return;
-  for (int c = 0; c < WEFT_MAX_CHANNELS; c++)
+  for (int c = 0; c < WEFT_PLAN_MAX_CHANNELS; c++)
     for (int i = 0; i < 2 * (1 + WEFT_TREE_MAX_DOWN); i++) weft_conn_mem_release(ts->ch[c].mem[i]);
   free(ts);
 }

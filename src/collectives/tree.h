@@ -20,7 +20,7 @@ struct weft_tree_channel {
 
 struct weft_tree_state {
   int nchannels;
-  struct weft_tree_channel ch[WEFT_MAX_CHANNELS];
+  struct weft_tree_channel ch[WEFT_PLAN_MAX_CHANNELS];
 };
 
 struct ncclComm;

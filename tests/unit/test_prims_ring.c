@@ -27,7 +27,7 @@ struct rank_ctx {
   const struct cfg* cfg;
   int rank;
   struct weft_plan plan;
-  struct weft_conn send[WEFT_MAX_CHANNELS], recv[WEFT_MAX_CHANNELS];
+  struct weft_conn send[WEFT_PLAN_MAX_CHANNELS], recv[WEFT_PLAN_MAX_CHANNELS];
   const void* in;
   void* out;
   volatile uint32_t abort_flag;
@@ -150,10 +150,10 @@ static void* rank_main(void* arg) {
   weft_waiter_init(&w, &x->abort_flag, x->rank, x->cfg->nranks);
   x->res = ncclSuccess;
   if (interleave && x->cfg->nranks > 1 && x->plan.nchannels > 1) {
-    void* stacks[WEFT_MAX_CHANNELS] = {0};
+    void* stacks[WEFT_PLAN_MAX_CHANNELS] = {0};
     x->res = weft_host_run_interleaved(x->plan.work, x->plan.nchannels, x->send, x->recv, &w, x->in, x->out,
                                        stacks);
-    weft_host_interleave_free(stacks, WEFT_MAX_CHANNELS);
+    weft_host_interleave_free(stacks, WEFT_PLAN_MAX_CHANNELS);
     return NULL;
   }
   for (int c = 0; c < x->plan.nchannels && x->res == ncclSuccess; c++) {
@@ -176,7 +176,7 @@ static long run_cfg(const struct cfg* c) {
   int k = c->nranks, dt = c->dtype;
   size_t es = weft_dt_size(dt);
   struct rank_ctx* ctx = calloc(k, sizeof(*ctx));
-  struct weft_conn_mem *mem[WEFT_MAX_CHANNELS][8] = {{0}}, *peer_mem[WEFT_MAX_CHANNELS][8] = {{0}};
+  struct weft_conn_mem *mem[WEFT_PLAN_MAX_CHANNELS][8] = {{0}}, *peer_mem[WEFT_PLAN_MAX_CHANNELS][8] = {{0}};
   char** bufs = calloc(k, sizeof(char*));
   char** outs = calloc(k, sizeof(char*));
   const void** ins = calloc(k, sizeof(void*));
@@ -270,7 +270,7 @@ static long run_cfg(const struct cfg* c) {
       }
     }
   }
-  for (int ch = 0; ch < WEFT_MAX_CHANNELS; ch++)
+  for (int ch = 0; ch < WEFT_PLAN_MAX_CHANNELS; ch++)
     for (int r = 0; r < 8; r++) {
       weft_conn_mem_release(mem[ch][r]);
       weft_conn_mem_release(peer_mem[ch][r]);

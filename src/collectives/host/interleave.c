@@ -32,7 +32,7 @@ struct chan_co {
 
 struct weft_host_sched {
   ucontext_t main;
-  struct chan_co co[WEFT_MAX_CHANNELS];
+  struct chan_co co[WEFT_PLAN_MAX_CHANNELS];
   int n, cur;
   uint64_t nwaits;
   struct weft_waiter* waiter;
