@@ -110,9 +110,11 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* 
     WEFT_CHECK(offer(comm, prev, TAG_RING + c, s->simple_bytes, s->ll_bytes, &s->recv_mem[c]));
   for (int c = 0; c < nch; c++) WEFT_CHECK(take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->send_mem[c]));
   for (int c = 0; c < nch; c++) WEFT_CHECK(finish_offer(comm, prev, TAG_RING_ACK + c, s->recv_mem[c]));
+  int by_ref = weft_param_int("WEFT_NET_SEND_BY_REF") != 0;
   for (int c = 0; c < nch; c++) {
     weft_conn_bind(&s->send[c], s->send_mem[c], next);
     weft_conn_bind(&s->recv[c], s->recv_mem[c], prev);
+    s->send[c].by_ref = by_ref && weft_conn_sends_by_ref(&s->send[c]);
   }
   return ncclSuccess;
 }

@@ -114,7 +114,8 @@ static int progress_send(struct weft_proxy_conn* c) {
       size = ((info & WEFT_STEP_BYTES) + 7) / 8 * sizeof(struct weft_ll_line);
       tag = TAG_LL;
     } else {
-      ptr = v->simple + (size_t)slot * v->simple_slot;
+      ptr = v->ctrl->step_ref[slot] ? (const char*)(uintptr_t)v->ctrl->step_ref[slot]
+                                    : v->simple + (size_t)slot * v->simple_slot;
       size = info ? (info & WEFT_STEP_BYTES) : v->simple_slot;
       tag = TAG_SIMPLE;
     }

@@ -28,6 +28,9 @@ struct weft_conn_ctrl {
    * what to forward: payload bytes, WEFT_STEP_LL for LL lines; 0 = the whole Simple slot. */
   uint32_t step_info[WEFT_NSTEPS];
   char pad2[128 - 4 - 4 * WEFT_NSTEPS];
+  /* Network senders only (the proxy is in the sender's process): where a Simple step's payload
+   * is when it was left in the user's buffer instead of copied into the slot; 0: the slot. */
+  uint64_t step_ref[WEFT_NSTEPS];
 };
 #define WEFT_STEP_LL 0x80000000u
 #define WEFT_STEP_BYTES 0x7fffffffu
@@ -71,6 +74,7 @@ struct weft_conn {
   uint64_t step;               /* steps this side has posted */
   int peer;                    /* rank at the other end */
   struct weft_conn_mem* mem;
+  int by_ref; /* sender: may publish Simple steps by reference (weft_conn_sends_by_ref) */
 };
 
 /* Create connector memory (shared: POSIX shm for other processes, else process memory). */
@@ -85,6 +89,12 @@ void weft_conn_bind(struct weft_conn* conn, struct weft_conn_mem* mem, int peer)
 /* Senders record what the step they are about to publish carries (see step_info). */
 static inline void weft_conn_note_step(struct weft_conn* c, size_t bytes, int ll) {
   c->ctrl->step_info[c->step % WEFT_NSTEPS] = (uint32_t)bytes | (ll ? WEFT_STEP_LL : 0);
+  c->ctrl->step_ref[c->step % WEFT_NSTEPS] = 0; /* in the slot, unless the sender says otherwise */
+}
+/* Whether this send connector's steps may be published by reference (step_ref): a network
+ * connector, whose proxy runs in this process and reads the payload where it lies. */
+static inline int weft_conn_sends_by_ref(const struct weft_conn* c) {
+  return c != NULL && c->mem != NULL && c->mem->transport != NULL;
 }
 
 /* POSIX shared memory segments (transport/shm.c). */

@@ -37,6 +37,54 @@ static void add_large(struct case_list* l, int n, uint64_t seed) {
   }
 }
 
+/* A call returns when the work is complete, so its send buffer is the caller's again at once:
+ * overwriting it right after the return must not change what peers receive (network sends may
+ * read user buffers in place; they must be finished by then). Broadcast from every root, then
+ * all-gather; 8 MiB each, more than the connectors hold. Returns the number of wrong results. */
+static int run_reuse(ncclComm_t comm, int rank, int n) {
+  size_t count = 8u << 20;
+  unsigned char* buf = malloc(count * (size_t)n);
+  unsigned char flag = 0;
+  int bad = 0;
+  for (int root = 0; root < n; root++) { /* every rank runs every call, whatever it found */
+    for (size_t i = 0; i < count; i++) buf[i] = rank == root ? (unsigned char)(i * 7 + root) : 0;
+    if (ncclBroadcast(buf, buf, count, ncclUint8, root, comm, NULL) != ncclSuccess) return 1;
+    if (rank == root) memset(buf, 0xEE, count);
+    if (ncclAllReduce(&flag, &flag, 1, ncclUint8, ncclMax, comm, NULL) != ncclSuccess)
+      return 1; /* a barrier */
+    for (size_t i = 0; i < count && rank != root; i++)
+      if (buf[i] != (unsigned char)(i * 7 + root)) {
+        fprintf(stderr, "rank %d: broadcast from %d, byte %zu: %d after the root reused its buffer\n", rank,
+                root, i, buf[i]);
+        bad++;
+        break;
+      }
+  }
+  unsigned char* mine = malloc(count);
+  for (size_t i = 0; i < count; i++) mine[i] = (unsigned char)(i * 13 + rank);
+  if (ncclAllGather(mine, buf, count, ncclUint8, comm, NULL) != ncclSuccess) return 1;
+  memset(mine, 0xEE, count);
+  if (ncclAllReduce(&flag, &flag, 1, ncclUint8, ncclMax, comm, NULL) != ncclSuccess) return 1;
+  for (size_t i = 0; i < count * (size_t)n && bad == 0; i++)
+    if (buf[i] != (unsigned char)((i % count) * 13 + i / count)) {
+      fprintf(stderr, "rank %d: all-gather byte %zu: %d after the senders reused their buffers\n", rank, i,
+              buf[i]);
+      bad++;
+    }
+  free(mine);
+  free(buf);
+  return bad;
+}
+
+/* A communicator reads NCCL_ALGO / NCCL_PROTO when it is created: a split under new settings. */
+static int split_with(ncclComm_t comm, int rank, const char* algo, const char* proto, ncclComm_t* sub) {
+  setenv("NCCL_ALGO", algo, 1);
+  setenv("NCCL_PROTO", proto, 1);
+  if (ncclCommSplit(comm, 0, rank, sub, NULL) == ncclSuccess) return 0;
+  fprintf(stderr, "rank %d: split for %s/%s failed: %s\n", rank, algo, proto, ncclGetLastError(comm));
+  return 1;
+}
+
 static int run_check(ncclComm_t comm, int rank, int n) {
   uint64_t seed = 0x5eed0000ull + (uint64_t)n;
   const char* s = getenv("COLL_SEED");
@@ -47,15 +95,21 @@ static int run_check(ncclComm_t comm, int rank, int n) {
   cases_edges(&l, n, seed);
   add_large(&l, n, seed);
   int problems = 0;
-  for (int k = 0; k < 4; k++) {
-    setenv("NCCL_ALGO", combos[k][0], 1);
-    setenv("NCCL_PROTO", combos[k][1], 1);
+  for (int k = 0; k < 5; k++) {
+    ncclComm_t sub;
+    if (split_with(comm, rank, k < 4 ? combos[k][0] : "Ring", k < 4 ? combos[k][1] : "Simple", &sub) != 0) {
+      problems++;
+      continue;
+    }
     double t0 = now_s();
-    int p = run_case_list(comm, rank, n, &l);
-    if (rank == 0)
+    int p = k < 4 ? run_case_list(sub, rank, n, &l) : run_reuse(sub, rank, n);
+    if (rank == 0 && k < 4)
       printf("%s/%s: %d cases, %d wrong, %.2f s\n", combos[k][0], combos[k][1], l.n, p, now_s() - t0);
+    if (rank == 0 && k == 4)
+      printf("Ring/Simple, buffers reused right after the calls return: %d wrong\n", p);
     fflush(stdout);
     problems += p;
+    if (ncclCommDestroy(sub) != ncclSuccess) problems++;
   }
   free(l.v);
   return problems;

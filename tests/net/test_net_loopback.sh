@@ -14,7 +14,7 @@ for shape in 2x1 2x2 3x1; do
   bad=0
   for rc in "${RCS[@]}"; do [ "$rc" = 0 ] || bad=1; done
   echo "shape $shape: statuses ${RCS[*]} ($(($(date +%s) - start)) s)"
-  grep -h "cases" "$NET_LOG/rank0.log"
+  grep -h "cases\|reused" "$NET_LOG/rank0.log"
   if [ $bad = 1 ]; then
     fail=1
     dump_logs

@@ -41,7 +41,7 @@ ncclResult_t weft_host_run_work_sched(const struct weft_dev_work* w, struct weft
       p.err = ncclInternalError;
       break;
   }
-  res = p.err;
+  res = weft_prims_flush(&p);
   weft_prims_teardown(&p);
   return res;
 }

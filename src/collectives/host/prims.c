@@ -45,6 +45,7 @@ ncclResult_t weft_prims_setup(struct weft_prims* p, struct weft_conn* send, stru
   p->reducing = reducing;
   p->in = in;
   p->out = out;
+  p->by_ref = proto == WEFT_PROTO_SIMPLE && send != NULL && send->by_ref;
   if (proto == WEFT_PROTO_LL) {
     struct weft_conn* c = send ? send : recv;
     size_t bytes = c ? weft_prims_max_chunk_bytes(proto, 0, c->ll_slot) : 0;
@@ -56,6 +57,21 @@ ncclResult_t weft_prims_setup(struct weft_prims* p, struct weft_conn* send, stru
     }
   }
   return ncclSuccess;
+}
+
+static int sends_drained(void* arg) {
+  struct weft_conn* c = arg;
+  return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) >= c->step;
+}
+
+/* A step sent by reference still reads the user's buffer until the proxy has handed it to the
+ * network (head passes it); the caller may reuse or free that buffer once this returns. */
+ncclResult_t weft_prims_flush(struct weft_prims* p) {
+  if (p->err != ncclSuccess || !p->refs_sent) return p->err;
+  struct weft_conn* c = p->send;
+  p->err = wait_for(p, sends_drained, c, &c->ctrl->head, &c->ctrl->head_waiting, c->peer,
+                    "the network to send the last steps");
+  return p->err;
 }
 
 void weft_prims_teardown(struct weft_prims* p) {
@@ -116,7 +132,8 @@ static void* send_begin(struct weft_prims* p) {
   return c->simple + (c->step % WEFT_NSTEPS) * c->simple_slot;
 }
 
-static void send_end(struct weft_prims* p, size_t bytes) {
+/* ref: the payload left where it lies (by_ref only), or NULL when it is in the slot. */
+static void send_end(struct weft_prims* p, size_t bytes, const void* ref) {
   struct weft_conn* c = p->send;
   if (p->proto == WEFT_PROTO_LL) {
     struct weft_ll_line* lines = (struct weft_ll_line*)((char*)c->ll + (c->step % WEFT_NSTEPS) * c->ll_slot);
@@ -130,6 +147,10 @@ static void send_end(struct weft_prims* p, size_t bytes) {
     }
   }
   weft_conn_note_step(c, bytes, p->proto == WEFT_PROTO_LL); /* for a network proxy */
+  if (ref != NULL) {
+    c->ctrl->step_ref[c->step % WEFT_NSTEPS] = (uint64_t)(uintptr_t)ref;
+    p->refs_sent = 1;
+  }
   c->step++;
   weft_host_post(&c->ctrl->tail, &c->ctrl->tail_waiting, c->step);
 }
@@ -147,23 +168,33 @@ static void prim(struct weft_prims* p, int flags, size_t in_off, size_t out_off,
   if ((flags & P_RECV) && (r = recv_begin(p, bytes)) == NULL) return;
   if ((flags & P_SEND) && (s = send_begin(p)) == NULL) return;
   const struct weft_dev_redop* op = &p->op;
+  /* by_ref: what goes out unchanged is not copied into the slot; the proxy sends it from here. */
+  const void* ref = NULL;
   switch (flags) {
     case P_SEND: /* own input, pre-op applied, to the next rank */
-      if (p->reducing)
+      if (p->by_ref && !(p->reducing && op->kind == WEFT_RED_PREMULSUM))
+        ref = in;
+      else if (p->reducing)
         weft_host_preop(p->dtype, op, s, in, n);
       else
         memcpy(s, in, bytes);
       break;
     case P_SEND | P_COPY:
       if (out != in) memcpy(out, in, bytes);
-      memcpy(s, in, bytes);
+      if (p->by_ref)
+        ref = in;
+      else
+        memcpy(s, in, bytes);
       break;
     case P_RECV:
       memcpy(out, r, bytes);
       break;
     case P_RECV | P_SEND | P_COPY:
       memcpy(out, r, bytes);
-      memcpy(s, r, bytes);
+      if (p->by_ref)
+        ref = out;
+      else
+        memcpy(s, r, bytes);
       break;
     case P_RECV | P_SEND | P_REDUCE:
       weft_host_reduce(p->dtype, op, s, r, in, n);
@@ -175,10 +206,13 @@ static void prim(struct weft_prims* p, int flags, size_t in_off, size_t out_off,
     case P_RECV | P_SEND | P_REDUCE | P_COPY:
       weft_host_reduce(p->dtype, op, out, r, in, n);
       weft_host_postop(p->dtype, op, out, n);
-      memcpy(s, out, bytes);
+      if (p->by_ref)
+        ref = out;
+      else
+        memcpy(s, out, bytes);
       break;
   }
-  if (flags & P_SEND) send_end(p, bytes);
+  if (flags & P_SEND) send_end(p, bytes, ref);
   if (flags & P_RECV) recv_end(p);
 }
 

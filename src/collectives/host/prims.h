@@ -24,6 +24,8 @@ struct weft_prims {
   void* tmp_recv; /* LL: unpacked payload of one slot */
   void* tmp_send; /* LL: payload to pack into one slot */
   ncclResult_t err;
+  int by_ref;    /* Simple sends to a network connector: unchanged data is sent from where it lies */
+  int refs_sent; /* some were: the user's buffers are in use until the proxy has sent them */
   struct weft_host_sched* sched; /* set: waits yield to the other interleaved channels */
 };
 
@@ -32,6 +34,8 @@ ncclResult_t weft_prims_setup(struct weft_prims* p, struct weft_conn* send, stru
                               struct weft_waiter* waiter, int channel, int proto, int dtype,
                               const struct weft_dev_redop* op, int reducing, const void* in, void* out);
 void weft_prims_teardown(struct weft_prims* p);
+/* Wait until every step sent by reference has left, so the caller may reuse its buffers. */
+ncclResult_t weft_prims_flush(struct weft_prims* p);
 /* Most elements one step can carry with proto over conn memory of these sizes. */
 size_t weft_prims_max_chunk_bytes(int proto, size_t simple_slot, size_t ll_slot);
 
