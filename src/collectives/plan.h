@@ -17,7 +17,7 @@ struct weft_plan_params {
   const struct ncclComm* comm; /* its tuning model decides when present (NULL: defaults below) */
   int nranks, rank;
   int nchannels;      /* channels with connectors */
-  size_t simple_slot; /* bytes per Simple slot */
+  size_t simple_slot; /* bytes one Simple step carries: the slot size, or less across hosts */
   size_t ll_slot;     /* bytes per LL slot (lines) */
   int nnodes;         /* hosts */
   /* NCCL_ALGO / NCCL_PROTO / NCCL_MIN,MAX_NCHANNELS as read once by weft_plan_read_env, for the

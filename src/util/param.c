@@ -38,6 +38,7 @@ static const struct weft_param_def params[] = {
     {"WEFT_WARN_AFTER", WEFT_PARAM_INT, "60", "Seconds of waiting after which one WARN names the peer"},
     {"WEFT_SPIN_USEC", WEFT_PARAM_INT, "50", "Microseconds a host wait spins before it sleeps"},
     {"WEFT_NET_INTERLEAVE", WEFT_PARAM_INT, "1", "Host backend: 0 runs network ring channels one after another"},
+    {"WEFT_NET_CHUNKSIZE", WEFT_PARAM_INT, NULL, "Host backend: most bytes per ring step across hosts (64 KiB x hosts)"},
     {"WEFT_NET_SEND_BY_REF", WEFT_PARAM_INT, "1", "Host backend: 0 copies ring steps for the network into the FIFO"},
     {"WEFT_DIRECT", WEFT_PARAM_INT, "1", "Host backend: 0 disables the shared-board paths (small exchange, zero-copy)"},
     {"NCCL_COMM_BLOCKING", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.blocking"},
