@@ -31,16 +31,20 @@ static void* bw_main(void* p) {
   ncclComm_t comm;
   cudaStream_t st;
   GPU_CHECK(cudaSetDevice(0));
-  if (ncclCommInitRank(&comm, job->nranks, job->id, r->rank) != ncclSuccess) {
-    r->failed = 1;
-    return NULL;
+  ncclResult_t res = ncclCommInitRank(&comm, job->nranks, job->id, r->rank);
+  if (res != ncclSuccess) { /* the other ranks would wait at the barriers for ever */
+    fprintf(stderr, "FAILED rank %d: ncclCommInitRank: %s\n", r->rank, ncclGetErrorString(res));
+    exit(1);
   }
   GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   void *in, *out;
   GPU_CHECK(cudaMalloc(&in, job->max_bytes));
   GPU_CHECK(cudaMalloc(&out, job->max_bytes));
-  GPU_CHECK(cudaMemset(in, 0, job->max_bytes));
-  GPU_CHECK(cudaDeviceSynchronize());
+  /* Stream-ordered, and every rank ready before any launches: a device-wide sync here would wait
+   * for a faster rank's kernel, which waits for this rank. */
+  GPU_CHECK(cudaMemsetAsync(in, 0, job->max_bytes, st));
+  GPU_CHECK(cudaStreamSynchronize(st));
+  pthread_barrier_wait(&job->bar);
   for (size_t bytes = job->min_bytes; bytes <= job->max_bytes; bytes *= 4) {
     size_t count = bytes / 4;
     for (int i = 0; i < 3; i++) ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comm, st);
