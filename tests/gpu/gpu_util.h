@@ -27,7 +27,11 @@ static inline void gpu_require(void) {
   pid_t pid = fork();
   if (pid == 0) {
     int n = 0;
-    _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 77);
+    cudaError_t err = cudaGetDeviceCount(&n);
+    /* Why, for a machine that has a GPU (a driver older than this runtime, for one). */
+    if (err != cudaSuccess) printf("cudaGetDeviceCount: %s\n", cudaGetErrorString(err));
+    fflush(stdout);
+    _exit(err == cudaSuccess && n > 0 ? 0 : 77);
   }
   int status = 0;
   if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
