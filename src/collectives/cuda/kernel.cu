@@ -44,14 +44,15 @@ __device__ void weft_prims_init(struct weft_prims* p, struct weft_cuda_devcomm* 
   p->failed = 0;
 }
 
-__device__ void weft_run_coll(struct weft_cuda_devcomm* comm, const struct weft_cuda_work* w, int ch) {
+/* Returns 1 (in every thread) when a wait gave up. */
+__device__ int weft_run_coll(struct weft_cuda_devcomm* comm, const struct weft_cuda_work* w, int ch) {
   /* The same split over channels on every rank: contiguous ranges, multiples of 64 elements. */
   size_t total = w->count, nch = (size_t)w->nchannels;
   size_t per = (total + nch - 1) / nch;
   per = (per + 63) / 64 * 64;
   size_t off = weft_min_sz(total, (size_t)ch * per);
   size_t cnt = weft_min_sz(per, total - off);
-  if (cnt == 0) return;
+  if (cnt == 0) return 0;
   struct weft_dev_work dw;
   dw.coll = w->coll;
   dw.dtype = w->dtype;
@@ -97,9 +98,10 @@ __device__ void weft_run_coll(struct weft_cuda_devcomm* comm, const struct weft_
     comm->ring_send[ch].step = p.send.step;
     comm->ring_recv[ch].step = p.recv.step;
   }
+  return p.failed;
 }
 
-__device__ void weft_run_p2p(struct weft_cuda_devcomm* comm, const struct weft_cuda_work* w) {
+__device__ int weft_run_p2p(struct weft_cuda_devcomm* comm, const struct weft_cuda_work* w) {
   struct weft_prims p;
   weft_prims_init(&p, comm, w, blockIdx.x);
   int peer = w->root;
@@ -119,6 +121,7 @@ __device__ void weft_run_p2p(struct weft_cuda_devcomm* comm, const struct weft_c
   }
   __syncthreads();
   if (threadIdx.x == 0) conn->step = w->coll == WEFT_COLL_SEND ? p.send.step : p.recv.step;
+  return p.failed;
 }
 
 __global__ void __launch_bounds__(WEFT_CUDA_MAX_THREADS, 1) weft_cuda_kernel(struct weft_cuda_kargs args) {
@@ -132,14 +135,11 @@ __global__ void __launch_bounds__(WEFT_CUDA_MAX_THREADS, 1) weft_cuda_kernel(str
     int mine = is_p2p ? w->block == (int)blockIdx.x : (int)blockIdx.x < w->nchannels;
     __syncthreads(); /* everyone has read s_work before it can change */
     if (!mine) continue;
-    if (threadIdx.x == 0) weft_s_failed = 0;
+    int failed = is_p2p ? weft_run_p2p(comm, w) : weft_run_coll(comm, w, blockIdx.x);
+    /* s_work is read by all before thread 0 overwrites it. failed is the same in every thread:
+     * aborted or timed out, which the host reports. */
     __syncthreads();
-    if (is_p2p)
-      weft_run_p2p(comm, w);
-    else
-      weft_run_coll(comm, w, blockIdx.x);
-    __syncthreads();
-    if (weft_s_failed) return; /* aborted or timed out: the host reports it */
+    if (failed) return;
   }
 }
 

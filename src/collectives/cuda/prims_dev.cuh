@@ -12,9 +12,6 @@
 
 #define WEFT_SPINS_PER_CHECK 2048
 
-/* Set by any thread of the block when a wait gave up; read by all after a barrier. */
-__shared__ int weft_s_failed;
-
 struct weft_prims {
   struct weft_cuda_devcomm* comm;
   struct weft_cuda_conn send, recv; /* local copies; steps advance here, written back after */
@@ -156,8 +153,11 @@ __device__ __forceinline__ int weft_dev_op(int kind) {
   }
 }
 
-/* Thread 0 waits for what the step needs; every thread learns the outcome. */
+/* Thread 0 waits for what the step needs; every thread learns the outcome from the barrier
+ * itself (__syncthreads_or), not from a shared flag thread 0 could set again in the next step
+ * before a slow thread has read it. */
 __device__ __forceinline__ int weft_prim_wait(struct weft_prims* p, int flags) {
+  int bad = 0;
   if (threadIdx.x == 0) {
     int ok = 1;
     if (flags & WEFT_P_RECV) ok = weft_wait_ge(p, &p->recv.ctrl->tail, p->recv.step + 1, p->recv_peer);
@@ -165,10 +165,9 @@ __device__ __forceinline__ int weft_prim_wait(struct weft_prims* p, int flags) {
       uint64_t need = p->send.step + 1 > WEFT_NSTEPS ? p->send.step + 1 - WEFT_NSTEPS : 0;
       ok = weft_wait_ge(p, &p->send.ctrl->head, need, p->send_peer);
     }
-    if (!ok) weft_s_failed = 1;
+    bad = !ok;
   }
-  __syncthreads();
-  if (weft_s_failed) p->failed = 1;
+  if (__syncthreads_or(bad)) p->failed = 1;
   return !p->failed;
 }
 
@@ -273,9 +272,7 @@ __device__ __forceinline__ void weft_prim_ll(struct weft_prims* p, int flags, si
     char* o = m.d1 == (char*)sl ? m.d2 : m.d1; /* the user-buffer destination, if any */
     if (o) store_part(out + 8 * i, v, nb, es);
   }
-  if (bad) weft_s_failed = 1;
-  __syncthreads(); /* all lines of the slot read (and written) */
-  if (weft_s_failed) {
+  if (__syncthreads_or(bad)) { /* all lines of the slot read (and written), or given up */
     p->failed = 1;
     return;
   }
