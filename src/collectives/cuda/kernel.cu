@@ -145,6 +145,9 @@ __global__ void __launch_bounds__(WEFT_CUDA_MAX_THREADS, 1) weft_cuda_kernel(str
 
 extern "C" int weft_cuda_kernel_launch(const struct weft_cuda_kargs* args, int nblocks, int nthreads,
                                        void* stream) {
-  weft_cuda_kernel<<<nblocks, nthreads, 0, (cudaStream_t)stream>>>(*args);
-  return (int)cudaGetLastError();
+  /* cudaLaunchKernel returns this launch's own error; cudaGetLastError after <<<>>> would also
+   * return an error some earlier call of the application left behind. */
+  void* params[] = {(void*)args};
+  return (int)cudaLaunchKernel((const void*)weft_cuda_kernel, dim3(nblocks), dim3(nthreads), params, 0,
+                               (cudaStream_t)stream);
 }
