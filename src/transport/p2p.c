@@ -16,6 +16,8 @@
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(((struct weft_p2p_handle*)0)->ipc),
                "IPC handle fits the connector handle");
+/* Kernels find the FIFOs WEFT_CTRL_BYTES after the control page (kernel.h), whatever it grows to. */
+_Static_assert(sizeof(struct weft_conn_ctrl) <= WEFT_CTRL_BYTES, "connector control page fits its space");
 
 /* Same-process allocations and how many sides still use them. */
 struct shared_ref {
