@@ -103,6 +103,26 @@ static void init_watch(struct ncclComm* comm, struct weft_coll_state* s) {
   }
 }
 
+/* A ring neighbour on this host shares connector pages with this rank: when it gives up it
+ * writes its cause there (publish_cause), as the sender of this rank's receive connector and
+ * as the receiver of its send connector. Network connectors carry notices instead. */
+static void find_peer_causes(const struct ncclComm* comm, struct weft_coll_state* s) {
+  int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
+  if (s->recv_mem[0]->transport == NULL) s->peer_cause[prev] = &s->recv[0].ctrl->cause[0];
+  if (s->send_mem[0]->transport == NULL) s->peer_cause[next] = &s->send[0].ctrl->cause[1];
+}
+
+/* Before an error leaves a launch: tell the ring neighbours on this host which rank was lost. */
+static void publish_cause(struct ncclComm* comm) {
+  struct weft_coll_state* s = comm->coll;
+  struct weft_cause c;
+  if (s == NULL || comm->nranks < 2 || !weft_cause_get(&comm->cause, &c)) return;
+  for (int ch = 0; ch < s->pp.nchannels; ch++) {
+    weft_cause_set(&s->send[ch].ctrl->cause[0], c.rank, c.host);
+    weft_cause_set(&s->recv[ch].ctrl->cause[1], c.rank, c.host);
+  }
+}
+
 static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* s) {
   int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
   int nch = s->pp.nchannels;
@@ -139,7 +159,8 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   comm->coll = s;
   s->p2p = calloc(comm->nranks, sizeof(*s->p2p));
   s->watch = calloc(comm->nranks, 1);
-  if (s->p2p == NULL || s->watch == NULL) return ncclSystemError;
+  s->peer_cause = calloc(comm->nranks, sizeof(*s->peer_cause));
+  if (s->p2p == NULL || s->watch == NULL || s->peer_cause == NULL) return ncclSystemError;
   int64_t buff = weft_param_int("NCCL_BUFFSIZE");
   int64_t ll = weft_param_is_set("NCCL_LL_BUFFSIZE") ? weft_param_int("NCCL_LL_BUFFSIZE") : DEFAULT_LL_BYTES;
   if (buff < 64 * 1024) buff = 64 * 1024;
@@ -155,6 +176,7 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   s->pp.nnodes = comm->nnodes;
   init_watch(comm, s);
   if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));
+  if (comm->nranks > 1) find_peer_causes(comm, s);
   /* Network rings only: there a step's wire time is long enough to hide another channel's work. */
   s->interleave = comm->nranks > 1 && weft_param_int("WEFT_NET_INTERLEAVE") != 0 &&
                   (s->send_mem[0]->transport != NULL || s->recv_mem[0]->transport != NULL);
@@ -187,6 +209,7 @@ void weft_coll_comm_fini(struct ncclComm* comm) {
   }
   free(s->p2p);
   free(s->watch);
+  free(s->peer_cause);
   free(s);
   comm->coll = NULL;
 }
@@ -285,6 +308,8 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
   w.async_result = &comm->async_result;
   w.peers = comm->peers;
   w.watch = comm->coll->watch;
+  w.cause = &comm->cause;
+  w.peer_cause = comm->coll->peer_cause;
   /* Collectives in call order first (the same order on every rank), then point-to-point. */
   ncclResult_t res = ncclSuccess;
   for (struct weft_task* t = tasks; t && res == ncclSuccess; t = t->next) {
@@ -295,6 +320,7 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
     }
   }
   if (res == ncclSuccess && np > 0) res = weft_host_p2p_run(comm, p2p, np, &w);
+  if (res != ncclSuccess) publish_cause(comm);
   free(p2p);
   free_tasks(tasks);
   return res;

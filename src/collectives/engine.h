@@ -29,6 +29,7 @@ struct weft_coll_state {
   struct weft_tree_state* tree;            /* tree channels, connected at the first tree collective */
   int interleave;                          /* ring channels over the network run step by step interleaved */
   void* co_stacks[WEFT_PLAN_MAX_CHANNELS]; /* their coroutine stacks, kept between collectives */
+  struct weft_cause** peer_cause;          /* [nranks]: shared pages where ring neighbours say why they gave up */
 };
 
 /* Connect p2p connectors for the peers this launch sends to (send_to[p]) and receives from

@@ -8,6 +8,7 @@
 
 #include "collectives/task.h"
 #include "nccl.h"
+#include "transport/connector.h"
 
 #define WEFT_COMM_MAGIC 0x5745465443304d4dull /* "WEFTC0MM": catches stale or foreign pointers */
 
@@ -47,6 +48,7 @@ struct ncclComm {
   volatile uint32_t abort_flag;
   /* Result of asynchronous work (nonblocking init, failed background ops). */
   volatile ncclResult_t async_result;
+  struct weft_cause cause; /* the rank lost first, once known (proxy or waits) */
   pthread_t init_thread;
   int init_thread_running;
   int finalized;

@@ -10,6 +10,22 @@
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
+int weft_cause_set(struct weft_cause* c, int rank, const char* host) {
+  uint32_t empty = 0;
+  if (!__atomic_compare_exchange_n(&c->state, &empty, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return 0;
+  c->rank = rank;
+  snprintf(c->host, sizeof(c->host), "%s", host ? host : "?");
+  __atomic_store_n(&c->state, 2, __ATOMIC_RELEASE);
+  return 1;
+}
+
+int weft_cause_get(const struct weft_cause* c, struct weft_cause* out) {
+  if (c == NULL || __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != 2) return 0;
+  *out = *c;
+  out->host[sizeof(out->host) - 1] = 0;
+  return 1;
+}
+
 ncclResult_t weft_conn_mem_create(size_t simple_bytes, size_t ll_bytes, int shared, const char* tag,
                                   struct weft_conn_mem** out, struct weft_conn_handle* handle) {
   struct weft_conn_mem* m = calloc(1, sizeof(*m));

@@ -10,6 +10,19 @@
 #include "nccl.h"
 
 #define WEFT_NSTEPS 8
+
+/* Why a rank gave up: the rank it lost first and that rank's host label. A communicator keeps
+ * one, and publishes it in its shared connector pages and in network notices when it gives up,
+ * so that ranks further away name the same lost rank instead of the neighbour that gave up. */
+struct weft_cause {
+  uint32_t state; /* 0 empty, 1 being written, 2 set (rank and host readable) */
+  int32_t rank;
+  char host[120];
+};
+/* Record rank/host in c unless it already holds a cause; returns whether it was recorded. */
+int weft_cause_set(struct weft_cause* c, int rank, const char* host);
+/* Copy c into out when it holds a cause; returns whether it did. */
+int weft_cause_get(const struct weft_cause* c, struct weft_cause* out);
 #define WEFT_CTRL_BYTES 4096 /* the control page before the buffers */
 
 /* tail: steps the sender has produced (written by the sender). head: steps the receiver has
@@ -31,6 +44,8 @@ struct weft_conn_ctrl {
   /* Network senders only (the proxy is in the sender's process): where a Simple step's payload
    * is when it was left in the user's buffer instead of copied into the slot; 0: the slot. */
   uint64_t step_ref[WEFT_NSTEPS];
+  /* Why the sender [0] or the receiver [1] gave up, for the other side to name (shared memory). */
+  struct weft_cause cause[2];
 };
 #define WEFT_STEP_LL 0x80000000u
 #define WEFT_STEP_BYTES 0x7fffffffu

@@ -1,6 +1,6 @@
 /* Shared-memory segments and connector memory: a segment created by one process is mapped by
- * another, names vanish once unlinked, and a request larger than /dev/shm's free space fails
- * with a message saying how much was needed and how to raise it. */
+ * another (a give-up cause written there crosses too), names vanish once unlinked, and a request larger than
+ * /dev/shm's free space fails with a message saying how much was needed and how to raise it. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -34,6 +34,7 @@ int main(void) {
     struct weft_conn c;
     weft_conn_bind(&c, m, 0);
     memcpy(c.simple, "hello", 6);
+    weft_cause_set(&c.ctrl->cause[0], 5, "hostB, 10.0.0.2"); /* as a sender giving up would */
     __atomic_store_n(&c.ctrl->tail, 1, __ATOMIC_RELEASE);
     weft_conn_mem_release(m);
     _exit(0);
@@ -42,6 +43,19 @@ int main(void) {
   waitpid(pid, &status, 0);
   EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT(__atomic_load_n(&own.ctrl->tail, __ATOMIC_ACQUIRE) == 1 && strcmp(own.simple, "hello") == 0);
+  /* The peer's cause crossed processes; the first cause recorded stays. */
+  struct weft_cause got;
+  EXPECT(weft_cause_get(&own.ctrl->cause[0], &got) && got.rank == 5 &&
+         strcmp(got.host, "hostB, 10.0.0.2") == 0);
+  EXPECT(!weft_cause_get(&own.ctrl->cause[1], &got));
+  EXPECT(!weft_cause_set(&own.ctrl->cause[0], 7, "other"));
+  EXPECT(weft_cause_get(&own.ctrl->cause[0], &got) && got.rank == 5);
+  char long_host[300];
+  memset(long_host, 'h', sizeof(long_host) - 1);
+  long_host[sizeof(long_host) - 1] = 0;
+  EXPECT(weft_cause_set(&own.ctrl->cause[1], 0, long_host));
+  EXPECT(weft_cause_get(&own.ctrl->cause[1], &got) && got.rank == 0 &&
+         strlen(got.host) == sizeof(got.host) - 1);
   weft_conn_mem_unlink(owner);
   EXPECT(!shm_exists(h.name));
   weft_conn_mem_release(owner);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/comm.h"
+#include "transport/connector.h"
 #include "util/log.h"
 #include "util/param.h"
 
@@ -64,6 +65,19 @@ static int process_dead(int pid) {
   return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
+/* What the dead peer p published before it gave up: the rank it had lost. That rank, or else p
+ * itself, becomes this communicator's cause, so this rank passes the same name on. */
+static void peer_cause_text(struct weft_waiter* w, int p, char* text, size_t size) {
+  struct weft_cause c;
+  text[0] = 0;
+  if (w->peer_cause != NULL && weft_cause_get(w->peer_cause[p], &c)) {
+    snprintf(text, size, "; it had lost rank %d (host %s)", c.rank, c.host);
+    if (w->cause != NULL) weft_cause_set(w->cause, c.rank, c.host);
+  } else if (w->cause != NULL) {
+    weft_cause_set(w->cause, p, w->peers[p].host_name);
+  }
+}
+
 /* Name every watched rank whose process is gone: when a death makes its neighbours fail and
  * exit, the rank that died first is then still in the list. */
 static ncclResult_t report_dead(struct weft_waiter* w, int p, const char* why) {
@@ -73,9 +87,13 @@ static ncclResult_t report_dead(struct weft_waiter* w, int p, const char* why) {
     if (w->watch[q] && (q == p || process_dead(w->peers[q].pid)))
       len += (size_t)snprintf(list + len, sizeof(list) - len, "%srank %d (pid %d)", len ? ", " : "", q,
                               w->peers[q].pid);
+  char cause[200];
+  peer_cause_text(w, p, cause, sizeof(cause));
   WEFT_WARN(
-      "Rank %d: peer rank %d (pid %d on %s) has exited during %s (seq %llu)%s; processes gone: %s; giving up",
-      w->rank, p, w->peers[p].pid, w->peers[p].host_name, w->opname, (unsigned long long)w->seq, why, list);
+      "Rank %d: peer rank %d (pid %d on %s) has exited during %s (seq %llu)%s%s; "
+      "processes gone: %s; giving up",
+      w->rank, p, w->peers[p].pid, w->peers[p].host_name, w->opname, (unsigned long long)w->seq, why, cause,
+      list);
   return ncclRemoteError;
 }
 

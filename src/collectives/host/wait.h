@@ -8,6 +8,7 @@
 #include "nccl.h"
 
 struct weft_peer_info;
+struct weft_cause;
 
 /* What a rank's waits need to know; filled once per launch. */
 struct weft_waiter {
@@ -22,6 +23,8 @@ struct weft_waiter {
   int warned;         /* the one slow-wait WARN of this operation was logged */
   uint64_t next_live_check_ns;
   int oversub; /* more ranks than CPUs on this host: waits yield instead of spinning */
+  struct weft_cause* cause;              /* the communicator's: filled when a dead peer had one */
+  struct weft_cause* const* peer_cause; /* [nranks] or NULL: where a peer publishes why it gave up */
 };
 
 void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks);
