@@ -18,6 +18,7 @@
 #include "collectives/tree.h"
 #include "core/comm.h"
 #include "core/group.h"
+#include "proxy/proxy.h"
 #include "transport/net.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -36,8 +37,9 @@ static int same_process(const struct ncclComm* comm, int peer) {
 /* Peers on other hosts (host_hash, i.e. WEFT_HOSTID) are reached over the network. */
 static int remote(struct ncclComm* comm, int peer, struct weft_net_peer* np) {
   if (comm->peers[peer].host_hash == comm->peers[comm->rank].host_hash) return 0;
-  *np = (struct weft_net_peer){comm->bootstrap,   comm->rank,         peer, comm->peers[peer].host_name,
-                               &comm->abort_flag, &comm->async_result};
+  *np =
+      (struct weft_net_peer){comm->bootstrap,   comm->rank,          peer,        comm->peers[peer].host_name,
+                             &comm->abort_flag, &comm->async_result, &comm->cause};
   return 1;
 }
 
@@ -112,7 +114,8 @@ static void find_peer_causes(const struct ncclComm* comm, struct weft_coll_state
   if (s->send_mem[0]->transport == NULL) s->peer_cause[next] = &s->send[0].ctrl->cause[1];
 }
 
-/* Before an error leaves a launch: tell the ring neighbours on this host which rank was lost. */
+/* Before an error leaves a launch: tell the ring neighbours on this host (shared pages) and the
+ * network peers (notices) which rank was lost. */
 static void publish_cause(struct ncclComm* comm) {
   struct weft_coll_state* s = comm->coll;
   struct weft_cause c;
@@ -121,6 +124,7 @@ static void publish_cause(struct ncclComm* comm) {
     weft_cause_set(&s->send[ch].ctrl->cause[0], c.rank, c.host);
     weft_cause_set(&s->recv[ch].ctrl->cause[1], c.rank, c.host);
   }
+  weft_proxy_announce(&comm->abort_flag, &comm->cause);
 }
 
 static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* s) {

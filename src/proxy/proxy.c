@@ -40,6 +40,8 @@ struct weft_proxy_conn {
   char* bounce; /* receive: LL steps land here, then are stored word by word */
   int failed, closed;
   struct notice notice; /* outgoing or incoming */
+  void* notice_req;     /* send: the notice relayed to this peer, while in flight */
+  int notice_state;     /* send: 0 none, 1 in flight, 2 sent (or given up): never twice */
   struct weft_proxy_conn* next;
 };
 
@@ -66,15 +68,43 @@ static void post(uint64_t* counter, uint32_t* waiting, uint64_t value) {
     syscall(SYS_futex, (uint32_t*)counter, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Tell the communicator's other network peers which rank was lost (best effort, once). */
-static void relay(struct weft_proxy_conn* from, int lost, const char* host) {
+/* Tell the communicator's other network peers which rank was lost (best effort, once per peer);
+ * returns how many notices are still in flight. Called with px.mu held. */
+static int relay(volatile uint32_t* abort_flag, const struct weft_proxy_conn* from, int lost,
+                 const char* host) {
+  int pending = 0;
   for (struct weft_proxy_conn* c = px.conns; c; c = c->next) {
-    if (c == from || !c->d.is_send || c->failed || c->closed || c->d.abort_flag != from->d.abort_flag)
-      continue;
-    c->notice.lost_rank = lost;
-    snprintf(c->notice.host, sizeof(c->notice.host), "%s", host);
-    void* req = NULL;
-    (void)c->d.net->isend(c->d.net_comm, &c->notice, sizeof(c->notice), TAG_NOTICE, &req);
+    if (c == from || !c->d.is_send || c->failed || c->closed || c->d.abort_flag != abort_flag) continue;
+    if (c->notice_state == 0) {
+      c->notice.lost_rank = lost;
+      snprintf(c->notice.host, sizeof(c->notice.host), "%s", host);
+      ncclResult_t res =
+          c->d.net->isend(c->d.net_comm, &c->notice, sizeof(c->notice), TAG_NOTICE, &c->notice_req);
+      c->notice_state = res != ncclSuccess      ? 2
+                        : c->notice_req != NULL ? 1
+                                                : 0; /* NULL: no request free yet */
+    }
+    int done = 0;
+    if (c->notice_state == 1) {
+      ncclResult_t res = c->d.net->test(c->notice_req, &done, NULL);
+      if (res != ncclSuccess || done) c->notice_state = 2;
+    }
+    pending += c->notice_state != 2;
+  }
+  return pending;
+}
+
+void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause* cause) {
+  struct weft_cause lost;
+  if (!weft_cause_get(cause, &lost)) return;
+  uint64_t start = now_ns();
+  for (;;) {
+    pthread_mutex_lock(&px.mu);
+    int pending = relay(abort_flag, NULL, lost.rank, lost.host);
+    pthread_mutex_unlock(&px.mu);
+    if (pending == 0 || now_ns() - start > 1000000000ull) return;
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
   }
 }
 
@@ -85,8 +115,9 @@ static void fail_comm(struct weft_proxy_conn* c, int lost, const char* host) {
   if (c->d.async_result != NULL)
     first = __atomic_compare_exchange_n(c->d.async_result, &(ncclResult_t){ncclSuccess}, ncclRemoteError, 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  if (c->d.cause != NULL) weft_cause_set(c->d.cause, lost, host);
   if (c->d.abort_flag != NULL) __atomic_store_n(c->d.abort_flag, 1, __ATOMIC_RELEASE);
-  if (first) relay(c, lost, host);
+  if (first) relay(c->d.abort_flag, c, lost, host);
 }
 
 static void fail(struct weft_proxy_conn* c, ncclResult_t res) {

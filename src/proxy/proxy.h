@@ -9,6 +9,7 @@
 
 #include "nccl.h"
 
+struct weft_cause;
 struct weft_conn_mem;
 struct weft_net_ops;
 struct weft_proxy_conn;
@@ -22,12 +23,17 @@ struct weft_proxy_conn_desc {
   char peer_host[128];           /* "<host id>, <address>": tells hosts apart where host names repeat */
   volatile uint32_t* abort_flag; /* raised, with async_result set, when the connection fails */
   volatile ncclResult_t* async_result;
+  struct weft_cause* cause; /* where the rank lost first is recorded; may be NULL */
 };
 
 /* Start driving a connector (starts the thread on first use). */
 ncclResult_t weft_proxy_conn_add(const struct weft_proxy_conn_desc* desc, struct weft_proxy_conn** out);
 /* Stop driving it and close its network comm; returns at once after the current sweep. NULL-safe. */
 void weft_proxy_conn_remove(struct weft_proxy_conn* conn);
+/* Tell the network peers of the communicator owning abort_flag which rank was lost (cause), unless
+ * told already, and wait up to a second for those notices to leave: the caller may be about to
+ * give up and exit, and a peer that sees the EOF first would name this rank instead. */
+void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause* cause);
 /* Connections currently driven (tests). */
 int weft_proxy_nconns(void);
 

@@ -151,7 +151,8 @@ static ncclResult_t start_proxy(const struct weft_net_peer* p, int is_send, stru
                                    .rank = p->rank,
                                    .peer = p->peer,
                                    .abort_flag = p->abort_flag,
-                                   .async_result = p->async_result};
+                                   .async_result = p->async_result,
+                                   .cause = p->cause};
   snprintf(d.peer_host, sizeof(d.peer_host), "%s", p->peer_host ? p->peer_host : "?");
   ncclResult_t res = weft_proxy_conn_add(&d, &st->proxy);
   if (res != ncclSuccess) is_send ? st->net->close_send(comm) : st->net->close_recv(comm);

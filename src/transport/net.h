@@ -50,6 +50,7 @@ ncclResult_t weft_net_get(const struct weft_net_ops** out);
 /* ---- Network connectors (engine side) ---- */
 struct weft_bootstrap;
 struct weft_conn_mem;
+struct weft_cause;
 
 /* Who is at the other end of a connector, and where errors go. */
 struct weft_net_peer {
@@ -58,6 +59,7 @@ struct weft_net_peer {
   const char* peer_host;
   volatile uint32_t* abort_flag;
   volatile ncclResult_t* async_result;
+  struct weft_cause* cause; /* the communicator's record of the rank lost first */
 };
 
 /* The receiving side creates the connector memory and a listener and sends the handle to peer
