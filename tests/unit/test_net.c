@@ -51,7 +51,11 @@ static void transfer(void* s, void* r, const size_t* sizes, int nmsg) {
   void *sreq[INFLIGHT] = {0}, *rreq[INFLIGHT] = {0};
   int sent = 0, recvd = 0, sposted = 0, rposted = 0, bad = 0;
   double t0 = now_s();
-  while (recvd < nmsg && now_s() - t0 < 60) {
+  /* Until every send is done too: a request is released only by the test that finds it done,
+   * and a send can be found done after its receive (the sender's helper thread preempted before
+   * it marks its chunk sent). Stopping at the last receive left such a send holding its slot, and
+   * the next transfer on this comm stalled when it came round to that slot. */
+  while ((recvd < nmsg || sent < nmsg) && now_s() - t0 < 60) {
     if (sposted < nmsg && sposted - sent < INFLIGHT && sreq[sposted % INFLIGHT] == NULL) {
       int k = sposted % INFLIGHT;
       fill(src[k], sizes[sposted], (unsigned)sposted);
@@ -94,6 +98,7 @@ static void transfer(void* s, void* r, const size_t* sizes, int nmsg) {
     }
   }
   EXPECT_EQ_INT(recvd, nmsg);
+  EXPECT_EQ_INT(sent, nmsg);
   EXPECT_EQ_INT(bad, 0);
   for (int k = 0; k < INFLIGHT; k++) {
     free(src[k]);
