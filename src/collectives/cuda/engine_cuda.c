@@ -179,6 +179,8 @@ ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
 void weft_cuda_comm_fini(struct ncclComm* comm) {
   struct weft_cuda_state* s = comm ? comm->cuda : NULL;
   if (s == NULL) return;
+  int caller = -1; /* the caller's device is given back at the end */
+  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
   cudaSetDevice(s->dev);
   /* An aborted comm stops its kernels (every wait polls this flag); a destroyed one lets them end. */
   if (s->host != NULL && weft_comm_aborted(comm)) {
@@ -200,6 +202,7 @@ void weft_cuda_comm_fini(struct ncclComm* comm) {
   if (s->last_event) cudaEventDestroy(s->last_event);
   if (s->setup_stream) cudaStreamDestroy(s->setup_stream);
   cudaGetLastError(); /* teardown errors are not the next call's business */
+  if (caller >= 0 && caller != s->dev) cudaSetDevice(caller);
   free(s);
   comm->cuda = NULL;
 }

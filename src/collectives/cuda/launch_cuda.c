@@ -224,12 +224,8 @@ static ncclResult_t check_buffers(struct ncclComm* comm, struct weft_task* tasks
   return ncclSuccess;
 }
 
-ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
-  struct weft_cuda_state* s = comm->cuda;
-  if (s == NULL) {
-    WEFT_WARN("comm %p rank %d: CUDA launch on a communicator without CUDA state", (void*)comm, comm->rank);
-    return ncclInternalError;
-  }
+static ncclResult_t launch_on_device(struct ncclComm* comm, struct weft_cuda_state* s,
+                                     struct weft_task* tasks) {
   WEFT_CUDACHECK(cudaSetDevice(s->dev));
   WEFT_CHECK(check_kernel_error(comm, s));
   WEFT_CHECK(check_buffers(comm, tasks));
@@ -252,6 +248,21 @@ ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
     s->last_stream = stream;
   }
   return ncclSuccess;
+}
+
+/* Launch on the comm's device and give the caller back its current device, as NCCL does: a
+ * thread driving comms on several GPUs keeps the device it selected. */
+ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
+  struct weft_cuda_state* s = comm->cuda;
+  if (s == NULL) {
+    WEFT_WARN("comm %p rank %d: CUDA launch on a communicator without CUDA state", (void*)comm, comm->rank);
+    return ncclInternalError;
+  }
+  int caller = -1;
+  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
+  ncclResult_t res = launch_on_device(comm, s, tasks);
+  if (caller >= 0 && caller != s->dev) cudaSetDevice(caller);
+  return res;
 }
 
 #else /* no CUDA backend in this build */
