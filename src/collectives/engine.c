@@ -134,11 +134,10 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* 
     WEFT_CHECK(offer(comm, prev, TAG_RING + c, s->simple_bytes, s->ll_bytes, &s->recv_mem[c]));
   for (int c = 0; c < nch; c++) WEFT_CHECK(take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->send_mem[c]));
   for (int c = 0; c < nch; c++) WEFT_CHECK(finish_offer(comm, prev, TAG_RING_ACK + c, s->recv_mem[c]));
-  int by_ref = weft_param_int("WEFT_NET_SEND_BY_REF") != 0;
   for (int c = 0; c < nch; c++) {
     weft_conn_bind(&s->send[c], s->send_mem[c], next);
     weft_conn_bind(&s->recv[c], s->recv_mem[c], prev);
-    s->send[c].by_ref = by_ref && weft_conn_sends_by_ref(&s->send[c]);
+    s->send[c].by_ref = s->send_by_ref && weft_conn_sends_by_ref(&s->send[c]);
   }
   return ncclSuccess;
 }
@@ -178,6 +177,7 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   s->pp.nchannels = weft_plan_channels_to_connect();
   weft_plan_read_env(&s->pp);
   s->pp.nnodes = comm->nnodes;
+  s->send_by_ref = weft_param_int("WEFT_NET_SEND_BY_REF") != 0;
   init_watch(comm, s);
   if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));
   if (comm->nranks > 1) find_peer_causes(comm, s);
@@ -236,6 +236,7 @@ ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_
     if (send_to[p] && s->p2p[p].send_mem == NULL) {
       WEFT_CHECK_GOTO(take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p[p].send_mem), res, out);
       weft_conn_bind(&s->p2p[p].send, s->p2p[p].send_mem, p);
+      s->p2p[p].send.by_ref = s->send_by_ref && weft_conn_sends_by_ref(&s->p2p[p].send);
     }
   for (int p = 0; p < k; p++)
     if (offered[p]) WEFT_CHECK_GOTO(finish_offer(comm, p, TAG_P2P_ACK, s->p2p[p].recv_mem), res, out);

@@ -22,14 +22,15 @@ struct weft_coll_state {
   struct weft_conn send[WEFT_PLAN_MAX_CHANNELS],
       recv[WEFT_PLAN_MAX_CHANNELS]; /* ring: to next, from previous */
   struct weft_conn_mem *send_mem[WEFT_PLAN_MAX_CHANNELS], *recv_mem[WEFT_PLAN_MAX_CHANNELS];
-  struct weft_p2p_conn* p2p;               /* [nranks] */
-  uint8_t* watch;                          /* [nranks] peer processes on this host whose death we can see */
-  struct weft_direct* direct;              /* host direct paths (collectives/host/direct.h); NULL when off */
-  struct weft_waiter waiter;               /* launch waits start from this copy (parameters read at init) */
-  struct weft_tree_state* tree;            /* tree channels, connected at the first tree collective */
-  int interleave;                          /* ring channels over the network run step by step interleaved */
+  struct weft_p2p_conn* p2p;    /* [nranks] */
+  uint8_t* watch;               /* [nranks] peer processes on this host whose death we can see */
+  struct weft_direct* direct;   /* host direct paths (collectives/host/direct.h); NULL when off */
+  struct weft_waiter waiter;    /* launch waits start from this copy (parameters read at init) */
+  struct weft_tree_state* tree; /* tree channels, connected at the first tree collective */
+  int interleave;               /* ring channels over the network run step by step interleaved */
+  int send_by_ref;              /* network sends may read user buffers in place (WEFT_NET_SEND_BY_REF) */
   void* co_stacks[WEFT_PLAN_MAX_CHANNELS]; /* their coroutine stacks, kept between collectives */
-  struct weft_cause** peer_cause;          /* [nranks]: shared pages where ring neighbours say why they gave up */
+  struct weft_cause** peer_cause; /* [nranks]: shared pages where ring neighbours say why they gave up */
 };
 
 /* Connect p2p connectors for the peers this launch sends to (send_to[p]) and receives from

@@ -39,8 +39,9 @@ static void add_large(struct case_list* l, int n, uint64_t seed) {
 
 /* A call returns when the work is complete, so its send buffer is the caller's again at once:
  * overwriting it right after the return must not change what peers receive (network sends may
- * read user buffers in place; they must be finished by then). Broadcast from every root, then
- * all-gather; 8 MiB each, more than the connectors hold. Returns the number of wrong results. */
+ * read user buffers in place; they must be finished by then). Broadcast from every root,
+ * all-gather, send/recv; 8 MiB each, more than the connectors hold. Returns the number of wrong
+ * results. */
 static int run_reuse(ncclComm_t comm, int rank, int n) {
   size_t count = 8u << 20;
   unsigned char* buf = malloc(count * (size_t)n);
@@ -68,6 +69,20 @@ static int run_reuse(ncclComm_t comm, int rank, int n) {
   for (size_t i = 0; i < count * (size_t)n && bad == 0; i++)
     if (buf[i] != (unsigned char)((i % count) * 13 + i / count)) {
       fprintf(stderr, "rank %d: all-gather byte %zu: %d after the senders reused their buffers\n", rank, i,
+              buf[i]);
+      bad++;
+    }
+  /* Send/recv: each rank to the next, which checks after the sender overwrote its buffer. */
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  for (size_t i = 0; i < count; i++) mine[i] = (unsigned char)(i * 5 + rank);
+  if (ncclGroupStart() != ncclSuccess || ncclSend(mine, count, ncclUint8, next, comm, NULL) != ncclSuccess ||
+      ncclRecv(buf, count, ncclUint8, prev, comm, NULL) != ncclSuccess || ncclGroupEnd() != ncclSuccess)
+    return 1;
+  memset(mine, 0xEE, count);
+  if (ncclAllReduce(&flag, &flag, 1, ncclUint8, ncclMax, comm, NULL) != ncclSuccess) return 1;
+  for (size_t i = 0; i < count && bad == 0; i++)
+    if (buf[i] != (unsigned char)(i * 5 + prev)) {
+      fprintf(stderr, "rank %d: send/recv byte %zu: %d after the sender reused its buffer\n", rank, i,
               buf[i]);
       bad++;
     }

@@ -51,12 +51,17 @@ static int progress(struct weft_conn* c, struct p2p_op* op, int is_send) {
     if (is_send ? !weft_conn_send_ready(c) : !weft_conn_recv_ready(c)) break;
     size_t n = op->bytes - op->done < c->simple_slot ? op->bytes - op->done : c->simple_slot;
     char* slot = c->simple + (c->step % WEFT_NSTEPS) * c->simple_slot;
-    if (is_send) weft_conn_note_step(c, n, 0); /* for a network proxy */
-    c->step++;
     if (is_send) {
-      memcpy(slot, (const char*)op->t->sendbuff + op->done, n);
+      const char* src = (const char*)op->t->sendbuff + op->done;
+      weft_conn_note_step(c, n, 0); /* for a network proxy */
+      if (c->by_ref)                /* the proxy sends it from the user's buffer; see drain_sends */
+        c->ctrl->step_ref[c->step % WEFT_NSTEPS] = (uint64_t)(uintptr_t)src;
+      else
+        memcpy(slot, src, n);
+      c->step++;
       weft_host_post(&c->ctrl->tail, &c->ctrl->tail_waiting, c->step);
     } else {
+      c->step++;
       memcpy((char*)op->t->recvbuff + op->done, slot, n);
       weft_host_post(&c->ctrl->head, &c->ctrl->head_waiting, c->step);
     }
@@ -64,6 +69,20 @@ static int progress(struct weft_conn* c, struct p2p_op* op, int is_send) {
     moved++;
   }
   return moved;
+}
+
+/* Network sends by reference read the user's buffers until the proxy has taken them: wait for
+ * that before the call returns, so the caller may reuse the buffers. */
+static ncclResult_t drain_sends(struct ncclComm* comm, const struct p2p_op* ops, int n,
+                                struct weft_waiter* w) {
+  for (int i = 0; i < n; i++) {
+    if (ops[i].t->coll != WEFT_COLL_SEND) continue;
+    struct weft_conn* c = &comm->coll->p2p[ops[i].t->root].send;
+    if (c->by_ref)
+      WEFT_CHECK(weft_host_wait(w, weft_conn_sends_drained, c, &c->ctrl->head, &c->ctrl->head_waiting,
+                                ops[i].t->root, -1, "the network to send the last steps"));
+  }
+  return ncclSuccess;
 }
 
 /* Per-peer queues as index lists into ops: ops of one peer and direction, in call order. */
@@ -130,6 +149,7 @@ ncclResult_t weft_host_p2p_run(struct ncclComm* comm, struct weft_task** tasks, 
   WEFT_CHECK_GOTO(weft_engine_p2p_connect(comm, need, need + k), res, out);
   WEFT_CHECK_GOTO(run_self(comm, tasks, n), res, out);
   if (nops > 0) res = run_remote(comm, ops, nops, w);
+  if (res == ncclSuccess && nops > 0) res = drain_sends(comm, ops, nops, w);
 out:
   free(need);
   free(ops);

@@ -59,8 +59,8 @@ ncclResult_t weft_prims_setup(struct weft_prims* p, struct weft_conn* send, stru
   return ncclSuccess;
 }
 
-static int sends_drained(void* arg) {
-  struct weft_conn* c = arg;
+int weft_conn_sends_drained(void* conn) {
+  struct weft_conn* c = conn;
   return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) >= c->step;
 }
 
@@ -69,7 +69,7 @@ static int sends_drained(void* arg) {
 ncclResult_t weft_prims_flush(struct weft_prims* p) {
   if (p->err != ncclSuccess || !p->refs_sent) return p->err;
   struct weft_conn* c = p->send;
-  p->err = wait_for(p, sends_drained, c, &c->ctrl->head, &c->ctrl->head_waiting, c->peer,
+  p->err = wait_for(p, weft_conn_sends_drained, c, &c->ctrl->head, &c->ctrl->head_waiting, c->peer,
                     "the network to send the last steps");
   return p->err;
 }

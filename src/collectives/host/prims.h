@@ -52,5 +52,7 @@ static inline int weft_prims_failed(const struct weft_prims* p) { return p->err 
 /* Non-blocking checks for progress loops (p2p): whether the next step could start now. */
 int weft_conn_send_ready(struct weft_conn* c);
 int weft_conn_recv_ready(struct weft_conn* c); /* Simple protocol */
+/* Whether the receiver (for a network connector: the proxy) has taken every step sent so far. */
+int weft_conn_sends_drained(void* conn);
 
 #endif
