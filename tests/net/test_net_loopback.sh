@@ -8,12 +8,18 @@ cd "$(dirname "$0")/../.."
 trap 'rm -rf "$NET_LOG"' EXIT
 export NCCL_SOCKET_IFNAME=lo WEFT_TIMEOUT=60
 fail=0
-for shape in 2x1 2x2 3x1; do
+# The last shape runs with 8 KiB network steps (WEFT_NET_CHUNKSIZE): many partial steps and
+# FIFO wrap-arounds in every collective, with the same step size required on every rank.
+for shape in 2x1 2x2 3x1 2x2:8192; do
   start=$(date +%s)
+  chunk=${shape#*:}
+  [ "$chunk" = "$shape" ] && chunk=
+  shape=${shape%:*}
+  if [ -n "$chunk" ]; then export WEFT_NET_CHUNKSIZE=$chunk; else unset WEFT_NET_CHUNKSIZE; fi
   run_job "${shape%x*}" "${shape#*x}" 127.0.0.1 check
   bad=0
   for rc in "${RCS[@]}"; do [ "$rc" = 0 ] || bad=1; done
-  echo "shape $shape: statuses ${RCS[*]} ($(($(date +%s) - start)) s)"
+  echo "shape $shape${chunk:+, ${chunk}-byte network steps}: statuses ${RCS[*]} ($(($(date +%s) - start)) s)"
   grep -h "cases\|reused" "$NET_LOG/rank0.log"
   if [ $bad = 1 ]; then
     fail=1
