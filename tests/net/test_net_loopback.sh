@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ranks on this machine acting as different hosts (WEFT_HOSTID per rank, sockets over
 # 127.0.0.1): every collective and send/recv, Ring and Tree, Simple and LL, for hosts x
-# ranks-per-host 2x1, 2x2, 3x1. Runs everywhere; the namespace test bed builds on it.
+# ranks-per-host 2x1, 2x2, 3x1, and 2x2 again with short network steps and with socket helper
+# threads. Runs everywhere; the namespace test bed builds on it.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/net/lib.sh
