@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/agree.h"
 #include "collectives/coll.h"
 #include "collectives/cuda/engine_cuda.h"
 #include "collectives/host/direct.h"
@@ -142,19 +143,6 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* 
   return ncclSuccess;
 }
 
-/* Across hosts a Simple step carries less than a slot: WEFT_NET_CHUNKSIZE, by default 64 KiB per
- * host. Short steps let a rank reduce or copy one step while the next is on the wire, which pays
- * most in small rings; each step also costs wake-ups and system calls, which dominate in larger
- * ones (measured in docs/PERFORMANCE.md). Every rank of a ring must use the same step size, so
- * this depends only on the host count, which all ranks agree on. */
-static void limit_net_steps(const struct ncclComm* comm, struct weft_coll_state* s) {
-  if (comm->nnodes < 2) return;
-  int64_t chunk = weft_param_is_set("WEFT_NET_CHUNKSIZE") ? weft_param_int("WEFT_NET_CHUNKSIZE")
-                                                          : (int64_t)comm->nnodes * 64 * 1024;
-  chunk = chunk / 4096 * 4096;
-  if (chunk > 0 && (size_t)chunk < s->pp.simple_slot) s->pp.simple_slot = (size_t)chunk;
-}
-
 ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_comm_init(comm);
   struct weft_coll_state* s = calloc(1, sizeof(*s));
@@ -177,6 +165,7 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   s->pp.nchannels = weft_plan_channels_to_connect();
   weft_plan_read_env(&s->pp);
   s->pp.nnodes = comm->nnodes;
+  WEFT_CHECK(weft_plan_agree(comm, &s->pp, s->simple_bytes, s->ll_bytes)); /* before connecting channels */
   s->send_by_ref = weft_param_int("WEFT_NET_SEND_BY_REF") != 0;
   init_watch(comm, s);
   if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));
@@ -187,9 +176,6 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   WEFT_CHECK(weft_host_direct_init(comm, &s->direct));
   /* Parameters are read once per communicator: lookups cost microseconds per launch. */
   weft_waiter_init(&s->waiter, &comm->abort_flag, comm->rank, comm->nranks);
-  s->pp.simple_slot = comm->nranks > 1 ? s->send[0].simple_slot : s->simple_bytes / WEFT_NSTEPS;
-  s->pp.ll_slot = comm->nranks > 1 ? s->send[0].ll_slot : s->ll_bytes / WEFT_NSTEPS;
-  limit_net_steps(comm, s);
   WEFT_INFO(WEFT_INIT, "comm %p rank %d: %d ring channel(s), Simple %zu and LL %zu bytes per connector",
             (void*)comm, comm->rank, s->pp.nchannels, s->simple_bytes, s->ll_bytes);
   return ncclSuccess;

@@ -103,11 +103,38 @@ struct topo_summary {
   float bw_intra[2], bw_inter[2];
   int type_intra[2], type_inter[2];
   int comm_channels;
+  /* The planner's environment: every rank tunes with rank 0's, so all choose alike. */
+  int min_channels, max_channels;
+  char algo_env[256], proto_env[256];
 };
+
+static void summarize_env(struct topo_summary* s) {
+  s->min_channels = weft_param_is_set("NCCL_MIN_NCHANNELS") ? (int)weft_param_int("NCCL_MIN_NCHANNELS") : 0;
+  s->max_channels = weft_param_is_set("NCCL_MAX_NCHANNELS") ? (int)weft_param_int("NCCL_MAX_NCHANNELS") : 0;
+  const char* algo = weft_param_str("NCCL_ALGO");
+  const char* proto = weft_param_str("NCCL_PROTO");
+  snprintf(s->algo_env, sizeof(s->algo_env), "%s", algo ? algo : "");
+  snprintf(s->proto_env, sizeof(s->proto_env), "%s", proto ? proto : "");
+}
+
+/* Rank 0's environment for the model; this rank's own, when it differs, is noted (the WARN is
+ * the engine's, weft_plan_agree). */
+static void adopt_env(struct ncclComm* comm, struct weft_comm_topo* t, const struct topo_summary* all) {
+  const struct topo_summary *me = &all[comm->rank], *r0 = &all[0];
+  t->min_channels = r0->min_channels;
+  t->max_channels = r0->max_channels;
+  snprintf(t->algo_env, sizeof(t->algo_env), "%s", r0->algo_env);
+  snprintf(t->proto_env, sizeof(t->proto_env), "%s", r0->proto_env);
+  if (me->min_channels != r0->min_channels || me->max_channels != r0->max_channels ||
+      strcmp(me->algo_env, r0->algo_env) != 0 || strcmp(me->proto_env, r0->proto_env) != 0)
+    WEFT_INFO(WEFT_INIT | WEFT_TUNING, "comm %p rank %d: tuning with rank 0's NCCL_ALGO=%s NCCL_PROTO=%s",
+              (void*)comm, comm->rank, r0->algo_env, r0->proto_env);
+}
 
 static void summarize(const struct weft_comm_topo* t, int ok, struct topo_summary* s) {
   memset(s, 0, sizeof(*s));
   s->ok = ok;
+  summarize_env(s);
   if (!ok) return;
   const struct weft_topo_graph* g[2] = {&t->ring, &t->tree};
   for (int i = 0; i < 2; i++) {
@@ -160,10 +187,11 @@ static ncclResult_t setup_tuning(struct ncclComm* comm, struct weft_comm_topo* t
       .tree = &t->tree,
       .host_copy_bw = host ? bw : 0,
       .algo_impl = (1u << WEFT_ALGO_RING) | (1u << WEFT_ALGO_TREE),
-      .proto_impl = (1u << WEFT_PROTO_LL) | (1u << WEFT_PROTO_SIMPLE)};
+      .proto_impl = (1u << WEFT_PROTO_LL) | (1u << WEFT_PROTO_SIMPLE),
+      .env_given = 1,
+      .algo_env = t->algo_env[0] ? t->algo_env : NULL,
+      .proto_env = t->proto_env[0] ? t->proto_env : NULL};
   WEFT_CHECK(weft_tuning_init(&t->tuning, &in));
-  t->min_channels = weft_param_is_set("NCCL_MIN_NCHANNELS") ? (int)weft_param_int("NCCL_MIN_NCHANNELS") : 0;
-  t->max_channels = weft_param_is_set("NCCL_MAX_NCHANNELS") ? (int)weft_param_int("NCCL_MAX_NCHANNELS") : 0;
   WEFT_INFO(
       WEFT_INIT | WEFT_GRAPH,
       "comm %p rank %d: %d host(s) x %d rank(s), ring %d channel(s) at %.1f GB/s, copy bandwidth %.1f GB/s "
@@ -185,6 +213,7 @@ static ncclResult_t build_agreed(struct ncclComm* comm, struct weft_comm_topo* t
   summarize(t, built == ncclSuccess, &all[comm->rank]);
   ncclResult_t res = weft_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
   *usable = res == ncclSuccess && agree(comm, t, all);
+  if (res == ncclSuccess) adopt_env(comm, t, all);
   free(all);
   if (res != ncclSuccess) return res;
   if (*usable) {

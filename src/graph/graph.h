@@ -245,6 +245,10 @@ struct weft_tuning_input {
   /* Algorithms/protocols the executor implements (bit per enum value); 0 means ring+tree and
    * LL+Simple (+LL128 on GPUs). */
   unsigned algo_impl, proto_impl;
+  /* NCCL_ALGO / NCCL_PROTO as agreed by the communicator's ranks; read during weft_tuning_init
+   * only. env_given 0: read this process's parameters. */
+  int env_given;
+  const char *algo_env, *proto_env;
 };
 
 struct weft_tuning {

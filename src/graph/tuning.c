@@ -258,8 +258,8 @@ ncclResult_t weft_tuning_init(struct weft_tuning* t, const struct weft_tuning_in
               (in->nnodes == 1 ||
                t->ring.type_inter <= (in->arch >= WEFT_ARCH_HOPPER ? WEFT_PATH_PXN : WEFT_PATH_PXB)) &&
               t->ring.type_intra <= WEFT_PATH_NVB;
-  const char* algo_env = weft_param_str("NCCL_ALGO");
-  const char* proto_env = weft_param_str("NCCL_PROTO");
+  const char* algo_env = in->env_given ? in->algo_env : weft_param_str("NCCL_ALGO");
+  const char* proto_env = in->env_given ? in->proto_env : weft_param_str("NCCL_PROTO");
   for (int f = 0; f < WEFT_FUNC_COUNT; f++) {
     unsigned am, pm;
     WEFT_CHECK(weft_tuning_parse_list(algo_env, algo_names, WEFT_ALGO_COUNT, f, &am));

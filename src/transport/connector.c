@@ -113,6 +113,8 @@ void weft_conn_mem_release(struct weft_conn_mem* m) {
   free(m);
 }
 
+size_t weft_conn_slot_bytes(size_t fifo_bytes) { return round_up(fifo_bytes, 4096) / WEFT_NSTEPS; }
+
 void weft_conn_bind(struct weft_conn* conn, struct weft_conn_mem* m, int peer) {
   memset(conn, 0, sizeof(*conn));
   char* base = m->base;

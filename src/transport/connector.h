@@ -101,6 +101,8 @@ void weft_conn_mem_unlink(struct weft_conn_mem* mem);
 /* Drop this side's use; NULL-safe. */
 void weft_conn_mem_release(struct weft_conn_mem* mem);
 void weft_conn_bind(struct weft_conn* conn, struct weft_conn_mem* mem, int peer);
+/* Bytes per slot of a FIFO created with fifo_bytes (created FIFOs are rounded up to pages). */
+size_t weft_conn_slot_bytes(size_t fifo_bytes);
 /* Senders record what the step they are about to publish carries (see step_info). */
 static inline void weft_conn_note_step(struct weft_conn* c, size_t bytes, int ll) {
   c->ctrl->step_info[c->step % WEFT_NSTEPS] = (uint32_t)bytes | (ll ? WEFT_STEP_LL : 0);

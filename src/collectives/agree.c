@@ -1,0 +1,96 @@
+/* Settings every rank of a communicator must share. Each rank reads its own environment, and a
+ * ring whose ranks cut steps of different sizes, or pick different protocols, channels or
+ * algorithms for the same call, waits for data that never comes. NCCL leaves mismatched
+ * settings undefined; Weft agrees on them once at init: the smallest step and channel count any
+ * rank can take, and rank 0's algorithm, protocol and channel bounds (with a WARN on each rank
+ * whose own settings differ). */
+#include "collectives/agree.h"
+
+#include <stdlib.h>
+
+#include "bootstrap/bootstrap.h"
+#include "core/comm.h"
+#include "transport/connector.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/param.h"
+
+struct rank_settings {
+  uint64_t simple_step, ll_slot; /* the largest steps this rank's connectors hold */
+  int32_t nchannels;
+  int32_t min_channels, max_channels;
+  uint8_t ring_ok, tree_ok, ll_ok, simple_ok;
+};
+
+/* Across hosts a Simple step carries less than a slot: WEFT_NET_CHUNKSIZE, by default 64 KiB per
+ * host. Short steps let a rank reduce or copy one step while the next is on the wire, which pays
+ * most in small rings; each step also costs wake-ups and system calls, which dominate in larger
+ * ones (measured in docs/PERFORMANCE.md). */
+static size_t net_step_limit(const struct ncclComm* comm) {
+  if (comm->nnodes < 2) return SIZE_MAX;
+  int64_t chunk = weft_param_is_set("WEFT_NET_CHUNKSIZE") ? weft_param_int("WEFT_NET_CHUNKSIZE")
+                                                          : (int64_t)comm->nnodes * 64 * 1024;
+  chunk = chunk / 4096 * 4096;
+  return chunk > 0 ? (size_t)chunk : SIZE_MAX;
+}
+
+static struct rank_settings mine(const struct ncclComm* comm, const struct weft_plan_params* pp,
+                                 size_t simple_bytes, size_t ll_bytes) {
+  size_t step = weft_conn_slot_bytes(simple_bytes), limit = net_step_limit(comm);
+  return (struct rank_settings){.simple_step = step < limit ? step : limit,
+                                .ll_slot = weft_conn_slot_bytes(ll_bytes),
+                                .nchannels = pp->nchannels,
+                                .min_channels = pp->min_channels,
+                                .max_channels = pp->max_channels,
+                                .ring_ok = (uint8_t)pp->ring_ok,
+                                .tree_ok = (uint8_t)pp->tree_ok,
+                                .ll_ok = (uint8_t)pp->ll_ok,
+                                .simple_ok = (uint8_t)pp->simple_ok};
+}
+
+static int same_choices(const struct rank_settings* a, const struct rank_settings* b) {
+  return a->min_channels == b->min_channels && a->max_channels == b->max_channels &&
+         a->ring_ok == b->ring_ok && a->tree_ok == b->tree_ok && a->ll_ok == b->ll_ok &&
+         a->simple_ok == b->simple_ok;
+}
+
+ncclResult_t weft_plan_agree(struct ncclComm* comm, struct weft_plan_params* pp, size_t simple_bytes,
+                             size_t ll_bytes) {
+  struct rank_settings me = mine(comm, pp, simple_bytes, ll_bytes);
+  pp->simple_slot = me.simple_step;
+  pp->ll_slot = me.ll_slot;
+  if (comm->nranks < 2) return ncclSuccess;
+  struct rank_settings* all = calloc((size_t)comm->nranks, sizeof(*all));
+  if (all == NULL) return ncclSystemError;
+  all[comm->rank] = me;
+  ncclResult_t res = weft_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
+  if (res != ncclSuccess) {
+    free(all);
+    return res;
+  }
+  for (int r = 0; r < comm->nranks; r++) {
+    if (all[r].simple_step < pp->simple_slot) pp->simple_slot = all[r].simple_step;
+    if (all[r].ll_slot < pp->ll_slot) pp->ll_slot = all[r].ll_slot;
+    if (all[r].nchannels < pp->nchannels) pp->nchannels = all[r].nchannels;
+  }
+  if (!same_choices(&me, &all[0]))
+    WEFT_WARN(
+        "Rank %d: NCCL_ALGO, NCCL_PROTO or NCCL_MIN/MAX_NCHANNELS differ from rank 0's; this communicator "
+        "follows rank 0 (Ring %s, Tree %s, Simple %s, LL %s, channels %d..%d; 0: unset)",
+        comm->rank, all[0].ring_ok ? "on" : "off", all[0].tree_ok ? "on" : "off",
+        all[0].simple_ok ? "on" : "off", all[0].ll_ok ? "on" : "off", (int)all[0].min_channels,
+        (int)all[0].max_channels);
+  pp->ring_ok = all[0].ring_ok;
+  pp->tree_ok = all[0].tree_ok;
+  pp->ll_ok = all[0].ll_ok;
+  pp->simple_ok = all[0].simple_ok;
+  pp->min_channels = all[0].min_channels;
+  pp->max_channels = all[0].max_channels;
+  if (pp->simple_slot != me.simple_step || pp->ll_slot != me.ll_slot || pp->nchannels != me.nchannels)
+    WEFT_INFO(WEFT_INIT,
+              "Rank %d: ranks' buffer sizes or channel counts differ; every rank uses Simple steps of %zu "
+              "bytes, LL slots of %zu bytes and %d channel(s)",
+              comm->rank, pp->simple_slot, pp->ll_slot, pp->nchannels);
+  free(all);
+  return ncclSuccess;
+}

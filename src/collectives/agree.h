@@ -1,0 +1,19 @@
+/* Planner settings every rank of a communicator must share, agreed once at init. */
+#ifndef WEFT_COLLECTIVES_AGREE_H
+#define WEFT_COLLECTIVES_AGREE_H
+
+#include <stddef.h>
+
+#include "collectives/plan.h"
+#include "nccl.h"
+
+struct ncclComm;
+
+/* pp holds this rank's channel count and environment (weft_plan_read_env); simple_bytes and
+ * ll_bytes are the FIFO sizes this rank gives its connectors. Sets pp's step sizes and channel
+ * count to the smallest any rank can take, and its algorithm, protocol and channel bounds to
+ * rank 0's (WARN on ranks whose own differ). A bootstrap all-gather: every rank must call it. */
+ncclResult_t weft_plan_agree(struct ncclComm* comm, struct weft_plan_params* pp, size_t simple_bytes,
+                             size_t ll_bytes);
+
+#endif
