@@ -109,7 +109,7 @@ $(BUILD)/bin/%_perf: perf/%_perf.c $(PERF_COMMON) $(wildcard perf/*.h) $(SHLIB)
 tests: all $(UNIT_BINS) $(INTEG_BINS)
 
 # Unit tests see internal functions through the static library.
-$(BUILD)/tests/unit/%: tests/unit/%.c $(TEST_COMMON) $(wildcard tests/common/*.h) $(STLIB)
+$(BUILD)/tests/unit/%: tests/unit/%.c $(TEST_COMMON) $(wildcard tests/common/*.h tests/unit/*.h) $(STLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/common $(CFLAGS) -fvisibility=default -o $@ $< $(TEST_COMMON) $(STLIB) $(CU_LIBS) $(LDLIBS)
 

@@ -31,10 +31,6 @@
 #define TAG_P2P_ACK 0x57450400
 #define DEFAULT_LL_BYTES (256 * 1024)
 
-static int same_process(const struct ncclComm* comm, int peer) {
-  return comm->peers[peer].pid_hash == comm->peers[comm->rank].pid_hash;
-}
-
 /* Peers on other hosts (host_hash, i.e. WEFT_HOSTID) are reached over the network. */
 static int remote(struct ncclComm* comm, int peer, struct weft_net_peer* np) {
   if (comm->peers[peer].host_hash == comm->peers[comm->rank].host_hash) return 0;
@@ -50,7 +46,7 @@ static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, size_t simpl
   struct weft_net_peer np;
   if (remote(comm, peer, &np)) return weft_net_offer(&np, tag, simple, ll, mem);
   struct weft_conn_handle h;
-  WEFT_CHECK(weft_conn_mem_create(simple, ll, !same_process(comm, peer), "conn", mem, &h));
+  WEFT_CHECK(weft_conn_mem_create(simple, ll, !weft_comm_same_process(comm, peer), "conn", mem, &h));
   return weft_bootstrap_send(comm->bootstrap, peer, tag, &h, sizeof(h));
 }
 
@@ -128,6 +124,13 @@ static void publish_cause(struct ncclComm* comm) {
   weft_proxy_announce(&comm->abort_flag, &comm->cause);
 }
 
+/* A send connector; network ones may send steps from the user's buffer (WEFT_NET_SEND_BY_REF). */
+static void bind_send(const struct weft_coll_state* s, struct weft_conn* c, struct weft_conn_mem* m,
+                      int peer) {
+  weft_conn_bind(c, m, peer);
+  c->by_ref = s->send_by_ref && weft_conn_sends_by_ref(c);
+}
+
 static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* s) {
   int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
   int nch = s->pp.nchannels;
@@ -136,9 +139,8 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* 
   for (int c = 0; c < nch; c++) WEFT_CHECK(take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->send_mem[c]));
   for (int c = 0; c < nch; c++) WEFT_CHECK(finish_offer(comm, prev, TAG_RING_ACK + c, s->recv_mem[c]));
   for (int c = 0; c < nch; c++) {
-    weft_conn_bind(&s->send[c], s->send_mem[c], next);
+    bind_send(s, &s->send[c], s->send_mem[c], next);
     weft_conn_bind(&s->recv[c], s->recv_mem[c], prev);
-    s->send[c].by_ref = s->send_by_ref && weft_conn_sends_by_ref(&s->send[c]);
   }
   return ncclSuccess;
 }
@@ -221,8 +223,7 @@ ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_
   for (int p = 0; p < k; p++)
     if (send_to[p] && s->p2p[p].send_mem == NULL) {
       WEFT_CHECK_GOTO(take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p[p].send_mem), res, out);
-      weft_conn_bind(&s->p2p[p].send, s->p2p[p].send_mem, p);
-      s->p2p[p].send.by_ref = s->send_by_ref && weft_conn_sends_by_ref(&s->p2p[p].send);
+      bind_send(s, &s->p2p[p].send, s->p2p[p].send_mem, p);
     }
   for (int p = 0; p < k; p++)
     if (offered[p]) WEFT_CHECK_GOTO(finish_offer(comm, p, TAG_P2P_ACK, s->p2p[p].recv_mem), res, out);

@@ -86,6 +86,10 @@ struct ncclComm {
 /* Checks that comm is a live communicator; WARNs naming the caller on failure. */
 ncclResult_t weft_comm_check(const struct ncclComm* comm, const char* caller);
 /* The abort flag, or a fatal async error, as a result for waits to return. */
+/* Whether peer is a thread of this process (its memory is ours: no shared segments needed). */
+static inline int weft_comm_same_process(const struct ncclComm* comm, int peer) {
+  return comm->peers[peer].pid_hash == comm->peers[comm->rank].pid_hash;
+}
 static inline int weft_comm_aborted(const struct ncclComm* comm) {
   return __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) != 0;
 }

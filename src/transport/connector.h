@@ -108,6 +108,10 @@ static inline void weft_conn_note_step(struct weft_conn* c, size_t bytes, int ll
   c->ctrl->step_info[c->step % WEFT_NSTEPS] = (uint32_t)bytes | (ll ? WEFT_STEP_LL : 0);
   c->ctrl->step_ref[c->step % WEFT_NSTEPS] = 0; /* in the slot, unless the sender says otherwise */
 }
+/* Senders with by_ref: the step about to be published lies at ref (after weft_conn_note_step). */
+static inline void weft_conn_note_ref(struct weft_conn* c, const void* ref) {
+  c->ctrl->step_ref[c->step % WEFT_NSTEPS] = (uint64_t)(uintptr_t)ref;
+}
 /* Whether this send connector's steps may be published by reference (step_ref): a network
  * connector, whose proxy runs in this process and reads the payload where it lies. */
 static inline int weft_conn_sends_by_ref(const struct weft_conn* c) {

@@ -33,3 +33,25 @@ dump_logs() {
     tail -n 15 "$f"
   done
 }
+
+# report_job LABEL START: after run_job, print the job's statuses and rank 0's case summary;
+# on a failed rank also the tails of every log. Returns 1 when any rank failed.
+report_job() {
+  local bad=0 rc
+  for rc in "${RCS[@]}"; do [ "$rc" = 0 ] || bad=1; done
+  echo "shape $1: statuses ${RCS[*]} ($(($(date +%s) - $2)) s)"
+  grep -h "cases\|reused" "$NET_LOG/rank0.log"
+  [ $bad = 0 ] && return 0
+  dump_logs
+  return 1
+}
+
+# netns_bed K: K namespace hosts (tests/net/netns.sh, sourced first) removed on exit together
+# with the job logs; exits with SKIP (77) where they cannot be made (no root or ip).
+netns_bed() {
+  local why
+  why=$(netns_usable) || { echo "SKIP: $why"; exit 77; }
+  trap 'netns_down; rm -rf "$NET_LOG"' EXIT
+  trap 'exit 1' INT TERM
+  netns_up "$1" || exit 1
+}

@@ -6,22 +6,12 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/net/lib.sh
 . tests/net/netns.sh
-why=$(netns_usable) || { echo "SKIP: $why"; exit 77; }
-trap 'netns_down; rm -rf "$NET_LOG"' EXIT
-trap 'exit 1' INT TERM
-netns_up 5 || exit 1
+netns_bed 5
 export NCCL_SOCKET_IFNAME=eth0 WEFT_TIMEOUT=60
 fail=0
 for shape in ${NET_SHAPES:-2x1 2x2 3x1 4x2 5x1}; do
   start=$(date +%s)
   run_job "${shape%x*}" "${shape#*x}" "$(netns_addr 0)" check "$NS_PREFIX"
-  bad=0
-  for rc in "${RCS[@]}"; do [ "$rc" = 0 ] || bad=1; done
-  echo "shape $shape: statuses ${RCS[*]} ($(($(date +%s) - start)) s)"
-  grep -h "cases\|reused" "$NET_LOG/rank0.log"
-  if [ $bad = 1 ]; then
-    fail=1
-    dump_logs
-  fi
+  report_job "$shape" "$start" || fail=1
 done
 exit $fail

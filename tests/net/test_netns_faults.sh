@@ -9,10 +9,7 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/net/lib.sh
 . tests/net/netns.sh
-why=$(netns_usable) || { echo "SKIP: $why"; exit 77; }
-trap 'netns_down; rm -rf "$NET_LOG"' EXIT
-trap 'exit 1' INT TERM
-netns_up 4 || exit 1
+netns_bed 4
 # NCCL_DEBUG=WARN: a rank that learns of the loss between two calls returns "failed earlier" from
 # the next one; its WARN lines (in its log) still carry who was lost.
 export NCCL_SOCKET_IFNAME=eth0 WEFT_TIMEOUT=15 WEFT_WARN_AFTER=5 NCCL_DEBUG=WARN

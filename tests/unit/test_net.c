@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "net_pair.h"
 #include "transport/net.h"
 
 static const struct weft_net_ops* net = &weft_net_socket_ops;
@@ -15,20 +16,6 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int pair(void** s, void** r) {
-  char handle[WEFT_NET_HANDLE_BYTES];
-  void* l = NULL;
-  *s = *r = NULL;
-  if (net->listen(0, handle, &l) != ncclSuccess) return -1;
-  double t0 = now_s();
-  while ((*s == NULL || *r == NULL) && now_s() - t0 < 10) {
-    if (*s == NULL && net->connect(0, handle, s) != ncclSuccess) return -1;
-    if (*r == NULL && net->accept(l, r) != ncclSuccess) return -1;
-  }
-  net->close_listen(l);
-  return *s && *r ? 0 : -1;
 }
 
 static void fill(unsigned char* p, size_t n, unsigned seed) {
@@ -111,7 +98,7 @@ static void run_layout(const char* nthreads, const char* nsocks) {
   setenv("NCCL_SOCKET_NTHREADS", nthreads, 1);
   setenv("NCCL_NSOCKS_PERTHREAD", nsocks, 1);
   void *s, *r;
-  if (pair(&s, &r) != 0) {
+  if (net_pair(net, &s, &r) != 0) {
     EXPECT_MSG(0, "connect/accept with %s threads x %s sockets", nthreads, nsocks);
     return;
   }
@@ -131,7 +118,7 @@ static void run_peer_lost(void) {
   setenv("NCCL_SOCKET_NTHREADS", "2", 1);
   setenv("NCCL_NSOCKS_PERTHREAD", "1", 1);
   void *s, *r;
-  if (pair(&s, &r) != 0) {
+  if (net_pair(net, &s, &r) != 0) {
     EXPECT(0);
     return;
   }
@@ -156,7 +143,7 @@ static void run_peer_lost(void) {
  * announced by the layer above). */
 static void run_sender_gone(void) {
   void *s, *r;
-  if (pair(&s, &r) != 0) {
+  if (net_pair(net, &s, &r) != 0) {
     EXPECT(0);
     return;
   }

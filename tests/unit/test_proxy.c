@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "collectives/host/wait.h"
+#include "net_pair.h"
 #include "proxy/proxy.h"
 #include "transport/connector.h"
 #include "transport/net.h"
@@ -29,20 +30,6 @@ static double now_s(void) {
 static void nap_us(long us) {
   struct timespec ts = {0, us * 1000};
   nanosleep(&ts, NULL);
-}
-
-static int pair(void** s, void** r) {
-  char handle[WEFT_NET_HANDLE_BYTES];
-  void* l = NULL;
-  *s = *r = NULL;
-  if (net->listen(0, handle, &l) != ncclSuccess) return -1;
-  double t0 = now_s();
-  while ((*s == NULL || *r == NULL) && now_s() - t0 < 10) {
-    if (*s == NULL && net->connect(0, handle, s) != ncclSuccess) return -1;
-    if (*r == NULL && net->accept(l, r) != ncclSuccess) return -1;
-  }
-  net->close_listen(l);
-  return *s && *r ? 0 : -1;
 }
 
 /* One side of a link: its FIFO, the executor's view, the proxy connection, its error state. */
@@ -139,7 +126,7 @@ static int try_recv(struct weft_conn* c, int ll, int* bad) {
 static void run_stream(const char* nthreads, int ll, uint64_t nsteps, size_t slot_bytes) {
   setenv("NCCL_SOCKET_NTHREADS", nthreads, 1);
   void *s, *r;
-  if (pair(&s, &r) != 0) {
+  if (net_pair(net, &s, &r) != 0) {
     EXPECT_MSG(0, "loopback pair");
     return;
   }
@@ -178,7 +165,7 @@ static void run_stream(const char* nthreads, int ll, uint64_t nsteps, size_t slo
  * goodbye, so the receiver sees every step and no error. */
 static void run_teardown_flush(void) {
   void *s, *r;
-  if (pair(&s, &r) != 0) {
+  if (net_pair(net, &s, &r) != 0) {
     EXPECT_MSG(0, "loopback pair");
     return;
   }
@@ -222,7 +209,7 @@ static int head_ready(void* a) {
  * rank and its host. */
 static void run_sender_lost(void) {
   void *s, *r;
-  if (pair(&s, &r) != 0) {
+  if (net_pair(net, &s, &r) != 0) {
     EXPECT_MSG(0, "loopback pair");
     return;
   }
@@ -248,7 +235,7 @@ static void run_sender_lost(void) {
  * credits, fails the same way. */
 static void run_receiver_lost(void) {
   void *s, *r;
-  if (pair(&s, &r) != 0) {
+  if (net_pair(net, &s, &r) != 0) {
     EXPECT_MSG(0, "loopback pair");
     return;
   }
@@ -281,7 +268,7 @@ static void* remove_thread(void* a) {
  * until the communicator is aborted, then returns promptly. */
 static void run_abort_teardown(void) {
   void *s, *r;
-  if (pair(&s, &r) != 0) {
+  if (net_pair(net, &s, &r) != 0) {
     EXPECT_MSG(0, "loopback pair");
     return;
   }

@@ -23,10 +23,6 @@
 #define DEFAULT_CHANNELS 16
 #define DEFAULT_LL_BYTES (256 * 1024)
 
-static int same_process(const struct ncclComm* comm, int peer) {
-  return comm->peers[peer].pid_hash == comm->peers[comm->rank].pid_hash;
-}
-
 static void bind(struct weft_cuda_conn* c, const struct weft_p2p_mem* m) {
   c->ctrl = (struct weft_conn_ctrl*)m->base;
   c->simple = m->base + WEFT_CTRL_BYTES;
@@ -40,7 +36,7 @@ static void bind(struct weft_cuda_conn* c, const struct weft_p2p_mem* m) {
 static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, struct weft_p2p_mem** mem) {
   struct weft_cuda_state* s = comm->cuda;
   struct weft_p2p_handle h;
-  WEFT_CHECK(weft_p2p_mem_create(s->simple_bytes, s->ll_bytes, !same_process(comm, peer), s->dev,
+  WEFT_CHECK(weft_p2p_mem_create(s->simple_bytes, s->ll_bytes, !weft_comm_same_process(comm, peer), s->dev,
                                  s->setup_stream, mem, &h));
   return weft_bootstrap_send(comm->bootstrap, peer, tag, &h, sizeof(h));
 }

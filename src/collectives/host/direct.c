@@ -79,7 +79,7 @@ static ncclResult_t alloc_state(struct ncclComm* comm, struct weft_direct** out)
   }
   d->all_same_proc = 1;
   for (int p = 0; p < k; p++) {
-    d->same_proc[p] = comm->peers[p].pid_hash == comm->peers[comm->rank].pid_hash;
+    d->same_proc[p] = weft_comm_same_process(comm, p);
     d->all_same_proc &= d->same_proc[p];
   }
   d->oversub = comm->local_nranks > cpus_available();

@@ -55,7 +55,7 @@ static int progress(struct weft_conn* c, struct p2p_op* op, int is_send) {
       const char* src = (const char*)op->t->sendbuff + op->done;
       weft_conn_note_step(c, n, 0); /* for a network proxy */
       if (c->by_ref)                /* the proxy sends it from the user's buffer; see drain_sends */
-        c->ctrl->step_ref[c->step % WEFT_NSTEPS] = (uint64_t)(uintptr_t)src;
+        weft_conn_note_ref(c, src);
       else
         memcpy(slot, src, n);
       c->step++;

@@ -148,7 +148,7 @@ static void send_end(struct weft_prims* p, size_t bytes, const void* ref) {
   }
   weft_conn_note_step(c, bytes, p->proto == WEFT_PROTO_LL); /* for a network proxy */
   if (ref != NULL) {
-    c->ctrl->step_ref[c->step % WEFT_NSTEPS] = (uint64_t)(uintptr_t)ref;
+    weft_conn_note_ref(c, ref);
     p->refs_sent = 1;
   }
   c->step++;
