@@ -3,6 +3,7 @@
 #   make test       dependencies, build, then every test; ends with "N passed, N failed"
 #   make run        dependencies, build, then the main demo job
 #   make CUDA=0     host-only build; DEBUG=1 for -O0 -g; SAN=address|undefined|thread
+#   make emu        the library and its GPU tests for the emulated GPU, in build-emu/ (mk/emu.mk)
 
 NCCL_MAJOR := 2
 NCCL_MINOR := 28
@@ -45,7 +46,15 @@ LIB_SRC := $(shell find src -name '*.c' | sort)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CU_SRC := $(if $(filter 1,$(CUDA)),$(shell find src -name '*.cu' | sort))
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
-CU_LIBS := $(if $(CU_SRC),-L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart_static)
+# The CUDA runtime: the toolkit's, or with EMU=1 the emulated GPU's libcudart.so.13 (mk/emu.mk).
+ifeq ($(EMU),1)
+CUDART_STATIC = -L$(BUILD)/lib -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,'$$ORIGIN/../../lib'
+CUDART_SHARED = $(CUDART_STATIC)
+else
+CUDART_STATIC = -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudart_static
+CUDART_SHARED = -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+endif
+CU_LIBS = $(if $(CU_SRC),$(CUDART_STATIC))
 NVCCFLAGS := -O2 -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -Isrc $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
 
 SONAME := libnccl.so.$(NCCL_MAJOR)
@@ -123,6 +132,7 @@ deps:
 
 test: deps
 	@$(MAKE) --no-print-directory tests
+	@$(MAKE) --no-print-directory emu
 	@bash tests/run.sh
 
 run: deps

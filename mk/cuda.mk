@@ -17,5 +17,5 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c $(wildcard tests/gpu/*.h) tests/integration/
 	@mkdir -p $(dir $@)
 	$(CC) -Iinclude -Itests/common -Itests/integration -isystem $(CUDA_HOME)/include -std=gnu11 $(OPT) -Wall -Wextra \
 	  -pthread $(SANFLAGS) -o $@ $< $(TEST_COMMON) -L$(BUILD)/lib -lnccl -Wl,-rpath,'$$ORIGIN/../../lib' \
-	  -L$(CUDA_HOME)/lib64 -lcudart_static $(LDLIBS)
+	  $(CUDART_STATIC) $(LDLIBS)
 endif

@@ -3,5 +3,5 @@
 # probes at run time and falls back to host buffers (WEFT_BACKEND=host forces that).
 ifeq ($(CUDA),1)
 PERF_CUDA_FLAGS := -DWEFT_PERF_CUDA -isystem $(CUDA_HOME)/include
-PERF_CUDA_LIBS := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+PERF_CUDA_LIBS = $(CUDART_SHARED)
 endif

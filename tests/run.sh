@@ -2,6 +2,8 @@
 # Runs every test: built programs under build/tests/ and scripts tests/**/test_*.sh.
 # Exit status 0 = pass, 77 = skip, anything else = fail. Ends with "N passed, N failed".
 # TESTS=regex limits the run to matching names; TEST_TIMEOUT sets seconds per test (default 600).
+# Then, when `make emu` has built $EMU_BUILD (default build-emu), the programs under its tests/gpu
+# and tests/gpuemu run on the emulated GPU (names prefixed emu/); EMU_TESTS=0 leaves them out.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -15,14 +17,20 @@ limit=${TEST_TIMEOUT:-600}
 passed=0 failed=0 skipped=0
 failed_names=()
 
+EMU_BUILD=${EMU_BUILD:-build-emu}
 list_tests() {
   find "$BUILD/tests" -type f -name 'test_*' -perm -u+x 2>/dev/null | sort
   find tests -type f -name 'test_*.sh' 2>/dev/null | sort
+}
+list_emu_tests() {
+  [ "${EMU_TESTS:-1}" = 0 ] && return
+  find "$EMU_BUILD/tests/gpuemu" "$EMU_BUILD/tests/gpu" -type f -name 'test_*' -perm -u+x 2>/dev/null | sort
 }
 
 run_one() {
   local t=$1 name log start rc
   name=${t#"$BUILD"/}
+  case $t in "$EMU_BUILD"/*) name=emu/${t#"$EMU_BUILD"/} ;; esac
   log="$LOGDIR/$(echo "$name" | tr '/' '_').log"
   start=$(date +%s)
   timeout -k 10 "$limit" bash -c '[[ "$1" == *.sh ]] && exec bash "$1" || exec "$1"' _ "$t" >"$log" 2>&1 </dev/null
@@ -39,6 +47,10 @@ run_one() {
 
 for t in $(list_tests); do
   echo "$t" | grep -Eq -- "$filter" || continue
+  run_one "$t"
+done
+for t in $(list_emu_tests); do
+  echo "emu/${t#"$EMU_BUILD"/}" | grep -Eq -- "$filter" || continue
   run_one "$t"
 done
 

@@ -81,12 +81,26 @@ struct init_job {
   int* parent_ranks;
 };
 
+/* One line saying where this rank runs: "backend cuda" with its device, or "backend host". */
+static void log_backend(const struct ncclComm* comm) {
+  if (comm->backend != WEFT_BACKEND_CUDA) {
+    WEFT_INFO(WEFT_INIT, "comm %p rank %d: backend host (collectives on CPUs over host memory)", (void*)comm,
+              comm->rank);
+    return;
+  }
+  char desc[160];
+  weft_cuda_device_desc(comm->cuda_dev, desc, sizeof(desc));
+  WEFT_INFO(WEFT_INIT, "comm %p rank %d: backend cuda, device %d (%s)", (void*)comm, comm->rank,
+            comm->cuda_dev, desc);
+}
+
 ncclResult_t weft_comm_setup(struct ncclComm* comm, const ncclUniqueId* ids, int nids,
                              struct ncclComm* parent, const int* parent_ranks) {
   weft_log_set_device(comm->cuda_dev);
   if (parent == NULL) comm->comm_hash = weft_hash_bytes(ids, sizeof(ncclUniqueId) * nids, 0);
   WEFT_INFO(WEFT_INIT, "comm %p rank %d nranks %d cudaDev %d busId 0 commId 0x%llx - Init START", (void*)comm,
             comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->comm_hash);
+  log_backend(comm);
   if (parent != NULL)
     WEFT_CHECK(weft_bootstrap_split(parent->bootstrap, comm->rank, comm->nranks, parent_ranks,
                                     &comm->abort_flag, &comm->bootstrap));

@@ -45,6 +45,16 @@ const char* weft_cuda_unusable_reason(void) {
   return reason;
 }
 
+void weft_cuda_device_desc(int dev, char* buf, size_t len) {
+  struct cudaDeviceProp p;
+  if (!weft_cuda_usable() || cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
+    cudaGetLastError();
+    snprintf(buf, len, "?");
+    return;
+  }
+  snprintf(buf, len, "%s, busId %04x:%02x:%02x.0", p.name, p.pciDomainID, p.pciBusID, p.pciDeviceID);
+}
+
 int weft_cuda_current_device(void) {
   int dev = 0;
   if (!weft_cuda_usable() || cudaGetDevice(&dev) != cudaSuccess) return 0;
@@ -54,6 +64,10 @@ int weft_cuda_current_device(void) {
 int weft_cuda_usable(void) { return 0; }
 const char* weft_cuda_unusable_reason(void) { return "this build has no CUDA backend (built with CUDA=0)"; }
 int weft_cuda_current_device(void) { return 0; }
+void weft_cuda_device_desc(int dev, char* buf, size_t len) {
+  (void)dev;
+  snprintf(buf, len, "?");
+}
 #endif
 
 int weft_cuda_selected(void) {

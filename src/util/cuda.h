@@ -3,6 +3,8 @@
 #ifndef WEFT_UTIL_CUDA_H
 #define WEFT_UTIL_CUDA_H
 
+#include <stddef.h>
+
 #include "nccl.h"
 
 /* 1 when this build has the CUDA backend and at least one device answers; decided once. */
@@ -11,6 +13,9 @@ int weft_cuda_usable(void);
 int weft_cuda_current_device(void);
 /* Why weft_cuda_usable() is 0, for messages ("not built", "no driver", ...). */
 const char* weft_cuda_unusable_reason(void);
+
+/* Device dev's name and PCI bus id for logs ("?" when unknown); buf holds at least 64 bytes. */
+void weft_cuda_device_desc(int dev, char* buf, size_t len);
 
 /* Whether WEFT_BACKEND selects the CUDA backend: "cuda", or "auto" with a usable device. */
 int weft_cuda_selected(void);

@@ -10,12 +10,15 @@ struct gpu_run {
   size_t pool_bytes; /* largest allocation any case needs, per buffer */
 };
 
-/* Device twin of a host pointer inside one of the case's host allocations. */
+/* Device twin of a host pointer inside one of the case's host allocations. The receive
+ * allocation's range is the one whose size is known (alloc_bytes); a pointer outside it is in
+ * the send allocation. (Testing the send range with alloc_bytes, as this did, mapped receive
+ * buffers that malloc placed right after a smaller send allocation into d_send: the emulated
+ * GPU's first run found it.) */
 static void* twin(const void* host_ptr, const struct case_bufs* b, char* d_send, char* d_recv) {
   const char* p = host_ptr;
-  if (b->alloc_send && p >= b->alloc_send && p < b->alloc_send + b->alloc_bytes)
-    return d_send + (p - b->alloc_send);
-  return d_recv + (p - b->alloc_recv);
+  if (p >= b->alloc_recv && p < b->alloc_recv + b->alloc_bytes) return d_recv + (p - b->alloc_recv);
+  return d_send + (p - b->alloc_send);
 }
 
 static int run_case_gpu(const struct coll_case* c, ncclComm_t comm, int me, int n, cudaStream_t st,

@@ -8,6 +8,7 @@
 #define WEFT_COLLECTIVES_CUDA_PRIMS_DEV_CUH
 
 #include "collectives/cuda/kernel.h"
+#include "collectives/cuda/ptx_dev.cuh"
 #include "collectives/cuda/reduce_dev.cuh"
 
 #define WEFT_SPINS_PER_CHECK 2048
@@ -24,20 +25,6 @@ struct weft_prims {
   int channel, send_peer, recv_peer;
   int failed;
 };
-
-__device__ __forceinline__ uint64_t weft_ld_acquire(const uint64_t* p) {
-  uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void weft_st_relaxed(uint64_t* p, uint64_t v) {
-  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ uint64_t weft_globaltimer(void) {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 /* Called every WEFT_SPINS_PER_CHECK spins of a wait: 1 when the wait must give up (abort
  * raised, or this wait has lasted longer than the timeout, which then raises abort for all). */
@@ -203,19 +190,6 @@ __device__ __forceinline__ void weft_prim_simple(struct weft_prims* p, int flags
   }
   if (flags & WEFT_P_SEND) p->send.step++;
   if (flags & WEFT_P_RECV) p->recv.step++;
-}
-
-__device__ __forceinline__ void weft_ll_load(const struct weft_ll_line* l, uint32_t* d1, uint32_t* f1,
-                                             uint32_t* d2, uint32_t* f2) {
-  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(*d1), "=r"(*f1), "=r"(*d2), "=r"(*f2)
-               : "l"(l)
-               : "memory");
-}
-__device__ __forceinline__ void weft_ll_store(struct weft_ll_line* l, uint64_t v, uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(l), "r"((uint32_t)v), "r"(flag),
-               "r"((uint32_t)(v >> 32)), "r"(flag)
-               : "memory");
 }
 
 /* Wait for line l to carry flag in both halves; returns its 8 data bytes, or sets *bad. */

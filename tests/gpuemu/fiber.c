@@ -1,0 +1,210 @@
+/* Fibers of the emulated GPU (see fiber.h). Stacks are mmap'ed with a guard page below each, so
+ * an overflowing device thread faults instead of corrupting its neighbour. Under ThreadSanitizer
+ * each fiber is announced to it, so races between CUDA threads of one block are seen too. */
+#include "fiber.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_THREAD__)
+#define WEFT_FIBER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WEFT_FIBER_TSAN 1
+#endif
+#endif
+#ifdef WEFT_FIBER_TSAN
+void* __tsan_get_current_fiber(void);
+void* __tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void* fiber);
+void __tsan_switch_to_fiber(void* fiber, unsigned flags);
+#endif
+
+#if defined(__x86_64__) && !defined(WEFT_FIBER_UCONTEXT)
+#define WEFT_FIBER_ASM 1
+/* weft_fiber_switch(&save_sp, load_sp): push the callee-saved registers, swap stacks, pop. */
+__asm__(
+    ".pushsection .text\n"
+    ".globl weft_fiber_switch\n"
+    ".hidden weft_fiber_switch\n"
+    ".p2align 4\n"
+    "weft_fiber_switch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n"
+    ".popsection\n");
+__attribute__((visibility("hidden"))) void weft_fiber_switch(void** save_sp,
+                                                             void* load_sp) __asm__("weft_fiber_switch");
+#else
+#include <ucontext.h>
+#endif
+
+struct weft_fiber {
+  struct weft_fiber_set* set;
+  int index;
+  int done;
+  void (*fn)(void*, int);
+  void* arg;
+  char* stack; /* usable part, above the guard page */
+#ifdef WEFT_FIBER_ASM
+  void* sp;
+#else
+  ucontext_t ctx;
+#endif
+#ifdef WEFT_FIBER_TSAN
+  void* tsan;
+#endif
+};
+
+struct weft_fiber_set {
+  int n;
+  size_t stack_bytes;
+  char* map;
+  size_t map_bytes;
+#ifdef WEFT_FIBER_ASM
+  void* sched_sp;
+#else
+  ucontext_t sched;
+#endif
+#ifdef WEFT_FIBER_TSAN
+  void* sched_tsan;
+#endif
+  struct weft_fiber f[];
+};
+
+static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+struct weft_fiber_set* weft_fiber_set_create(int n, size_t stack_bytes) {
+  size_t pg = page_size();
+  stack_bytes = (stack_bytes + pg - 1) / pg * pg;
+  struct weft_fiber_set* s = calloc(1, sizeof(*s) + (size_t)n * sizeof(struct weft_fiber));
+  if (s == NULL) return NULL;
+  s->n = n;
+  s->stack_bytes = stack_bytes;
+  s->map_bytes = (size_t)n * (stack_bytes + pg);
+  s->map =
+      mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (s->map == MAP_FAILED) {
+    free(s);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) {
+    char* guard = s->map + (size_t)i * (stack_bytes + pg);
+    mprotect(guard, pg, PROT_NONE);
+    s->f[i].set = s;
+    s->f[i].index = i;
+    s->f[i].done = 1;
+    s->f[i].stack = guard + pg;
+#ifdef WEFT_FIBER_TSAN
+    s->f[i].tsan = __tsan_create_fiber(0);
+#endif
+  }
+  return s;
+}
+
+void weft_fiber_set_destroy(struct weft_fiber_set* s) {
+  if (s == NULL) return;
+#ifdef WEFT_FIBER_TSAN
+  for (int i = 0; i < s->n; i++) __tsan_destroy_fiber(s->f[i].tsan);
+#endif
+  munmap(s->map, s->map_bytes);
+  free(s);
+}
+
+int weft_fiber_set_size(const struct weft_fiber_set* s) { return s->n; }
+
+/* Where every fiber starts: run, mark done, hand control back for good. */
+static void fiber_main(struct weft_fiber* f) {
+  f->fn(f->arg, f->index);
+  f->done = 1;
+  weft_fiber_yield(f->set, f->index);
+  abort(); /* a finished fiber is never resumed */
+}
+
+#ifdef WEFT_FIBER_ASM
+/* Entered by the first switch's ret, with the fiber in r12 (restored from the initial frame). */
+__asm__(
+    ".pushsection .text\n"
+    ".globl weft_fiber_entry\n"
+    ".hidden weft_fiber_entry\n"
+    ".p2align 4\n"
+    "weft_fiber_entry:\n"
+    "  movq %r12, %rdi\n"
+    "  call weft_fiber_main_c\n"
+    "  ud2\n"
+    ".popsection\n");
+__attribute__((visibility("hidden"))) void weft_fiber_entry(void) __asm__("weft_fiber_entry");
+__attribute__((visibility("hidden"), used)) void weft_fiber_main_c(struct weft_fiber* f) __asm__(
+    "weft_fiber_main_c");
+void weft_fiber_main_c(struct weft_fiber* f) { fiber_main(f); }
+#else
+static void ucontext_main(unsigned lo, unsigned hi) {
+  fiber_main((struct weft_fiber*)(((uintptr_t)hi << 32) | lo));
+}
+#endif
+
+void weft_fiber_prepare(struct weft_fiber_set* s, int i, void (*fn)(void*, int), void* arg) {
+  struct weft_fiber* f = &s->f[i];
+  f->fn = fn;
+  f->arg = arg;
+  f->done = 0;
+#ifdef WEFT_FIBER_ASM
+  /* Initial frame, popped by weft_fiber_switch: mxcsr/fpu word, r15..rbp, return address. */
+  uint64_t* top = (uint64_t*)(((uintptr_t)(f->stack + s->stack_bytes)) & ~(uintptr_t)15);
+  uint64_t* sp = top - 10;
+  uint32_t csr[2];
+  __asm__ volatile("stmxcsr %0\n fnstcw %1" : "=m"(csr[0]), "=m"(csr[1]));
+  memcpy(&sp[0], csr, 8);
+  sp[1] = 0;                                     /* r15 */
+  sp[2] = 0;                                     /* r14 */
+  sp[3] = 0;                                     /* r13 */
+  sp[4] = (uint64_t)(uintptr_t)f;                /* r12: the fiber */
+  sp[5] = 0;                                     /* rbx */
+  sp[6] = 0;                                     /* rbp */
+  sp[7] = (uint64_t)(uintptr_t)weft_fiber_entry; /* ret target; rsp is then 16-aligned for its call */
+  sp[8] = 0;
+  f->sp = sp;
+#else
+  getcontext(&f->ctx);
+  f->ctx.uc_stack.ss_sp = f->stack;
+  f->ctx.uc_stack.ss_size = s->stack_bytes;
+  f->ctx.uc_link = NULL;
+  uintptr_t p = (uintptr_t)f;
+  makecontext(&f->ctx, (void (*)(void))ucontext_main, 2, (unsigned)(p & 0xffffffffu), (unsigned)(p >> 32));
+#endif
+}
+
+void weft_fiber_resume(struct weft_fiber_set* s, int i) {
+  struct weft_fiber* f = &s->f[i];
+#ifdef WEFT_FIBER_TSAN
+  s->sched_tsan = __tsan_get_current_fiber();
+  __tsan_switch_to_fiber(f->tsan, 0);
+#endif
+#ifdef WEFT_FIBER_ASM
+  weft_fiber_switch(&s->sched_sp, f->sp);
+#else
+  swapcontext(&s->sched, &f->ctx);
+#endif
+}
+
+void weft_fiber_yield(struct weft_fiber_set* s, int i) {
+  struct weft_fiber* f = &s->f[i];
+#ifdef WEFT_FIBER_TSAN
+  __tsan_switch_to_fiber(s->sched_tsan, 0);
+#endif
+#ifdef WEFT_FIBER_ASM
+  weft_fiber_switch(&f->sp, s->sched_sp);
+#else
+  swapcontext(&f->ctx, &s->sched);
+#endif
+}
+
+int weft_fiber_done(const struct weft_fiber_set* s, int i) { return s->f[i].done; }
