@@ -1,6 +1,9 @@
 /* CUDA P2P transport memory: connectors in device memory, exported with cudaIpcGetMemHandle to
  * other processes (same GPU or a peer-accessible one) and shared by address within a process,
- * where a refcount lets the last of the two sides free it. Empty without the CUDA backend. */
+ * where a refcount lets the last of the two sides free it. Memory exported to another process is
+ * freed only once the importer has closed it: the importer marks the control page before it
+ * closes, and an owner that gets there first leaves the memory on a list that later setups and
+ * teardowns sweep. Empty without the CUDA backend. */
 #include "transport/p2p.h"
 
 #include <pthread.h>
@@ -16,8 +19,10 @@
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(((struct weft_p2p_handle*)0)->ipc),
                "IPC handle fits the connector handle");
-/* Kernels find the FIFOs WEFT_CTRL_BYTES after the control page (kernel.h), whatever it grows to. */
-_Static_assert(sizeof(struct weft_conn_ctrl) <= WEFT_CTRL_BYTES, "connector control page fits its space");
+/* Kernels find the FIFOs WEFT_CTRL_BYTES after the control page (kernel.h), whatever it grows to;
+ * its last word is the importer's "closed" mark. */
+#define CLOSED_MARK_OFFSET (WEFT_CTRL_BYTES - sizeof(uint64_t))
+_Static_assert(sizeof(struct weft_conn_ctrl) <= CLOSED_MARK_OFFSET, "connector control page fits its space");
 
 /* Same-process allocations and how many sides still use them. */
 struct shared_ref {
@@ -68,8 +73,65 @@ static int ref_drop(void* base) {
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
+/* Exported memory whose importer had not closed it when its owner was released. */
+struct deferred_free {
+  void* base;
+  struct deferred_free* next;
+};
+static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct deferred_free* deferred;
+
+static int importer_closed(void* base) {
+  uint64_t mark = 0;
+  if (cudaMemcpy(&mark, (char*)base + CLOSED_MARK_OFFSET, sizeof(mark), cudaMemcpyDeviceToHost) !=
+      cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return mark != 0;
+}
+
+/* Free what importers have closed since. An importer that died never marks: its memory stays
+ * until the process ends. */
+static void sweep_deferred(void) {
+  pthread_mutex_lock(&deferred_lock);
+  for (struct deferred_free** at = &deferred; *at;) {
+    struct deferred_free* d = *at;
+    if (!importer_closed(d->base)) {
+      at = &d->next;
+      continue;
+    }
+    *at = d->next;
+    cudaFree(d->base);
+    free(d);
+  }
+  pthread_mutex_unlock(&deferred_lock);
+}
+
+static void free_exported(void* base) {
+  struct deferred_free* d = importer_closed(base) ? NULL : calloc(1, sizeof(*d));
+  if (d == NULL) {
+    cudaFree(base);
+    return;
+  }
+  d->base = base;
+  pthread_mutex_lock(&deferred_lock);
+  d->next = deferred;
+  deferred = d;
+  pthread_mutex_unlock(&deferred_lock);
+}
+
+/* The importer's last act on the memory: mark the control page, then close it. */
+static void close_imported(void* base) {
+  static const uint64_t one = 1;
+  if (cudaMemcpy((char*)base + CLOSED_MARK_OFFSET, &one, sizeof(one), cudaMemcpyHostToDevice) != cudaSuccess)
+    cudaGetLastError();
+  cudaIpcCloseMemHandle(base);
+}
+
 ncclResult_t weft_p2p_mem_create(size_t simple_bytes, size_t ll_bytes, int for_other_process, int dev,
                                  void* stream, struct weft_p2p_mem** out, struct weft_p2p_handle* h) {
+  sweep_deferred();
   struct weft_p2p_mem* m = calloc(1, sizeof(*m));
   if (m == NULL) return ncclSystemError;
   ncclResult_t res = ncclSuccess;
@@ -169,10 +231,13 @@ fail:
 void weft_p2p_mem_release(struct weft_p2p_mem* m) {
   if (m == NULL) return;
   if (m->ipc)
-    cudaIpcCloseMemHandle(m->base);
-  else if (m->base != NULL && (!m->shared || ref_drop(m->base)))
+    close_imported(m->base);
+  else if (m->base != NULL && !m->shared)
+    free_exported(m->base);
+  else if (m->base != NULL && ref_drop(m->base))
     cudaFree(m->base);
   free(m);
+  sweep_deferred();
 }
 
 #else /* no CUDA backend in this build */

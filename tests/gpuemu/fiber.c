@@ -1,6 +1,8 @@
-/* Fibers of the emulated GPU (see fiber.h). Stacks are mmap'ed with a guard page below each, so
- * an overflowing device thread faults instead of corrupting its neighbour. Under ThreadSanitizer
- * each fiber is announced to it, so races between CUDA threads of one block are seen too. */
+/* Fibers of the emulated GPU (see fiber.h). A set's stacks are one mapping (a guard page per
+ * stack would cost two kernel mappings per CUDA thread, and a process may have only ~65k), with
+ * a guard page below the lowest and a canary at the bottom of each, checked when the fiber ends.
+ * Under ThreadSanitizer each fiber is announced to it, so races between CUDA threads of one
+ * block are seen too. */
 #include "fiber.h"
 
 #include <stdint.h>
@@ -89,20 +91,19 @@ struct weft_fiber_set* weft_fiber_set_create(int n, size_t stack_bytes) {
   if (s == NULL) return NULL;
   s->n = n;
   s->stack_bytes = stack_bytes;
-  s->map_bytes = (size_t)n * (stack_bytes + pg);
+  s->map_bytes = (size_t)n * stack_bytes + pg;
   s->map =
       mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (s->map == MAP_FAILED) {
     free(s);
     return NULL;
   }
+  mprotect(s->map, pg, PROT_NONE);
   for (int i = 0; i < n; i++) {
-    char* guard = s->map + (size_t)i * (stack_bytes + pg);
-    mprotect(guard, pg, PROT_NONE);
     s->f[i].set = s;
     s->f[i].index = i;
     s->f[i].done = 1;
-    s->f[i].stack = guard + pg;
+    s->f[i].stack = s->map + pg + (size_t)i * stack_bytes;
 #ifdef WEFT_FIBER_TSAN
     s->f[i].tsan = __tsan_create_fiber(0);
 #endif
@@ -121,9 +122,28 @@ void weft_fiber_set_destroy(struct weft_fiber_set* s) {
 
 int weft_fiber_set_size(const struct weft_fiber_set* s) { return s->n; }
 
+#define CANARY_WORDS 8
+#define CANARY 0x5745465453544b21ull /* "WEFTSTK!" */
+
+static void canary_set(struct weft_fiber* f) {
+  uint64_t* c = (uint64_t*)f->stack;
+  for (int i = 0; i < CANARY_WORDS; i++) c[i] = CANARY;
+}
+
+static void canary_check(const struct weft_fiber* f) {
+  const uint64_t* c = (const uint64_t*)f->stack;
+  for (int i = 0; i < CANARY_WORDS; i++)
+    if (c[i] != CANARY) {
+      fprintf(stderr, "weft-emu: CUDA thread %d overflowed its %zu-byte fiber stack\n", f->index,
+              f->set->stack_bytes);
+      abort();
+    }
+}
+
 /* Where every fiber starts: run, mark done, hand control back for good. */
 static void fiber_main(struct weft_fiber* f) {
   f->fn(f->arg, f->index);
+  canary_check(f);
   f->done = 1;
   weft_fiber_yield(f->set, f->index);
   abort(); /* a finished fiber is never resumed */
@@ -156,6 +176,7 @@ void weft_fiber_prepare(struct weft_fiber_set* s, int i, void (*fn)(void*, int),
   f->fn = fn;
   f->arg = arg;
   f->done = 0;
+  canary_set(f);
 #ifdef WEFT_FIBER_ASM
   /* Initial frame, popped by weft_fiber_switch: mxcsr/fpu word, r15..rbp, return address. */
   uint64_t* top = (uint64_t*)(((uintptr_t)(f->stack + s->stack_bytes)) & ~(uintptr_t)15);

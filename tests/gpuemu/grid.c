@@ -2,7 +2,7 @@
  * threads a fiber (fiber.h), switched only at barriers. A block starts only when the device has
  * room for it (SMs x blocks per SM), as on hardware, so co-residency deadlocks reproduce.
  * Barriers check that every thread of the block arrived at the same call site. */
-#define _GNU_SOURCE
+
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -21,7 +21,8 @@
 #define MAX_DEVICES 16
 #define SM_THREADS 2048
 #define SM_REGS 65536
-#define STACK_BYTES (128 * 1024)
+#define STACK_BYTES (64 * 1024)     /* per CUDA thread */
+#define BLOCK_OS_STACK (256 * 1024) /* the block's scheduler runs on it */
 
 /* ---- reports ---- */
 
@@ -146,7 +147,7 @@ static void room_leave(int dev, long units) {
 
 /* ---- fiber sets, kept for reuse: creating 512 stacks per block per launch would dominate ---- */
 
-#define SPARE_SETS 64
+#define SPARE_SETS 32
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct weft_fiber_set* spare[SPARE_SETS];
 
@@ -338,6 +339,9 @@ int weft_emu_grid_run(const struct weft_emu_kernel* k, const void* packed, struc
     return cudaErrorMemoryAllocation;
   }
   size_t started = 0;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, BLOCK_OS_STACK);
   for (size_t i = 0; i < nblocks; i++) {
     struct block* b = &blocks[i];
     *b = (struct block){.k = k,
@@ -350,12 +354,13 @@ int weft_emu_grid_run(const struct weft_emu_kernel* k, const void* packed, struc
     b->idx = (struct weft_emu_dim){(unsigned)(i % grid.x), (unsigned)(i / grid.x % grid.y),
                                    (unsigned)(i / grid.x / grid.y)};
     fill_threads(b);
-    if (pthread_create(&b->os_thread, NULL, block_main, b) != 0) {
+    if (pthread_create(&b->os_thread, &attr, block_main, b) != 0) {
       weft_emu_fatal("cannot start the OS thread of block %zu of kernel %s: %s", i, k->name, strerror(errno));
       break;
     }
     started++;
   }
+  pthread_attr_destroy(&attr);
   for (size_t i = 0; i < started; i++) pthread_join(blocks[i].os_thread, NULL);
   free(th);
   free(blocks);

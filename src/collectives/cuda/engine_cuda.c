@@ -184,14 +184,12 @@ void weft_cuda_comm_fini(struct ncclComm* comm) {
     __sync_synchronize();
   }
   if (s->have_last) cudaEventSynchronize(s->last_event);
-  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++) {
-    weft_p2p_mem_release(s->ring_send_mem[c]);
-    weft_p2p_mem_release(s->ring_recv_mem[c]);
-  }
-  for (int p = 0; p < comm->nranks; p++) {
-    if (s->p2p_send_mem) weft_p2p_mem_release(s->p2p_send_mem[p]);
-    if (s->p2p_recv_mem) weft_p2p_mem_release(s->p2p_recv_mem[p]);
-  }
+  /* Peers' memory (the send sides) is closed before own memory is freed, so that a peer doing the
+   * same finds its memory closed by this rank. */
+  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++) weft_p2p_mem_release(s->ring_send_mem[c]);
+  for (int p = 0; s->p2p_send_mem && p < comm->nranks; p++) weft_p2p_mem_release(s->p2p_send_mem[p]);
+  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++) weft_p2p_mem_release(s->ring_recv_mem[c]);
+  for (int p = 0; s->p2p_recv_mem && p < comm->nranks; p++) weft_p2p_mem_release(s->p2p_recv_mem[p]);
   free(s->p2p_send_mem);
   free(s->p2p_recv_mem);
   if (s->host) cudaFreeHost(s->host);
