@@ -38,6 +38,10 @@ ncclResult_t weft_bootstrap_allgather(struct weft_bootstrap* bs, void* data, siz
  * recv fails if the message is larger than size. */
 ncclResult_t weft_bootstrap_send(struct weft_bootstrap* bs, int peer, int tag, const void* data, size_t size);
 ncclResult_t weft_bootstrap_recv(struct weft_bootstrap* bs, int peer, int tag, void* data, size_t size);
+/* recv that gives up after `seconds` (teardown handshakes, which must not hang on a peer that
+ * went away or tears down in another order). */
+ncclResult_t weft_bootstrap_recv_within(struct weft_bootstrap* bs, int peer, int tag, void* data, size_t size,
+                                        int64_t seconds);
 ncclResult_t weft_bootstrap_barrier(struct weft_bootstrap* bs);
 /* Close sockets and stop any root thread this rank started. NULL-safe. */
 void weft_bootstrap_destroy(struct weft_bootstrap* bs);

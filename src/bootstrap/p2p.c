@@ -375,6 +375,13 @@ ncclResult_t weft_bootstrap_recv(struct weft_bootstrap* bs, int peer, int tag, v
                            weft_socket_deadline(weft_bs_timeout_s()));
 }
 
+ncclResult_t weft_bootstrap_recv_within(struct weft_bootstrap* bs, int peer, int tag, void* data, size_t size,
+                                        int64_t seconds) {
+  WEFT_ARG_CHECK(bs != NULL && (data != NULL || size == 0), "bootstrap %p data %p", (void*)bs, data);
+  return weft_bs_recv_kind(bs, peer, WEFT_BS_P2P, tag, data, size, bs->abort_flag,
+                           weft_socket_deadline(seconds));
+}
+
 /* Dissemination barrier: in round k everyone signals rank + 2^k and waits for rank - 2^k. */
 ncclResult_t weft_bootstrap_barrier(struct weft_bootstrap* bs) {
   WEFT_ARG_CHECK(bs != NULL, "bootstrap is NULL");

@@ -20,6 +20,9 @@
 #define TAG_RING_ACK 0x57460200
 #define TAG_P2P 0x57460300
 #define TAG_P2P_ACK 0x57460400
+#define TAG_RING_CLOSED 0x57460500 /* + channel */
+#define TAG_P2P_CLOSED 0x57460600
+#define CLOSE_WAIT_S 5 /* how long an owner waits for its importer's "closed" note at teardown */
 #define DEFAULT_CHANNELS 16
 #define DEFAULT_LL_BYTES (256 * 1024)
 
@@ -172,6 +175,41 @@ ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
   return ncclSuccess;
 }
 
+/* Close a peer's memory, then tell that peer (in another process) it may free it. */
+static void close_peer_mem(struct ncclComm* comm, struct weft_p2p_mem** m, int peer, int tag, int notify) {
+  int imported = *m != NULL && (*m)->ipc;
+  weft_p2p_mem_release(*m);
+  *m = NULL;
+  int one = 1;
+  if (imported && notify) weft_bootstrap_send(comm->bootstrap, peer, tag, &one, sizeof(one));
+}
+
+/* Free own memory, after the peer that imported it says it closed it (or a bounded wait: the
+ * memory is then freed once the importer marks it, see transport/p2p.c). */
+static void free_own_mem(struct ncclComm* comm, struct weft_p2p_mem** m, int peer, int tag, int wait) {
+  int exported = *m != NULL && (*m)->owner && !(*m)->shared;
+  int closed = 0;
+  if (exported && wait)
+    weft_bootstrap_recv_within(comm->bootstrap, peer, tag, &closed, sizeof(closed), CLOSE_WAIT_S);
+  weft_p2p_mem_release(*m);
+  *m = NULL;
+}
+
+/* Peers' memory (the send sides) is closed before own memory is freed: CUDA IPC memory must not be
+ * freed while another process still has it open. An aborted comm does not wait for peers. */
+static void release_connectors(struct ncclComm* comm, struct weft_cuda_state* s) {
+  int k = comm->nranks, talk = k > 1 && comm->bootstrap != NULL && !weft_comm_aborted(comm);
+  int next = (comm->rank + 1) % k, prev = (comm->rank + k - 1) % k;
+  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++)
+    close_peer_mem(comm, &s->ring_send_mem[c], next, TAG_RING_CLOSED + c, talk);
+  for (int p = 0; s->p2p_send_mem && p < k; p++)
+    close_peer_mem(comm, &s->p2p_send_mem[p], p, TAG_P2P_CLOSED, talk);
+  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++)
+    free_own_mem(comm, &s->ring_recv_mem[c], prev, TAG_RING_CLOSED + c, talk);
+  for (int p = 0; s->p2p_recv_mem && p < k; p++)
+    free_own_mem(comm, &s->p2p_recv_mem[p], p, TAG_P2P_CLOSED, talk);
+}
+
 void weft_cuda_comm_fini(struct ncclComm* comm) {
   struct weft_cuda_state* s = comm ? comm->cuda : NULL;
   if (s == NULL) return;
@@ -184,12 +222,7 @@ void weft_cuda_comm_fini(struct ncclComm* comm) {
     __sync_synchronize();
   }
   if (s->have_last) cudaEventSynchronize(s->last_event);
-  /* Peers' memory (the send sides) is closed before own memory is freed, so that a peer doing the
-   * same finds its memory closed by this rank. */
-  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++) weft_p2p_mem_release(s->ring_send_mem[c]);
-  for (int p = 0; s->p2p_send_mem && p < comm->nranks; p++) weft_p2p_mem_release(s->p2p_send_mem[p]);
-  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++) weft_p2p_mem_release(s->ring_recv_mem[c]);
-  for (int p = 0; s->p2p_recv_mem && p < comm->nranks; p++) weft_p2p_mem_release(s->p2p_recv_mem[p]);
+  release_connectors(comm, s);
   free(s->p2p_send_mem);
   free(s->p2p_recv_mem);
   if (s->host) cudaFreeHost(s->host);
@@ -207,6 +240,41 @@ ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
   WEFT_WARN("comm %p rank %d: the CUDA backend is not built in (CUDA=0)", (void*)comm, comm->rank);
   return ncclInvalidUsage;
 }
+/* Close a peer's memory, then tell that peer (in another process) it may free it. */
+static void close_peer_mem(struct ncclComm* comm, struct weft_p2p_mem** m, int peer, int tag, int notify) {
+  int imported = *m != NULL && (*m)->ipc;
+  weft_p2p_mem_release(*m);
+  *m = NULL;
+  int one = 1;
+  if (imported && notify) weft_bootstrap_send(comm->bootstrap, peer, tag, &one, sizeof(one));
+}
+
+/* Free own memory, after the peer that imported it says it closed it (or a bounded wait: the
+ * memory is then freed once the importer marks it, see transport/p2p.c). */
+static void free_own_mem(struct ncclComm* comm, struct weft_p2p_mem** m, int peer, int tag, int wait) {
+  int exported = *m != NULL && (*m)->owner && !(*m)->shared;
+  int closed = 0;
+  if (exported && wait)
+    weft_bootstrap_recv_within(comm->bootstrap, peer, tag, &closed, sizeof(closed), CLOSE_WAIT_S);
+  weft_p2p_mem_release(*m);
+  *m = NULL;
+}
+
+/* Peers' memory (the send sides) is closed before own memory is freed: CUDA IPC memory must not be
+ * freed while another process still has it open. An aborted comm does not wait for peers. */
+static void release_connectors(struct ncclComm* comm, struct weft_cuda_state* s) {
+  int k = comm->nranks, talk = k > 1 && comm->bootstrap != NULL && !weft_comm_aborted(comm);
+  int next = (comm->rank + 1) % k, prev = (comm->rank + k - 1) % k;
+  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++)
+    close_peer_mem(comm, &s->ring_send_mem[c], next, TAG_RING_CLOSED + c, talk);
+  for (int p = 0; s->p2p_send_mem && p < k; p++)
+    close_peer_mem(comm, &s->p2p_send_mem[p], p, TAG_P2P_CLOSED, talk);
+  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++)
+    free_own_mem(comm, &s->ring_recv_mem[c], prev, TAG_RING_CLOSED + c, talk);
+  for (int p = 0; s->p2p_recv_mem && p < k; p++)
+    free_own_mem(comm, &s->p2p_recv_mem[p], p, TAG_P2P_CLOSED, talk);
+}
+
 void weft_cuda_comm_fini(struct ncclComm* comm) { (void)comm; }
 
 #endif

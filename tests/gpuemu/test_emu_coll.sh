@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The CUDA backend's collective matrix on the emulated GPU (build-emu/, `make emu`): every
+# collective x datatype x op of test_gpu_coll, in place and out of place, for 1-5 ranks as
+# threads and as processes sharing the emulated device, on Simple and LL, 1-4 channels, and
+# connector slots small enough that the counts loop several times per channel.
+set -u
+cd "$(dirname "$0")/../.."
+BIN=${EMU_BUILD:-build-emu}/tests/gpu/test_gpu_coll
+[ -x "$BIN" ] || { echo "SKIP: $BIN not built (make emu)"; exit 77; }
+export WEFT_BACKEND=cuda WEFT_TIMEOUT=120
+fail=0 runs=0
+# mode ranks max_count, then the environment of the run
+run() {
+  local mode=$1 n=$2 max=$3
+  shift 3
+  runs=$((runs + 1))
+  local out start
+  start=$(date +%s)
+  if out=$(env "$@" timeout 300 "$BIN" "$mode" "$n" "$max" 2>&1); then
+    echo "ok   $mode $n ranks, $* ($(($(date +%s) - start))s)"
+  else
+    fail=$((fail + 1))
+    echo "FAIL $mode $n ranks, $*"
+    echo "$out" | grep -v '^FAILED rank' | head -20 | sed 's/^/    /'
+  fi
+}
+SMALL="NCCL_BUFFSIZE=65536 NCCL_LL_BUFFSIZE=32768" # 8 KiB Simple and 4 KiB LL slots
+run threads 1 3000 NCCL_PROTO=Simple
+run threads 2 3000 NCCL_PROTO=Simple $SMALL NCCL_MIN_NCHANNELS=2
+run threads 2 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=4 NCCL_MAX_NCHANNELS=4
+run threads 3 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=3
+run threads 4 3000 NCCL_PROTO=Simple $SMALL NCCL_MIN_NCHANNELS=4 NCCL_MAX_NCHANNELS=4
+run threads 5 3000 WEFT_EMU_UNUSED=0
+run procs 2 3000 NCCL_PROTO=Simple $SMALL NCCL_MIN_NCHANNELS=2
+run procs 3 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=3
+run procs 4 1000 WEFT_EMU_UNUSED=0
+echo "$((runs - fail)) of $runs configurations match the reference"
+[ "$fail" = 0 ]

@@ -1,0 +1,665 @@
+/* Tests of the emulated CUDA runtime (libcudart.so.13 built from rt_*.c): memory kinds, pointer
+ * checks, stream and event ordering, last-error rules, IPC between processes, capture and graphs.
+ * Prints PASS/FAIL per check; exits nonzero when any failed. Kernel launches are tested with grid.c. */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int failures;
+
+#define EXPECT(cond, ...)                               \
+  do {                                                  \
+    if (!(cond)) {                                      \
+      fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                     \
+      fprintf(stderr, " (%s)\n", #cond);                \
+      ok = 0;                                           \
+    }                                                   \
+  } while (0)
+#define EXPECT_ERR(call, want)                                                                            \
+  do {                                                                                                    \
+    cudaError_t e_ = (call);                                                                              \
+    EXPECT(e_ == (want), "%s returned %s, want %s", #call, cudaGetErrorName(e_), cudaGetErrorName(want)); \
+  } while (0)
+#define EXPECT_OK(call) EXPECT_ERR(call, cudaSuccess)
+
+static void report(const char* name, int ok) {
+  printf("%s %s\n", ok ? "PASS" : "FAIL", name);
+  fflush(stdout);
+  if (!ok) failures++;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+/* A gate a host function blocks on until the test opens it. */
+struct gate {
+  pthread_mutex_t m;
+  pthread_cond_t c;
+  int open, passed;
+};
+#define GATE_INIT \
+  { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 }
+
+static void gate_wait_fn(void* p) {
+  struct gate* g = p;
+  pthread_mutex_lock(&g->m);
+  while (!g->open) pthread_cond_wait(&g->c, &g->m);
+  g->passed = 1;
+  pthread_mutex_unlock(&g->m);
+}
+
+static void gate_open(struct gate* g) {
+  pthread_mutex_lock(&g->m);
+  g->open = 1;
+  pthread_cond_broadcast(&g->c);
+  pthread_mutex_unlock(&g->m);
+}
+
+static int gate_passed(struct gate* g) {
+  pthread_mutex_lock(&g->m);
+  int v = g->passed;
+  pthread_mutex_unlock(&g->m);
+  return v;
+}
+
+/* Host functions that log the order they ran in. */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static int order_log[16], order_n;
+static void log_fn(void* p) {
+  pthread_mutex_lock(&log_lock);
+  order_log[order_n++] = (int)(intptr_t)p;
+  pthread_mutex_unlock(&log_lock);
+}
+static void slow_log_fn(void* p) {
+  sleep_ms(60);
+  log_fn(p);
+}
+static void sleep20_fn(void* p) {
+  (void)p;
+  sleep_ms(20);
+}
+
+static void test_devices(void) {
+  int ok = 1, n = 0, v = 0, dev = -1;
+  EXPECT_OK(cudaGetDeviceCount(&n));
+  EXPECT(n == 2, "device count %d", n);
+  struct cudaDeviceProp p0, p1;
+  EXPECT_OK(cudaGetDeviceProperties(&p0, 0));
+  EXPECT_OK(cudaGetDeviceProperties(&p1, 1));
+  EXPECT(strstr(p0.name, "Weft emulated GPU 0") != NULL, "name %s", p0.name);
+  EXPECT(p0.warpSize == 32 && p0.maxThreadsPerBlock == 1024 && p0.major == 9 && p0.minor == 0, "shape");
+  EXPECT(p0.multiProcessorCount == 132 && p0.unifiedAddressing == 1 && p0.canMapHostMemory == 1, "features");
+  EXPECT(p0.pciBusID != p1.pciBusID && memcmp(&p0.uuid, &p1.uuid, sizeof(p0.uuid)) != 0, "distinct ids");
+  EXPECT_OK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, 1));
+  EXPECT(v == 132, "SM count %d", v);
+  char bus[16];
+  EXPECT_OK(cudaDeviceGetPCIBusId(bus, sizeof(bus), 1));
+  EXPECT_OK(cudaDeviceGetByPCIBusId(&dev, bus));
+  EXPECT(dev == 1, "bus id %s -> device %d", bus, dev);
+  EXPECT_ERR(cudaSetDevice(2), cudaErrorInvalidDevice);
+  EXPECT_ERR(cudaGetDeviceProperties(&p0, 5), cudaErrorInvalidDevice);
+  EXPECT_OK(cudaDeviceCanAccessPeer(&v, 0, 1));
+  EXPECT(v == 1, "peer 0->1");
+  EXPECT_OK(cudaDeviceCanAccessPeer(&v, 0, 0));
+  EXPECT(v == 0, "peer 0->0");
+  EXPECT_OK(cudaDeviceEnablePeerAccess(1, 0));
+  EXPECT_ERR(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessAlreadyEnabled);
+  EXPECT_OK(cudaDeviceDisablePeerAccess(1));
+  EXPECT_ERR(cudaDeviceDisablePeerAccess(1), cudaErrorPeerAccessNotEnabled);
+  EXPECT_OK(cudaFree(NULL));
+  EXPECT_OK(cudaRuntimeGetVersion(&v));
+  EXPECT(v == 13000, "runtime version %d", v);
+  cudaGetLastError();
+  report("devices", ok);
+}
+
+static void test_memory_kinds(void) {
+  int ok = 1;
+  void *d0 = NULL, *d1 = NULL, *pinned = NULL, *pd = NULL;
+  char* host = malloc(8192);
+  struct cudaPointerAttributes a;
+  EXPECT_OK(cudaSetDevice(0));
+  EXPECT_OK(cudaMalloc(&d0, 1000));
+  EXPECT_OK(cudaSetDevice(1));
+  EXPECT_OK(cudaMalloc(&d1, 5000));
+  EXPECT_OK(cudaSetDevice(0));
+  EXPECT_OK(cudaPointerGetAttributes(&a, (char*)d1 + 4999));
+  EXPECT(a.type == cudaMemoryTypeDevice && a.device == 1, "device memory: type %d device %d", a.type,
+         a.device);
+  EXPECT_OK(cudaPointerGetAttributes(&a, d0));
+  EXPECT(a.type == cudaMemoryTypeDevice && a.device == 0 && a.devicePointer == d0, "device 0 memory");
+  EXPECT_OK(cudaHostAlloc(&pinned, 100, cudaHostAllocMapped | cudaHostAllocPortable));
+  EXPECT_OK(cudaPointerGetAttributes(&a, pinned));
+  EXPECT(a.type == cudaMemoryTypeHost && a.hostPointer == pinned && a.devicePointer == pinned, "pinned");
+  EXPECT_OK(cudaHostGetDevicePointer(&pd, pinned, 0));
+  EXPECT(pd == pinned, "pinned device pointer");
+  EXPECT_OK(cudaPointerGetAttributes(&a, host));
+  EXPECT(a.type == cudaMemoryTypeUnregistered, "malloc memory type %d", a.type);
+  EXPECT_ERR(cudaHostGetDevicePointer(&pd, host, 0), cudaErrorInvalidValue);
+  EXPECT_OK(cudaHostRegister(host, 4096, cudaHostRegisterDefault));
+  EXPECT_ERR(cudaHostRegister(host + 100, 10, 0), cudaErrorHostMemoryAlreadyRegistered);
+  EXPECT_OK(cudaPointerGetAttributes(&a, host + 10));
+  EXPECT(a.type == cudaMemoryTypeHost, "registered memory type %d", a.type);
+  EXPECT_OK(cudaHostUnregister(host));
+  EXPECT_ERR(cudaHostUnregister(host), cudaErrorHostMemoryNotRegistered);
+  EXPECT_ERR(cudaFree(host), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaFree((char*)d0 + 8), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaFreeHost(d0), cudaErrorInvalidValue);
+  size_t free0 = 0, free1 = 0, total = 0;
+  EXPECT_OK(cudaMemGetInfo(&free0, &total));
+  EXPECT_OK(cudaFree(d0));
+  EXPECT_OK(cudaMemGetInfo(&free1, &total));
+  EXPECT(free1 > free0 && total >= free1, "free %zu -> %zu of %zu", free0, free1, total);
+  EXPECT_ERR(cudaFree(d0), cudaErrorInvalidValue);
+  EXPECT_OK(cudaFree(d1));
+  EXPECT_OK(cudaFreeHost(pinned));
+  cudaGetLastError();
+  free(host);
+  report("memory_kinds", ok);
+}
+
+static void test_host_pointer_checks(void) {
+  int ok = 1;
+  char* host = malloc(256);
+  char src[256] = {1};
+  void* d = NULL;
+  EXPECT_OK(cudaMalloc(&d, 256));
+  EXPECT_ERR(cudaMemcpy(host, src, 256, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaMemcpy(src, host, 256, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaMemcpyAsync(d, host, 256, cudaMemcpyDeviceToDevice, 0), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaMemset(host, 0, 256), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaMemcpy(d, src, 4097 + 256, cudaMemcpyHostToDevice), cudaErrorInvalidValue); /* overrun */
+  EXPECT_OK(cudaMemcpy(d, src, 256, cudaMemcpyHostToDevice));
+  EXPECT_OK(cudaMemcpy(host, d, 256, cudaMemcpyDefault));
+  EXPECT(host[0] == 1, "copied back %d", host[0]);
+  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_OK(cudaFree(d));
+  free(host);
+  report("host_pointer_as_device_pointer", ok);
+}
+
+/* Two streams joined by an event: B's work must wait for A's (slow) host function. */
+static void test_stream_order(void) {
+  int ok = 1;
+  cudaStream_t a, b;
+  cudaEvent_t ev;
+  int *d = NULL, *pin = NULL, out[64];
+  EXPECT_OK(cudaStreamCreate(&a));
+  EXPECT_OK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+  EXPECT_OK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  EXPECT_OK(cudaMalloc((void**)&d, 2 * sizeof(out)));
+  EXPECT_OK(cudaMallocHost((void**)&pin, sizeof(out)));
+  for (int i = 0; i < 64; i++) pin[i] = i * 3;
+  order_n = 0;
+  EXPECT_OK(cudaMemcpyAsync(d, pin, sizeof(out), cudaMemcpyHostToDevice, a));
+  EXPECT_OK(cudaLaunchHostFunc(a, slow_log_fn, (void*)1));
+  EXPECT_OK(cudaMemcpyAsync(d + 64, d, sizeof(out), cudaMemcpyDeviceToDevice, a));
+  EXPECT_OK(cudaEventRecord(ev, a));
+  EXPECT_OK(cudaStreamWaitEvent(b, ev, 0));
+  EXPECT_OK(cudaLaunchHostFunc(b, log_fn, (void*)2));
+  EXPECT_OK(cudaMemcpyAsync(out, d + 64, sizeof(out), cudaMemcpyDeviceToHost, b));
+  EXPECT_OK(cudaStreamSynchronize(b));
+  EXPECT(order_n == 2 && order_log[0] == 1 && order_log[1] == 2, "order %d: %d %d", order_n, order_log[0],
+         order_log[1]);
+  int same = 1;
+  for (int i = 0; i < 64; i++) same &= out[i] == i * 3;
+  EXPECT(same, "data through the chain");
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+  cudaEventDestroy(ev);
+  cudaFree(d);
+  cudaFreeHost(pin);
+  report("stream_order_across_event", ok);
+}
+
+/* Pageable host memory: the source is taken at the call, a copy into it is done at return.
+ * Pinned memory is read when the copy runs. */
+static void test_pageable_copies(void) {
+  int ok = 1, v = 1, out = 0, *pin = NULL, *d = NULL;
+  cudaStream_t s;
+  struct gate g = GATE_INIT;
+  EXPECT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  EXPECT_OK(cudaMalloc((void**)&d, 8));
+  EXPECT_OK(cudaMallocHost((void**)&pin, 8));
+  pin[0] = 10;
+  EXPECT_OK(cudaLaunchHostFunc(s, gate_wait_fn, &g));
+  EXPECT_OK(cudaMemcpyAsync(d, &v, sizeof(v), cudaMemcpyHostToDevice, s));
+  EXPECT_OK(cudaMemcpyAsync(d + 1, pin, sizeof(v), cudaMemcpyHostToDevice, s));
+  v = 2, pin[0] = 20;
+  gate_open(&g);
+  EXPECT_OK(cudaMemcpyAsync(&out, d, sizeof(out), cudaMemcpyDeviceToHost, s));
+  EXPECT(out == 1, "pageable source read late: %d", out); /* no synchronize: done at return */
+  EXPECT_OK(cudaMemcpyAsync(&out, d + 1, sizeof(out), cudaMemcpyDeviceToHost, s));
+  EXPECT(out == 20, "pinned source read early: %d", out);
+  cudaStreamDestroy(s);
+  cudaFree(d), cudaFreeHost(pin);
+  report("pageable_and_pinned_async_copies", ok);
+}
+
+/* Waits up to ms for g to be passed. */
+static int wait_passed(struct gate* g, int ms) {
+  for (int i = 0; i < ms / 5 && !gate_passed(g); i++) sleep_ms(5);
+  return gate_passed(g);
+}
+
+static void test_legacy_stream(void) {
+  int ok = 1;
+  cudaStream_t blk, nb;
+  struct gate g1 = GATE_INIT, g2 = GATE_INIT, l1 = GATE_INIT, l2 = GATE_INIT;
+  EXPECT_OK(cudaStreamCreate(&blk));
+  EXPECT_OK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
+  gate_open(&l1), gate_open(&l2);
+  /* Blocking stream: the legacy stream's host function must not run before it. */
+  EXPECT_OK(cudaLaunchHostFunc(blk, gate_wait_fn, &g1));
+  EXPECT_OK(cudaLaunchHostFunc(0, gate_wait_fn, &l1));
+  sleep_ms(50);
+  EXPECT(!gate_passed(&l1), "legacy stream ran before a blocking stream's earlier work");
+  gate_open(&g1);
+  EXPECT(wait_passed(&l1, 2000), "legacy stream work never ran");
+  /* Non-blocking stream: the legacy stream does not wait for it. */
+  EXPECT_OK(cudaLaunchHostFunc(nb, gate_wait_fn, &g2));
+  EXPECT_OK(cudaLaunchHostFunc(cudaStreamLegacy, gate_wait_fn, &l2));
+  EXPECT(wait_passed(&l2, 2000), "legacy stream waited for a non-blocking stream");
+  gate_open(&g2);
+  EXPECT_OK(cudaDeviceSynchronize());
+  EXPECT(gate_passed(&g2), "device sync returned before the non-blocking stream's work");
+  cudaStreamDestroy(blk);
+  cudaStreamDestroy(nb);
+  report("legacy_stream_vs_blocking_and_nonblocking", ok);
+}
+
+static void test_query(void) {
+  int ok = 1;
+  cudaStream_t s;
+  cudaEvent_t ev, never;
+  struct gate g = GATE_INIT;
+  EXPECT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  EXPECT_OK(cudaEventCreate(&ev));
+  EXPECT_OK(cudaEventCreate(&never));
+  EXPECT_OK(cudaEventQuery(never));
+  EXPECT_OK(cudaStreamQuery(s));
+  EXPECT_OK(cudaLaunchHostFunc(s, gate_wait_fn, &g));
+  EXPECT_OK(cudaEventRecord(ev, s));
+  EXPECT_ERR(cudaStreamQuery(s), cudaErrorNotReady);
+  EXPECT_ERR(cudaEventQuery(ev), cudaErrorNotReady);
+  EXPECT_OK(cudaGetLastError()); /* not-ready is an answer, not an error */
+  gate_open(&g);
+  EXPECT_OK(cudaEventSynchronize(ev));
+  EXPECT_OK(cudaEventQuery(ev));
+  EXPECT_OK(cudaStreamSynchronize(s));
+  EXPECT_OK(cudaStreamQuery(s));
+  cudaEventDestroy(ev);
+  cudaEventDestroy(never);
+  cudaStreamDestroy(s);
+  cudaGetLastError();
+  report("stream_and_event_query", ok);
+}
+
+static void test_elapsed(void) {
+  int ok = 1;
+  cudaStream_t s;
+  cudaEvent_t a, b, nt;
+  struct gate g = GATE_INIT;
+  float ms = -1;
+  EXPECT_OK(cudaStreamCreate(&s));
+  EXPECT_OK(cudaEventCreate(&a));
+  EXPECT_OK(cudaEventCreate(&b));
+  EXPECT_OK(cudaEventCreateWithFlags(&nt, cudaEventDisableTiming));
+  EXPECT_OK(cudaEventRecord(a, s));
+  EXPECT_OK(cudaLaunchHostFunc(s, sleep20_fn, NULL));
+  EXPECT_OK(cudaLaunchHostFunc(s, gate_wait_fn, &g));
+  EXPECT_OK(cudaEventRecord(b, s));
+  EXPECT_ERR(cudaEventElapsedTime(&ms, a, b), cudaErrorNotReady);
+  gate_open(&g);
+  EXPECT_OK(cudaEventSynchronize(b));
+  EXPECT_OK(cudaEventElapsedTime(&ms, a, b));
+  EXPECT(ms >= 15.0f && ms < 10000.0f, "elapsed %f ms", ms);
+  EXPECT_OK(cudaEventRecord(nt, s));
+  EXPECT_OK(cudaStreamSynchronize(s));
+  EXPECT_ERR(cudaEventElapsedTime(&ms, a, nt), cudaErrorInvalidResourceHandle);
+  cudaEventDestroy(a), cudaEventDestroy(b), cudaEventDestroy(nt);
+  cudaStreamDestroy(s);
+  cudaGetLastError();
+  report("event_elapsed_time", ok);
+}
+
+static void* other_thread_error(void* p) {
+  (void)p;
+  return (void*)(intptr_t)cudaPeekAtLastError();
+}
+
+static void test_last_error(void) {
+  int ok = 1, n;
+  cudaGetLastError();
+  EXPECT_ERR(cudaSetDevice(77), cudaErrorInvalidDevice);
+  EXPECT_OK(cudaGetDeviceCount(&n)); /* a success does not clear it */
+  EXPECT_ERR(cudaPeekAtLastError(), cudaErrorInvalidDevice);
+  pthread_t t;
+  void* r;
+  pthread_create(&t, NULL, other_thread_error, NULL);
+  pthread_join(t, &r);
+  EXPECT((cudaError_t)(intptr_t)r == cudaSuccess, "another thread sees %d", (int)(intptr_t)r);
+  EXPECT_ERR(cudaGetLastError(), cudaErrorInvalidDevice);
+  EXPECT_OK(cudaGetLastError());
+  EXPECT(!strcmp(cudaGetErrorName(cudaErrorInvalidValue), "cudaErrorInvalidValue"), "name");
+  EXPECT(!strcmp(cudaGetErrorString(cudaErrorInvalidValue), "invalid argument"), "string");
+  EXPECT(!strcmp(cudaGetErrorString((cudaError_t)12345), "unrecognized error code"), "unknown code");
+  report("last_error", ok);
+}
+
+static void fill(int* v, int n, int seed) {
+  for (int i = 0; i < n; i++) v[i] = seed + i;
+}
+
+/* The parent allocates; a forked child (a new context) opens the handle, writes, closes. */
+static void test_ipc(void) {
+  int ok = 1;
+  int* d = NULL;
+  cudaIpcMemHandle_t h, zero;
+  void* p = NULL;
+  EXPECT_OK(cudaMalloc((void**)&d, 1 << 20));
+  EXPECT_OK(cudaMemset(d, 0, 1 << 20));
+  EXPECT_OK(cudaIpcGetMemHandle(&h, d));
+  EXPECT_ERR(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess), cudaErrorDeviceUninitialized);
+  memset(&zero, 0, sizeof(zero));
+  EXPECT_ERR(cudaIpcOpenMemHandle(&p, zero, 0), cudaErrorInvalidValue);
+  EXPECT_ERR(cudaIpcGetMemHandle(&h, &p), cudaErrorInvalidValue);
+  EXPECT_OK(cudaIpcGetMemHandle(&h, d));
+  int done[2], hold[2];
+  EXPECT(pipe(done) == 0 && pipe(hold) == 0, "pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(done[0]), close(hold[1]);
+    int* q = NULL;
+    int *q2 = NULL, local[256];
+    fill(local, 256, 7);
+    struct cudaPointerAttributes a;
+    int rc = cudaIpcOpenMemHandle((void**)&q, h, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess;
+    rc |= cudaIpcOpenMemHandle((void**)&q2, h, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess || q2 != q;
+    rc |= cudaPointerGetAttributes(&a, q) != cudaSuccess || a.type != cudaMemoryTypeDevice;
+    rc |= cudaMemcpy(q + 1000, local, sizeof(local), cudaMemcpyHostToDevice) != cudaSuccess;
+    rc |= cudaIpcCloseMemHandle(q) != cudaSuccess;
+    rc |= cudaIpcCloseMemHandle(q) != cudaSuccess;
+    rc |= cudaIpcCloseMemHandle(q) != cudaErrorInvalidValue;
+    char c = rc ? 'n' : 'y';
+    /* Stay alive until the parent has freed the memory: a closed mapping must not count. */
+    if (write(done[1], &c, 1) != 1 || read(hold[0], &c, 1) < 0) rc = 1;
+    _exit(rc ? 3 : 0);
+  }
+  close(done[1]), close(hold[0]);
+  char c = 0;
+  int st = 0, got[256], want[256];
+  EXPECT(read(done[0], &c, 1) == 1 && c == 'y', "child's IPC calls failed");
+  fill(want, 256, 7);
+  EXPECT_OK(cudaMemcpy(got, d + 1000, sizeof(got), cudaMemcpyDeviceToHost));
+  EXPECT(!memcmp(got, want, sizeof(got)), "pattern written by the child: got[0]=%d", got[0]);
+  EXPECT_OK(cudaFree(d)); /* the (live) child closed it: no fatal report */
+  close(hold[1]), close(done[0]);
+  waitpid(pid, &st, 0);
+  EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+  cudaGetLastError();
+  report("ipc_between_processes", ok);
+}
+
+/* A handle whose owner has exited cannot be opened. */
+static void test_ipc_dead_owner(void) {
+  int ok = 1, fds[2];
+  cudaIpcMemHandle_t h;
+  void* p = NULL;
+  EXPECT(pipe(fds) == 0, "pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    void* d = NULL;
+    int bad = cudaMalloc(&d, 4096) != cudaSuccess || cudaIpcGetMemHandle(&h, d) != cudaSuccess;
+    if (write(fds[1], &h, sizeof(h)) != (ssize_t)sizeof(h)) bad = 1;
+    _exit(bad);
+  }
+  close(fds[1]);
+  ssize_t n = read(fds[0], &h, sizeof(h));
+  close(fds[0]);
+  int st;
+  waitpid(pid, &st, 0);
+  EXPECT(n == (ssize_t)sizeof(h) && WIFEXITED(st) && WEXITSTATUS(st) == 0, "child setup");
+  EXPECT_ERR(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess), cudaErrorMapBufferObjectFailed);
+  cudaGetLastError();
+  report("ipc_dead_owner", ok);
+}
+
+/* Child 1 allocates and frees while its child 2 still has the memory open: fatal report + abort. */
+static void free_while_open_child(int errfd) {
+  int opened[2], hold[2];
+  void* d = NULL;
+  cudaIpcMemHandle_t h;
+  dup2(errfd, 2);
+  setenv("WEFT_EMU_STRICT", "1", 1);
+  if (pipe(opened) || pipe(hold) || cudaMalloc(&d, 8192) || cudaIpcGetMemHandle(&h, d)) _exit(10);
+  if (fork() == 0) {
+    void* q;
+    char c = cudaIpcOpenMemHandle(&q, h, 0) == cudaSuccess ? 'y' : 'n';
+    close(hold[1]);
+    if (write(opened[1], &c, 1) != 1) _exit(1);
+    if (read(hold[0], &c, 1) < 0) _exit(1); /* EOF once child 1 is gone */
+    _exit(0);
+  }
+  close(hold[0]);
+  char c = 0;
+  if (read(opened[0], &c, 1) != 1 || c != 'y') _exit(11);
+  cudaFree(d);
+  _exit(0); /* not reached when the runtime aborts as it should */
+}
+
+static void test_free_while_open(void) {
+  int ok = 1, errp[2];
+  EXPECT(pipe(errp) == 0, "pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(errp[0]);
+    free_while_open_child(errp[1]);
+  }
+  close(errp[1]);
+  char buf[4096] = {0};
+  size_t len = 0;
+  ssize_t n;
+  while (len < sizeof(buf) - 1 && (n = read(errp[0], buf + len, sizeof(buf) - 1 - len)) > 0) len += (size_t)n;
+  close(errp[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  EXPECT(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "child status %#x, stderr: %s", st, buf);
+  EXPECT(strstr(buf, "still have it open through CUDA IPC") != NULL, "report: %s", buf);
+  report("cudaFree_while_ipc_open_is_fatal", ok);
+}
+
+static int replay_count, replay_seen[8];
+static int* replay_dst;
+static void replay_fn(void* p) {
+  (void)p;
+  replay_seen[replay_count++ & 7] = replay_dst[0];
+}
+
+static void test_capture_replay(void) {
+  int ok = 1;
+  cudaStream_t s, side;
+  cudaEvent_t fork_ev, join_ev;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  int *d, *src, *dst;
+  enum cudaStreamCaptureStatus cs;
+  size_t nodes = 0;
+  EXPECT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  EXPECT_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  EXPECT_OK(cudaEventCreateWithFlags(&fork_ev, cudaEventDisableTiming));
+  EXPECT_OK(cudaEventCreateWithFlags(&join_ev, cudaEventDisableTiming));
+  EXPECT_OK(cudaMalloc((void**)&d, 4096));
+  EXPECT_OK(cudaMallocHost((void**)&src, 4096));
+  EXPECT_OK(cudaMallocHost((void**)&dst, 4096));
+  replay_dst = dst, replay_count = 0, src[0] = 100, dst[0] = -1;
+  EXPECT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  EXPECT_OK(cudaStreamIsCapturing(s, &cs));
+  EXPECT(cs == cudaStreamCaptureStatusActive, "capture status %d", cs);
+  EXPECT_OK(cudaMemcpyAsync(d, src, 4096, cudaMemcpyHostToDevice, s));
+  EXPECT_OK(cudaEventRecord(fork_ev, s));
+  EXPECT_OK(cudaStreamWaitEvent(side, fork_ev, 0)); /* side joins the capture */
+  EXPECT_OK(cudaMemcpyAsync(dst, d, 4096, cudaMemcpyDeviceToHost, side));
+  EXPECT_OK(cudaEventRecord(join_ev, side));
+  EXPECT_OK(cudaStreamWaitEvent(s, join_ev, 0));
+  EXPECT_OK(cudaLaunchHostFunc(s, replay_fn, NULL));
+  EXPECT_OK(cudaStreamEndCapture(s, &graph));
+  EXPECT_OK(cudaStreamIsCapturing(side, &cs));
+  EXPECT(cs == cudaStreamCaptureStatusNone, "side still capturing");
+  sleep_ms(20);
+  EXPECT(replay_count == 0 && dst[0] == -1, "captured work ran during capture");
+  EXPECT_OK(cudaGraphGetNodes(graph, NULL, &nodes));
+  EXPECT(nodes == 3, "%zu nodes", nodes);
+  EXPECT_OK(cudaGraphInstantiate(&exec, graph, 0));
+  EXPECT_OK(cudaGraphDestroy(graph)); /* the executable graph keeps what it needs */
+  for (int it = 0; it < 3; it++) {
+    src[0] = it + 1;
+    EXPECT_OK(cudaGraphLaunch(exec, s));
+    EXPECT_OK(cudaStreamSynchronize(s));
+    EXPECT(replay_count == it + 1 && replay_seen[it] == it + 1, "replay %d: count %d saw %d", it,
+           replay_count, replay_seen[it]);
+  }
+  EXPECT_OK(cudaGraphExecDestroy(exec));
+  /* A side stream that never rejoins: EndCapture fails. */
+  EXPECT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  EXPECT_OK(cudaEventRecord(fork_ev, s));
+  EXPECT_OK(cudaStreamWaitEvent(side, fork_ev, 0));
+  EXPECT_OK(cudaLaunchHostFunc(side, replay_fn, NULL));
+  EXPECT_ERR(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureUnjoined);
+  EXPECT(graph == NULL, "graph from an unjoined capture");
+  cudaStreamDestroy(s), cudaStreamDestroy(side);
+  cudaEventDestroy(fork_ev), cudaEventDestroy(join_ev);
+  cudaFree(d), cudaFreeHost(src), cudaFreeHost(dst);
+  cudaGetLastError();
+  report("capture_and_replay", ok);
+}
+
+static void test_capture_invalidation(void) {
+  int ok = 1;
+  cudaStream_t s;
+  cudaEvent_t outside;
+  cudaGraph_t graph = NULL;
+  enum cudaStreamCaptureStatus cs;
+  char host[64], *d;
+  EXPECT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  EXPECT_OK(cudaEventCreate(&outside));
+  EXPECT_OK(cudaMalloc((void**)&d, 64));
+  EXPECT_ERR(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
+  /* Synchronizing the capturing stream. */
+  EXPECT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  EXPECT_OK(cudaMemcpyAsync(d, host, 64, cudaMemcpyHostToDevice, s));
+  EXPECT_ERR(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+  EXPECT_OK(cudaStreamIsCapturing(s, &cs));
+  EXPECT(cs == cudaStreamCaptureStatusInvalidated, "status %d", cs);
+  EXPECT_ERR(cudaMemcpyAsync(d, host, 64, cudaMemcpyHostToDevice, s), cudaErrorStreamCaptureInvalidated);
+  EXPECT_ERR(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+  EXPECT(graph == NULL, "graph from an invalidated capture");
+  /* A synchronous copy (legacy stream) during a global-mode capture, then the relaxed escape. */
+  EXPECT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  EXPECT_OK(cudaThreadExchangeStreamCaptureMode(&mode));
+  void* tmp = NULL;
+  EXPECT_OK(cudaMalloc(&tmp, 64));
+  EXPECT_OK(cudaThreadExchangeStreamCaptureMode(&mode));
+  EXPECT(mode == cudaStreamCaptureModeRelaxed, "mode exchange");
+  EXPECT_ERR(cudaMemcpy(d, host, 64, cudaMemcpyHostToDevice), cudaErrorStreamCaptureUnsupported);
+  EXPECT_ERR(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+  /* Waiting inside a capture on an event recorded outside it. */
+  EXPECT_OK(cudaEventRecord(outside, 0));
+  EXPECT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  EXPECT_ERR(cudaStreamWaitEvent(s, outside, 0), cudaErrorStreamCaptureIsolation);
+  EXPECT_ERR(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+  EXPECT_ERR(cudaStreamEndCapture(s, &graph), cudaErrorIllegalState);
+  EXPECT_OK(cudaStreamSynchronize(s));
+  cudaFree(tmp), cudaFree(d);
+  cudaEventDestroy(outside);
+  cudaStreamDestroy(s);
+  cudaGetLastError();
+  report("capture_invalidation", ok);
+}
+
+/* cudaFree waits for the device's queued work; cudaStreamDestroy returns at once. */
+static void test_free_syncs_and_destroy(void) {
+  int ok = 1;
+  cudaStream_t s;
+  struct gate g = GATE_INIT, g2 = GATE_INIT;
+  void* d = NULL;
+  EXPECT_OK(cudaMalloc(&d, 64));
+  EXPECT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  EXPECT_OK(cudaLaunchHostFunc(s, gate_wait_fn, &g));
+  EXPECT_OK(cudaStreamDestroy(s)); /* returns with the work still queued */
+  EXPECT(!gate_passed(&g), "destroy waited for the work");
+  EXPECT_ERR(cudaStreamQuery(s), cudaErrorInvalidResourceHandle);
+  EXPECT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  EXPECT_OK(cudaLaunchHostFunc(s, slow_log_fn, (void*)9));
+  EXPECT_OK(cudaLaunchHostFunc(s, gate_wait_fn, &g2));
+  gate_open(&g);
+  gate_open(&g2);
+  EXPECT_OK(cudaFree(d));
+  EXPECT(gate_passed(&g) && gate_passed(&g2), "cudaFree returned before the device's work ended");
+  cudaStreamDestroy(s);
+  cudaGetLastError();
+  report("cudaFree_syncs_device_and_destroy_is_async", ok);
+}
+
+/* Many host threads using the runtime at once, each with its own stream and buffers. */
+static void* hammer(void* p) {
+  int id = (int)(intptr_t)p, bad = 0, host[512], back[512];
+  cudaSetDevice(id & 1);
+  cudaStream_t s;
+  if (cudaStreamCreate(&s)) return (void*)1;
+  for (int it = 0; it < 100 && !bad; it++) {
+    int* d = NULL;
+    fill(host, 512, id * 1000 + it);
+    bad |= cudaMalloc((void**)&d, sizeof(host)) != cudaSuccess;
+    bad |= cudaMemcpyAsync(d, host, sizeof(host), cudaMemcpyHostToDevice, s) != cudaSuccess;
+    bad |= cudaMemcpyAsync(back, d, sizeof(host), cudaMemcpyDeviceToHost, s) != cudaSuccess;
+    bad |= cudaStreamSynchronize(s) != cudaSuccess || memcmp(host, back, sizeof(host)) != 0;
+    bad |= cudaFree(d) != cudaSuccess;
+  }
+  cudaStreamDestroy(s);
+  return (void*)(intptr_t)bad;
+}
+
+static void test_threads(void) {
+  int ok = 1;
+  pthread_t t[8];
+  for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, hammer, (void*)(intptr_t)i);
+  for (int i = 0; i < 8; i++) {
+    void* r;
+    pthread_join(t[i], &r);
+    EXPECT(r == NULL, "thread %d failed", i);
+  }
+  report("concurrent_host_threads", ok);
+}
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  test_devices();
+  test_memory_kinds();
+  test_host_pointer_checks();
+  test_stream_order();
+  test_pageable_copies();
+  test_legacy_stream();
+  test_query();
+  test_elapsed();
+  test_last_error();
+  test_ipc();
+  test_ipc_dead_owner();
+  test_free_while_open();
+  test_capture_replay();
+  test_capture_invalidation();
+  test_free_syncs_and_destroy();
+  test_threads();
+  printf("%d failed\n", failures);
+  return failures ? 1 : 0;
+}
