@@ -133,6 +133,7 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory tests
 	@$(MAKE) --no-print-directory emu
+	@$(MAKE) --no-print-directory emu-tsan
 	@bash tests/run.sh
 
 run: deps

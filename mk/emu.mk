@@ -8,8 +8,9 @@ EMU_BUILD ?= build-emu
 emu:
 	@$(MAKE) --no-print-directory BUILD=$(EMU_BUILD) EMU=1 CUDA=1 lib tools perf tests
 
+# Only what tests/gpuemu/test_emu_tsan.sh runs: the library, the emulator's and the GPU tests.
 emu-tsan:
-	@$(MAKE) --no-print-directory BUILD=build-emu-tsan EMU=1 CUDA=1 SAN=thread lib tests
+	@$(MAKE) --no-print-directory BUILD=build-emu-tsan EMU=1 CUDA=1 SAN=thread lib emu-test-bins
 
 ifeq ($(EMU),1)
 CXX := g++
@@ -42,9 +43,11 @@ EMU_TEST_CU := $(wildcard $(EMU_DIR)/test_*.cu)
 EMU_TEST_C := $(wildcard $(EMU_DIR)/test_*.c)
 EMU_TEST_BINS := $(EMU_TEST_CU:%.cu=$(BUILD)/%) $(EMU_TEST_C:%.c=$(BUILD)/%)
 tests: $(EMU_TEST_BINS)
+.PHONY: emu-test-bins
+emu-test-bins: $$(EMU_TEST_BINS) $$(GPU_TEST_BINS)
 $(BUILD)/$(EMU_DIR)/%: $(EMU_DIR)/%.cu $(EMU_CUDART)
 	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_CXXFLAGS) -x c++ $< -x none -o $@ $(CUDART_STATIC) $(LDLIBS)
+	$(CXX) $(EMU_CXXFLAGS) -Iinclude -Isrc -x c++ $< -x none -o $@ $(CUDART_STATIC) $(LDLIBS)
 $(BUILD)/$(EMU_DIR)/%: $(EMU_DIR)/%.c $(EMU_CUDART) $(SHLIB)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(OPT) -Wall -Wextra -pthread $(SANFLAGS) -D_GNU_SOURCE -Iinclude -I$(EMU_DIR) \

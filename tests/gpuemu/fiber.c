@@ -1,8 +1,10 @@
 /* Fibers of the emulated GPU (see fiber.h). A set's stacks are one mapping (a guard page per
  * stack would cost two kernel mappings per CUDA thread, and a process may have only ~65k), with
  * a guard page below the lowest and a canary at the bottom of each, checked when the fiber ends.
- * Under ThreadSanitizer each fiber is announced to it, so races between CUDA threads of one
- * block are seen too. */
+ * Under ThreadSanitizer each fiber is announced to it as a thread of its own, ordered the way
+ * CUDA threads are: a resume passes the scheduler's history to the fiber, a yield passes the
+ * fiber's nothing until weft_fiber_collect, so CUDA threads of one block stay unordered between
+ * two barriers and races among them are seen too. */
 #include "fiber.h"
 
 #include <stdint.h>
@@ -24,6 +26,9 @@ void* __tsan_get_current_fiber(void);
 void* __tsan_create_fiber(unsigned flags);
 void __tsan_destroy_fiber(void* fiber);
 void __tsan_switch_to_fiber(void* fiber, unsigned flags);
+void __tsan_acquire(void* addr);
+void __tsan_release(void* addr);
+#define WEFT_FIBER_NO_SYNC 1 /* __tsan_switch_to_fiber_no_sync */
 #endif
 
 #if defined(__x86_64__) && !defined(WEFT_FIBER_UCONTEXT)
@@ -140,12 +145,38 @@ static void canary_check(const struct weft_fiber* f) {
     }
 }
 
-/* Where every fiber starts: run, mark done, hand control back for good. */
-static void fiber_main(struct weft_fiber* f) {
+/* The race detector keeps a call stack per fiber: a frame of it that never returns (the fiber's
+ * last switch) would stay on it for every later run of the fiber, and the stack grows until it
+ * overflows. So the frames around the last switch are left out of the instrumentation. */
+#ifdef WEFT_FIBER_TSAN
+#define WEFT_FIBER_UNTRACKED __attribute__((no_sanitize_thread))
+#else
+#define WEFT_FIBER_UNTRACKED
+#endif
+
+/* Back to the scheduler, not ordered before what it does next (see weft_fiber_yield). */
+WEFT_FIBER_UNTRACKED static void to_scheduler(struct weft_fiber_set* s, struct weft_fiber* f) {
+#ifdef WEFT_FIBER_TSAN
+  __tsan_release(s);
+  __tsan_switch_to_fiber(__atomic_load_n(&s->sched_tsan, __ATOMIC_RELAXED), WEFT_FIBER_NO_SYNC);
+#endif
+#ifdef WEFT_FIBER_ASM
+  weft_fiber_switch(&f->sp, s->sched_sp);
+#else
+  swapcontext(&f->ctx, &s->sched);
+#endif
+}
+
+static void fiber_run(struct weft_fiber* f) {
   f->fn(f->arg, f->index);
   canary_check(f);
   f->done = 1;
-  weft_fiber_yield(f->set, f->index);
+}
+
+/* Where every fiber starts: run, mark done, hand control back for good. */
+WEFT_FIBER_UNTRACKED static void fiber_main(struct weft_fiber* f) {
+  fiber_run(f);
+  to_scheduler(f->set, f);
   abort(); /* a finished fiber is never resumed */
 }
 
@@ -164,9 +195,9 @@ __asm__(
 __attribute__((visibility("hidden"))) void weft_fiber_entry(void) __asm__("weft_fiber_entry");
 __attribute__((visibility("hidden"), used)) void weft_fiber_main_c(struct weft_fiber* f) __asm__(
     "weft_fiber_main_c");
-void weft_fiber_main_c(struct weft_fiber* f) { fiber_main(f); }
+WEFT_FIBER_UNTRACKED void weft_fiber_main_c(struct weft_fiber* f) { fiber_main(f); }
 #else
-static void ucontext_main(unsigned lo, unsigned hi) {
+WEFT_FIBER_UNTRACKED static void ucontext_main(unsigned lo, unsigned hi) {
   fiber_main((struct weft_fiber*)(((uintptr_t)hi << 32) | lo));
 }
 #endif
@@ -206,7 +237,8 @@ void weft_fiber_prepare(struct weft_fiber_set* s, int i, void (*fn)(void*, int),
 void weft_fiber_resume(struct weft_fiber_set* s, int i) {
   struct weft_fiber* f = &s->f[i];
 #ifdef WEFT_FIBER_TSAN
-  s->sched_tsan = __tsan_get_current_fiber();
+  /* Atomic: the last fiber's read in yield is not ordered before this (see weft_fiber_yield). */
+  __atomic_store_n(&s->sched_tsan, __tsan_get_current_fiber(), __ATOMIC_RELAXED);
   __tsan_switch_to_fiber(f->tsan, 0);
 #endif
 #ifdef WEFT_FIBER_ASM
@@ -216,16 +248,16 @@ void weft_fiber_resume(struct weft_fiber_set* s, int i) {
 #endif
 }
 
-void weft_fiber_yield(struct weft_fiber_set* s, int i) {
-  struct weft_fiber* f = &s->f[i];
-#ifdef WEFT_FIBER_TSAN
-  __tsan_switch_to_fiber(s->sched_tsan, 0);
-#endif
-#ifdef WEFT_FIBER_ASM
-  weft_fiber_switch(&f->sp, s->sched_sp);
-#else
-  swapcontext(&f->ctx, &s->sched);
-#endif
-}
+/* The scheduler does not take the fiber's history here: it would hand it on to the next fiber it
+ * resumes, and the CUDA threads of a block would all be ordered. */
+void weft_fiber_yield(struct weft_fiber_set* s, int i) { to_scheduler(s, &s->f[i]); }
 
 int weft_fiber_done(const struct weft_fiber_set* s, int i) { return s->f[i].done; }
+
+void weft_fiber_collect(struct weft_fiber_set* s) {
+#ifdef WEFT_FIBER_TSAN
+  __tsan_acquire(s);
+#else
+  (void)s;
+#endif
+}

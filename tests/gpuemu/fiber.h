@@ -21,5 +21,9 @@ void weft_fiber_resume(struct weft_fiber_set* s, int i);
 void weft_fiber_yield(struct weft_fiber_set* s, int i);
 /* 1 once fiber i's function has returned (since the last prepare). */
 int weft_fiber_done(const struct weft_fiber_set* s, int i);
+/* From the scheduler: what every fiber did before its last yield happens before what the
+ * scheduler does next, and so before what a fiber does once resumed (a barrier). Only the race
+ * detector sees it: fibers of one OS thread need no fence. */
+void weft_fiber_collect(struct weft_fiber_set* s);
 
 #endif

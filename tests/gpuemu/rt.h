@@ -202,6 +202,9 @@ struct rt_event {
   uint64_t cap_ops;
 };
 struct rt_event* rt_event_check_locked(cudaEvent_t e); /* NULL when e is not a live event */
+/* Stream h and event e of a record or a wait; *err says which one is not live. */
+struct rt_stream* rt_stream_event_locked(cudaStream_t h, cudaEvent_t e, struct rt_event** ev,
+                                         cudaError_t* err);
 void rt_event_unref_locked(struct rt_event* ev);
 void rt_event_complete(struct rt_event* ev, uint64_t gen); /* a record op ran */
 void rt_event_wait(struct rt_event* ev, uint64_t gen);     /* a wait op runs */

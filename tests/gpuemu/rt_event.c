@@ -64,15 +64,22 @@ RT_API cudaError_t cudaEventDestroy(cudaEvent_t e) {
   return ev ? cudaSuccess : rt_error(cudaErrorInvalidResourceHandle);
 }
 
+struct rt_stream* rt_stream_event_locked(cudaStream_t h, cudaEvent_t e, struct rt_event** ev,
+                                         cudaError_t* err) {
+  struct rt_stream* s = rt_stream_resolve_locked(h, err);
+  *ev = s ? rt_event_check_locked(e) : NULL;
+  if (s && !*ev) *err = cudaErrorInvalidResourceHandle;
+  return s;
+}
+
 RT_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t h, unsigned int flags) {
   if (flags & ~(unsigned)cudaEventRecordExternal) return rt_error(cudaErrorInvalidValue);
   struct rt_op* op = rt_op_new(RT_OP_RECORD);
   if (!op) return rt_error(cudaErrorMemoryAllocation);
   cudaError_t err = cudaSuccess;
   pthread_mutex_lock(&rt_lock);
-  struct rt_stream* s = rt_stream_resolve_locked(h, &err);
-  struct rt_event* ev = s ? rt_event_check_locked(e) : NULL;
-  if (s && !ev) err = cudaErrorInvalidResourceHandle;
+  struct rt_event* ev;
+  struct rt_stream* s = rt_stream_event_locked(h, e, &ev, &err);
   if (ev && s->cap) {
     err = rt_capture_record_locked(s, ev);
     free(op);

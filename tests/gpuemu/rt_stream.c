@@ -255,7 +255,8 @@ cudaError_t rt_stream_submit_locked(struct rt_stream* s, struct rt_op* op) {
   return enqueue_locked(s, op);
 }
 
-cudaError_t rt_stream_submit(cudaStream_t h, struct rt_op* op) {
+/* Queue op on stream h; with wait, return once it has run (unless it was captured). */
+static cudaError_t submit(cudaStream_t h, struct rt_op* op, int wait) {
   if (!op) return rt_error(cudaErrorMemoryAllocation);
   cudaError_t err = cudaSuccess;
   pthread_mutex_lock(&rt_lock);
@@ -264,23 +265,13 @@ cudaError_t rt_stream_submit(cudaStream_t h, struct rt_op* op) {
     err = rt_stream_submit_locked(s, op);
   else
     rt_op_discard_locked(op);
+  if (wait && err == cudaSuccess && !s->cap) rt_stream_wait_idle_locked(s);
   pthread_mutex_unlock(&rt_lock);
   return rt_error(err);
 }
 
-cudaError_t rt_stream_submit_wait(cudaStream_t h, struct rt_op* op) {
-  if (!op) return rt_error(cudaErrorMemoryAllocation);
-  cudaError_t err = cudaSuccess;
-  pthread_mutex_lock(&rt_lock);
-  struct rt_stream* s = rt_stream_resolve_locked(h, &err);
-  if (s)
-    err = rt_stream_submit_locked(s, op);
-  else
-    rt_op_discard_locked(op);
-  if (err == cudaSuccess && !s->cap) rt_stream_wait_idle_locked(s);
-  pthread_mutex_unlock(&rt_lock);
-  return rt_error(err);
-}
+cudaError_t rt_stream_submit(cudaStream_t h, struct rt_op* op) { return submit(h, op, 0); }
+cudaError_t rt_stream_submit_wait(cudaStream_t h, struct rt_op* op) { return submit(h, op, 1); }
 
 int rt_stream_capturing(cudaStream_t h) {
   cudaError_t err = cudaSuccess;
@@ -389,9 +380,8 @@ RT_API cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t e, unsigned i
   if (!op) return rt_error(cudaErrorMemoryAllocation);
   cudaError_t err = cudaSuccess;
   pthread_mutex_lock(&rt_lock);
-  struct rt_stream* s = rt_stream_resolve_locked(h, &err);
-  struct rt_event* ev = s ? rt_event_check_locked(e) : NULL;
-  if (s && !ev) err = cudaErrorInvalidResourceHandle;
+  struct rt_event* ev;
+  struct rt_stream* s = rt_stream_event_locked(h, e, &ev, &err);
   if (ev && (s->cap || ev->cap_id)) {
     err = rt_capture_wait_locked(s, ev, flags); /* a join, or a wait the capture's rules decide on */
     free(op);
