@@ -232,15 +232,9 @@ out:
   return res;
 }
 
-static const char* coll_name(int coll) {
-  static const char* names[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter",
-                                "AllReduce", "Send",   "Recv"};
-  return coll >= 0 && coll < WEFT_COLL_COUNT ? names[coll] : "?";
-}
-
 static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct weft_waiter* w) {
   struct weft_coll_state* s = comm->coll;
-  w->opname = coll_name(t->coll);
+  w->opname = weft_coll_name(t->coll);
   w->seq = t->seq;
   w->warned = 0;
   int handled = 0;

@@ -136,12 +136,8 @@ ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft
     w->chunk = chunk;
   }
   WEFT_INFO(WEFT_TUNING, "%s seq %llu: %zu bytes, algo %s proto %s, %d channel(s), chunk %zu elements",
-            task->coll == WEFT_COLL_ALLREDUCE       ? "AllReduce"
-            : task->coll == WEFT_COLL_ALLGATHER     ? "AllGather"
-            : task->coll == WEFT_COLL_REDUCESCATTER ? "ReduceScatter"
-            : task->coll == WEFT_COLL_BROADCAST     ? "Broadcast"
-                                                    : "Reduce",
-            (unsigned long long)task->seq, bytes, plan->algo == WEFT_PLAN_TREE ? "Tree" : "Ring",
-            plan->proto == WEFT_PROTO_LL ? "LL" : "Simple", plan->nchannels, chunk);
+            weft_coll_name(task->coll), (unsigned long long)task->seq, bytes,
+            plan->algo == WEFT_PLAN_TREE ? "Tree" : "Ring", plan->proto == WEFT_PROTO_LL ? "LL" : "Simple",
+            plan->nchannels, chunk);
   return ncclSuccess;
 }

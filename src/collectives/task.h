@@ -20,6 +20,13 @@ enum weft_coll {
   WEFT_COLL_COUNT
 };
 
+/* NCCL's name of a collective, for logs ("AllReduce", "Send", ...). */
+static inline const char* weft_coll_name(int coll) {
+  static const char* const names[WEFT_COLL_COUNT] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter",
+                                                     "AllReduce", "Send",   "Recv"};
+  return coll >= 0 && coll < WEFT_COLL_COUNT ? names[coll] : "?";
+}
+
 /* Reduction as executed: Avg becomes PreMulSum(1/nranks) for floating types and SumPostDiv
  * (sum, then divide by nranks) for integers; user PreMulSum ops carry their scalar. */
 enum weft_op_kind {
@@ -34,11 +41,11 @@ enum weft_op_kind {
 
 struct weft_redop {
   enum weft_op_kind kind;
-  uint64_t scalar;            /* PREMULSUM: scalar's bytes in the element type (little end used) */
-  const void* scalar_ptr;     /* PREMULSUM with ncclScalarDevice: read when the op runs, else NULL */
-  uint64_t divisor;           /* SUMPOSTDIV: nranks */
-  ncclDataType_t dtype;       /* user ops: the datatype the op was created for */
-  ncclRedOp_t user_op;        /* as given by the caller, for logs */
+  uint64_t scalar;        /* PREMULSUM: scalar's bytes in the element type (little end used) */
+  const void* scalar_ptr; /* PREMULSUM with ncclScalarDevice: read when the op runs, else NULL */
+  uint64_t divisor;       /* SUMPOSTDIV: nranks */
+  ncclDataType_t dtype;   /* user ops: the datatype the op was created for */
+  ncclRedOp_t user_op;    /* as given by the caller, for logs */
 };
 
 struct weft_task {

@@ -5,6 +5,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll.h"
+#include "collectives/cuda/engine_cuda.h"
 #include "core/api.h"
 #include "core/comm.h"
 #include "core/group.h"
@@ -112,10 +113,14 @@ WEFT_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   WEFT_ARG_CHECK(asyncError != NULL, "asyncError is NULL");
   *asyncError = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
   if (*asyncError != ncclInProgress) join_init_thread(comm);
+  /* A CUDA kernel that gave up leaves its error in device state the host can read at any time. */
+  if (*asyncError == ncclSuccess && comm->backend == WEFT_BACKEND_CUDA)
+    *asyncError = weft_cuda_check_error(comm);
   return ncclSuccess;
 }
 
-/* Host backend work completes before each call returns, so there is nothing left to flush. */
+/* Host backend work completes before each call returns, so there is nothing left to flush; CUDA
+ * work is waited for and a kernel that gave up is reported. */
 WEFT_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   WEFT_CHECK(check_exists(comm, "ncclCommFinalize"));
   if (comm->finalized) {
@@ -123,6 +128,7 @@ WEFT_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
     return ncclInvalidUsage;
   }
   comm->finalized = 1;
+  if (comm->backend == WEFT_BACKEND_CUDA && comm->cuda != NULL) return weft_cuda_flush(comm);
   return ncclSuccess;
 }
 

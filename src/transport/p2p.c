@@ -24,7 +24,8 @@ _Static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(((struct weft_p2p_handle*)0)
 #define CLOSED_MARK_OFFSET (WEFT_CTRL_BYTES - sizeof(uint64_t))
 _Static_assert(sizeof(struct weft_conn_ctrl) <= CLOSED_MARK_OFFSET, "connector control page fits its space");
 
-/* Same-process allocations and how many sides still use them. */
+/* Same-process allocations and how many sides use them: the owner from creation, the peer from
+ * a successful attach, so a peer that fails to attach leaves nothing to leak. */
 struct shared_ref {
   void* base;
   int refs;
@@ -33,39 +34,43 @@ struct shared_ref {
 static pthread_mutex_t refs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shared_ref* refs;
 
-static ncclResult_t ref_add(void* base, int n) {
+static struct shared_ref** ref_find(void* base) {
+  struct shared_ref** at = &refs;
+  while (*at && (*at)->base != base) at = &(*at)->next;
+  return at;
+}
+
+static ncclResult_t ref_create(void* base) {
+  struct shared_ref* r = calloc(1, sizeof(*r));
+  if (r == NULL) return ncclSystemError;
+  r->base = base;
+  r->refs = 1;
   pthread_mutex_lock(&refs_lock);
-  struct shared_ref* r;
-  for (r = refs; r && r->base != base; r = r->next) {
-  }
-  if (r == NULL) {
-    r = calloc(1, sizeof(*r));
-    if (r == NULL) {
-      pthread_mutex_unlock(&refs_lock);
-      return ncclSystemError;
-    }
-    r->base = base;
-    r->next = refs;
-    refs = r;
-  }
-  r->refs += n;
+  r->next = refs;
+  refs = r;
   pthread_mutex_unlock(&refs_lock);
   return ncclSuccess;
 }
 
+/* The peer's use; 0 when the owner has already released the memory. */
+static int ref_take(void* base) {
+  pthread_mutex_lock(&refs_lock);
+  struct shared_ref* r = *ref_find(base);
+  if (r) r->refs++;
+  pthread_mutex_unlock(&refs_lock);
+  return r != NULL;
+}
+
 /* Drop one use; 1 when it was the last. */
 static int ref_drop(void* base) {
-  int last = 1;
+  int last = 0;
   pthread_mutex_lock(&refs_lock);
-  for (struct shared_ref** at = &refs; *at; at = &(*at)->next) {
-    if ((*at)->base != base) continue;
-    last = --(*at)->refs <= 0;
-    if (last) {
-      struct shared_ref* r = *at;
-      *at = r->next;
-      free(r);
-    }
-    break;
+  struct shared_ref** at = ref_find(base);
+  if (*at && --(*at)->refs <= 0) {
+    struct shared_ref* r = *at;
+    *at = r->next;
+    free(r);
+    last = 1;
   }
   pthread_mutex_unlock(&refs_lock);
   return last;
@@ -142,6 +147,7 @@ ncclResult_t weft_p2p_mem_create(size_t simple_bytes, size_t ll_bytes, int for_o
   void* base = NULL;
   cudaError_t err = cudaMalloc(&base, m->size);
   if (err != cudaSuccess) {
+    cudaGetLastError(); /* reported here, not to the application's next cudaGetLastError */
     WEFT_WARN("Allocating %zu bytes of connector memory on device %d failed: %s", m->size, dev,
               cudaGetErrorString(err));
     free(m);
@@ -164,7 +170,7 @@ ncclResult_t weft_p2p_mem_create(size_t simple_bytes, size_t ll_bytes, int for_o
     memcpy(h->ipc, &ipc, sizeof(ipc));
   } else {
     m->shared = 1;
-    WEFT_CHECK_GOTO(ref_add(base, 2), res, fail);
+    WEFT_CHECK_GOTO(ref_create(base), res, fail);
   }
   *out = m;
   return ncclSuccess;
@@ -208,6 +214,7 @@ ncclResult_t weft_p2p_mem_attach(const struct weft_p2p_handle* h, int my_dev, st
     void* base = NULL;
     cudaError_t err = cudaIpcOpenMemHandle(&base, ipc, cudaIpcMemLazyEnablePeerAccess);
     if (err != cudaSuccess) {
+      cudaGetLastError();
       WEFT_WARN(
           "cudaIpcOpenMemHandle of a peer's connector (device %d, %llu bytes) from device %d failed: %s",
           h->dev, (unsigned long long)h->size, my_dev, cudaGetErrorString(err));
@@ -219,6 +226,12 @@ ncclResult_t weft_p2p_mem_attach(const struct weft_p2p_handle* h, int my_dev, st
   } else {
     WEFT_CHECK_GOTO(enable_peer(my_dev, h->dev), res, fail);
     m->base = (char*)(uintptr_t)h->ptr;
+    if (!ref_take(m->base)) {
+      WEFT_WARN("The connector memory of device %d at %p was released before this side mapped it", h->dev,
+                (void*)m->base);
+      res = ncclInternalError;
+      goto fail;
+    }
     m->shared = 1;
   }
   *out = m;

@@ -7,12 +7,14 @@
 #include "nccl.h"
 #include "util/log.h"
 
-/* A failed runtime call: WARN with its text and return ncclUnhandledCudaError. */
+/* A failed runtime call: WARN with its text and return ncclUnhandledCudaError. The runtime's last
+ * error is cleared: it is reported here, not by the application's next cudaGetLastError. */
 #define WEFT_CUDACHECK(call)                                                                             \
   do {                                                                                                   \
     cudaError_t weft_cerr_ = (call);                                                                     \
     if (weft_cerr_ != cudaSuccess) {                                                                     \
       WEFT_WARN("Cuda failure '%s' (%d) in %s", cudaGetErrorString(weft_cerr_), (int)weft_cerr_, #call); \
+      cudaGetLastError();                                                                                \
       return ncclUnhandledCudaError;                                                                     \
     }                                                                                                    \
   } while (0)
@@ -23,6 +25,7 @@
     cudaError_t weft_cerr_ = (call);                                                                     \
     if (weft_cerr_ != cudaSuccess) {                                                                     \
       WEFT_WARN("Cuda failure '%s' (%d) in %s", cudaGetErrorString(weft_cerr_), (int)weft_cerr_, #call); \
+      cudaGetLastError();                                                                                \
       (res) = ncclUnhandledCudaError;                                                                    \
       goto label;                                                                                        \
     }                                                                                                    \

@@ -56,6 +56,8 @@ static const struct weft_param_def params[] = {
     {"NCCL_BUFFSIZE", WEFT_PARAM_INT, "4194304", "Bytes of each Simple-protocol connector FIFO"},
     {"NCCL_LL_BUFFSIZE", WEFT_PARAM_INT, NULL, "Bytes of each LL-protocol connector FIFO"},
     {"NCCL_NTHREADS", WEFT_PARAM_INT, "512", "Threads per block of the CUDA kernels"},
+    {"WEFT_CUDA_STEP_BASE", WEFT_PARAM_INT, "0",
+     "Tests: step every CUDA connector starts at (same on all ranks), e.g. near 2^32 for the LL flag wrap"},
     {"NCCL_P2P_LL_THRESHOLD", WEFT_PARAM_INT, "16384", "Send/recv bytes per channel below which LL is used"},
     {"NCCL_MIN_P2P_NCHANNELS", WEFT_PARAM_INT, "1", "Fewest channels for send/recv"},
     {"NCCL_MAX_P2P_NCHANNELS", WEFT_PARAM_INT, "64", "Most channels for send/recv"},

@@ -1,7 +1,8 @@
 /* A kernel waiting for a rank that never comes must end: by ncclCommAbort (the host-mapped
- * abort flag every device wait polls), and by WEFT_TIMEOUT, after which the next call reports
- * the error. Two ranks as threads; rank 1 joins the communicator but never calls the
- * collective. SKIP without a GPU. */
+ * abort flag every device wait polls), and by WEFT_TIMEOUT, after which ncclCommGetAsyncError
+ * reports the error (naming the operation and the peer) and the next call fails. Two ranks as threads; rank 1
+ * joins the communicator but never calls the collective. SKIP without a GPU. */
+#include <string.h>
 #include <time.h>
 
 #include "gpu_util.h"
@@ -44,6 +45,18 @@ static int lone_rank(ncclComm_t comm, int use_abort) {
     GPU_CHECK(cudaStreamSynchronize(st)); /* returns once the kernel timed out */
     if (now_s() - t0 > 30) {
       fprintf(stderr, "FAILED: the kernel took %.1f s to time out (WEFT_TIMEOUT=3)\n", now_s() - t0);
+      bad++;
+    }
+    /* The error reaches the async error without another launch, naming the peer it waited for. */
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess || async == ncclSuccess) {
+      fprintf(stderr, "FAILED: ncclCommGetAsyncError reports %s after the kernel timed out\n",
+              ncclGetErrorString(async));
+      bad++;
+    }
+    const char* why = ncclGetLastError(comm);
+    if (strstr(why, "AllReduce") == NULL || strstr(why, "rank 1") == NULL) {
+      fprintf(stderr, "FAILED: the last error does not name the operation and the peer: %s\n", why);
       bad++;
     }
     ncclResult_t res = ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st);

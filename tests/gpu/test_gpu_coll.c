@@ -1,7 +1,7 @@
 /* Every collective x datatype x op on the CUDA backend with ranks sharing the GPU, as threads
  * or as processes, against coll_util.h's independent reference: inputs are made on the host,
  * copied to device buffers, and the whole output allocation (guard bytes included) is copied
- * back and checked. Usage: test_gpu_coll [threads|procs] [nranks] [max_count] [collective]; without
+ * back and checked. Usage: test_gpu_coll [threads|procs|mismatch] [nranks] [max_count] [collective]; without
  * arguments a quick run (threads, 2 ranks, small counts). SKIP without a GPU. */
 #include "gpu_util.h"
 
@@ -87,6 +87,17 @@ static int gpu_body(ncclComm_t comm, int rank, int nranks, void* arg) {
   return problems;
 }
 
+/* Mode "mismatch": ranks (processes) whose environments disagree on what shapes a ring step;
+ * the communicator must agree at init on one step size, channel count and rank 0's protocol
+ * choice, or the ranks cut different steps and wait for each other until WEFT_TIMEOUT. */
+static void mismatched_env(int rank, int nranks) {
+  (void)nranks;
+  static const char* env[3][3] = {{"NCCL_BUFFSIZE=65536", "NCCL_PROTO=Simple", "NCCL_MAX_NCHANNELS=2"},
+                                  {"NCCL_LL_BUFFSIZE=32768", "NCCL_MIN_NCHANNELS=3", NULL},
+                                  {"NCCL_BUFFSIZE=262144", "NCCL_PROTO=LL,Simple", NULL}};
+  for (int i = 0; i < 3 && env[rank % 3][i] != NULL; i++) putenv((char*)env[rank % 3][i]);
+}
+
 int main(int argc, char** argv) {
   gpu_require();
   const char* mode = argc > 1 ? argv[1] : "threads";
@@ -99,7 +110,7 @@ int main(int argc, char** argv) {
   cases_edges(&run.cases, nranks, coll_base_seed);
   /* A few large cases (threads only: processes sharing a GPU take turns on it, slowly): Simple
    * protocol, several channels, several loops of the ring. */
-  for (int i = 0; i < 3 && strcmp(mode, "procs") != 0; i++) {
+  for (int i = 0; i < 3 && strcmp(mode, "threads") == 0; i++) {
     struct coll_case c = {i == 0   ? C_ALLREDUCE
                           : i == 1 ? C_ALLGATHER
                                    : C_REDUCESCATTER,
@@ -127,8 +138,9 @@ int main(int argc, char** argv) {
   printf("%s, %d ranks, %d cases, base seed 0x%llx\n", mode, nranks, run.cases.n,
          (unsigned long long)coll_base_seed);
   fflush(stdout);
-  int failed = strcmp(mode, "procs") == 0 ? run_procs(nranks, gpu_body, &run, 600)
-                                          : run_threads(nranks, gpu_body, &run);
+  if (strcmp(mode, "mismatch") == 0) coll_rank_setup = mismatched_env;
+  int failed = strcmp(mode, "threads") != 0 ? run_procs(nranks, gpu_body, &run, 600)
+                                            : run_threads(nranks, gpu_body, &run);
   failed += coll_failures;
   printf("%s\n", failed ? "FAILED" : "all cases match the reference");
   free(run.cases.v);

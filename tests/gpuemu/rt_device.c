@@ -2,6 +2,7 @@
  * attributes of an H200-like device, PCI ids, peer access). */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -256,7 +257,9 @@ RT_API cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
 RT_API cudaError_t cudaDeviceCanAccessPeer(int* can, int dev, int peer) {
   if (!can) return rt_error(cudaErrorInvalidValue);
   if (!rt_device_valid(dev) || !rt_device_valid(peer)) return rt_error(cudaErrorInvalidDevice);
-  *can = dev != peer;
+  /* WEFT_EMU_NO_PEER_ACCESS=1: devices that cannot map each other (consumer cards, ACS, VMs). */
+  const char* none = getenv("WEFT_EMU_NO_PEER_ACCESS");
+  *can = dev != peer && !(none && strcmp(none, "1") == 0);
   return cudaSuccess;
 }
 

@@ -2,7 +2,8 @@
 # The CUDA backend's collective matrix on the emulated GPU (build-emu/, `make emu`): every
 # collective x datatype x op of test_gpu_coll, in place and out of place, for 1-5 ranks as
 # threads and as processes sharing the emulated device, on Simple and LL, 1-4 channels, and
-# connector slots small enough that the counts loop several times per channel.
+# connector slots small enough that the counts loop several times per channel; and ranks whose
+# step-shaping settings differ (test_gpu_coll's mismatch mode).
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${EMU_BUILD:-build-emu}/tests/gpu/test_gpu_coll
@@ -34,5 +35,6 @@ run threads 5 3000 WEFT_EMU_UNUSED=0
 run procs 2 3000 NCCL_PROTO=Simple $SMALL NCCL_MIN_NCHANNELS=2
 run procs 3 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=3
 run procs 4 1000 WEFT_EMU_UNUSED=0
+run mismatch 3 3000 WEFT_TIMEOUT=30 # ranks with different NCCL_BUFFSIZE, NCCL_PROTO, channel bounds
 echo "$((runs - fail)) of $runs configurations match the reference"
 [ "$fail" = 0 ]

@@ -532,6 +532,9 @@ static inline uint64_t pick_seed(void) {
 /* ---- launchers ---- */
 
 typedef int (*rank_body)(ncclComm_t comm, int rank, int nranks, void* arg);
+/* When set, run_procs calls it in each rank's process before that rank joins the communicator
+ * (per-rank environments). */
+static void (*coll_rank_setup)(int rank, int nranks);
 
 struct thread_rank {
   pthread_t th;
@@ -596,6 +599,7 @@ static inline int run_procs(int nranks, rank_body body, void* arg, int child_lim
     pids[r] = fork();
     if (pids[r] == 0) {
       alarm(child_limit_s);
+      if (coll_rank_setup) coll_rank_setup(r, nranks);
       ncclComm_t comm = NULL;
       ncclResult_t res = ncclCommInitRank(&comm, nranks, id, r);
       if (res != ncclSuccess) {

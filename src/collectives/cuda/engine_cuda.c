@@ -1,4 +1,4 @@
-/* CUDA backend setup and teardown: device state in host-mapped memory, ring connectors of every
+/* CUDA backend setup and teardown: device state in device memory, ring connectors of every
  * channel and lazily connected send/recv connectors in GPU memory (transport/p2p.c), exchanged
  * over the bootstrap as the host engine does: offer own memory, take the peer's, acknowledge. */
 #include "collectives/cuda/engine_cuda.h"
@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/agree.h"
 #include "core/comm.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -26,13 +27,33 @@
 #define DEFAULT_CHANNELS 16
 #define DEFAULT_LL_BYTES (256 * 1024)
 
-static void bind(struct weft_cuda_conn* c, const struct weft_p2p_mem* m) {
+/* Both sides of a connector start at step_base (0 but in tests of the LL flag wrap), as do the
+ * counters of its control page (start_ctrl). */
+static void bind(struct weft_cuda_conn* c, const struct weft_p2p_mem* m, uint64_t step_base) {
   c->ctrl = (struct weft_conn_ctrl*)m->base;
   c->simple = m->base + WEFT_CTRL_BYTES;
   c->ll = (struct weft_ll_line*)(m->base + WEFT_CTRL_BYTES + m->simple_bytes);
   c->simple_slot = m->simple_bytes / WEFT_NSTEPS;
   c->ll_slot = m->ll_bytes / WEFT_NSTEPS;
-  c->step = 0;
+  c->step = step_base;
+}
+
+ncclResult_t weft_cuda_copy_now(struct weft_cuda_state* s, void* dev_dst, const void* src, size_t bytes) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  WEFT_CUDACHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  cudaError_t err = cudaMemcpyAsync(dev_dst, src, bytes, cudaMemcpyHostToDevice, s->setup_stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s->setup_stream);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  WEFT_CUDACHECK(err);
+  return ncclSuccess;
+}
+
+/* The owner's counters start where both sides' steps do; the memory came zeroed. */
+static ncclResult_t start_ctrl(struct weft_cuda_state* s, struct weft_p2p_mem* m) {
+  if (s->step_base == 0) return ncclSuccess;
+  struct weft_conn_ctrl* c = (struct weft_conn_ctrl*)m->base;
+  WEFT_CHECK(weft_cuda_copy_now(s, &c->tail, &s->step_base, sizeof(uint64_t)));
+  return weft_cuda_copy_now(s, &c->head, &s->step_base, sizeof(uint64_t));
 }
 
 /* Create the connector peer -> me in my GPU memory and send peer the handle. */
@@ -41,6 +62,7 @@ static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, struct weft_
   struct weft_p2p_handle h;
   WEFT_CHECK(weft_p2p_mem_create(s->simple_bytes, s->ll_bytes, !weft_comm_same_process(comm, peer), s->dev,
                                  s->setup_stream, mem, &h));
+  WEFT_CHECK(start_ctrl(s, *mem));
   return weft_bootstrap_send(comm->bootstrap, peer, tag, &h, sizeof(h));
 }
 
@@ -70,10 +92,18 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_cuda_state* 
     WEFT_CHECK(take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->ring_send_mem[c]));
   for (int c = 0; c < s->nchannels; c++) WEFT_CHECK(finish_offer(comm, prev, TAG_RING_ACK + c));
   for (int c = 0; c < s->nchannels; c++) {
-    bind(&s->host->ring_send[c], s->ring_send_mem[c]);
-    bind(&s->host->ring_recv[c], s->ring_recv_mem[c]);
+    bind(&s->mirror.ring_send[c], s->ring_send_mem[c], s->step_base);
+    bind(&s->mirror.ring_recv[c], s->ring_recv_mem[c], s->step_base);
   }
-  return ncclSuccess;
+  /* No kernel runs yet: the device state is written whole. */
+  return weft_cuda_copy_now(s, s->devcomm, &s->mirror, sizeof(s->mirror));
+}
+
+/* A connector just bound goes to the device state; no kernel uses it yet, and kernels running
+ * now only write other connectors' steps. */
+static ncclResult_t push_p2p(struct weft_cuda_state* s, struct weft_cuda_conn* dev_array, int peer,
+                             const struct weft_cuda_conn* c) {
+  return weft_cuda_copy_now(s, &dev_array[peer], c, sizeof(*c));
 }
 
 ncclResult_t weft_cuda_p2p_connect(struct ncclComm* comm, const uint8_t* send_to, const uint8_t* recv_from) {
@@ -91,12 +121,14 @@ ncclResult_t weft_cuda_p2p_connect(struct ncclComm* comm, const uint8_t* send_to
   for (int p = 0; p < k; p++)
     if (send_to[p] && s->p2p_send_mem[p] == NULL) {
       WEFT_CHECK_GOTO(take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p_send_mem[p]), res, out);
-      bind(&s->p2p_send[p], s->p2p_send_mem[p]);
+      bind(&s->p2p_send[p], s->p2p_send_mem[p], s->step_base);
+      WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_send, p, &s->p2p_send[p]), res, out);
     }
   for (int p = 0; p < k; p++)
     if (offered[p]) {
       WEFT_CHECK_GOTO(finish_offer(comm, p, TAG_P2P_ACK), res, out);
-      bind(&s->p2p_recv[p], s->p2p_recv_mem[p]);
+      bind(&s->p2p_recv[p], s->p2p_recv_mem[p], s->step_base);
+      WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_recv, p, &s->p2p_recv[p]), res, out);
     }
 out:
   free(offered);
@@ -129,32 +161,105 @@ static void read_sizes(struct weft_cuda_state* s) {
   s->p2p_ll_threshold = weft_param_int("NCCL_P2P_LL_THRESHOLD");
 }
 
-/* The device state, in pinned host memory the GPU maps: the host fills connectors in place and
- * the kernel keeps its step counters there between launches. */
+/* The device state (connectors, their steps) in device memory, which kernels read per work and
+ * keep their step counters in between launches; only the flags the host raises or reads while
+ * kernels run (abort, errors) are in pinned host memory the GPU maps. The host keeps a mirror of
+ * what it wrote: the device copy's steps move on, the mirror's slot sizes do not. */
 static ncclResult_t alloc_devcomm(struct ncclComm* comm, struct weft_cuda_state* s) {
   size_t conns = (size_t)comm->nranks * sizeof(struct weft_cuda_conn);
-  size_t bytes = sizeof(struct weft_cuda_devcomm) + 2 * conns;
   void* host = NULL;
-  WEFT_CUDACHECK(cudaHostAlloc(&host, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
-  memset(host, 0, bytes);
+  WEFT_CUDACHECK(cudaHostAlloc(&host, sizeof(*s->host), cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(host, 0, sizeof(*s->host));
   s->host = host;
+  void* flags = NULL;
+  WEFT_CUDACHECK(cudaHostGetDevicePointer(&flags, host, 0));
+  s->p2p_send = calloc(2 * (size_t)comm->nranks, sizeof(struct weft_cuda_conn));
+  if (s->p2p_send == NULL) return ncclSystemError;
+  s->p2p_recv = s->p2p_send + comm->nranks;
   void* dev = NULL;
-  WEFT_CUDACHECK(cudaHostGetDevicePointer(&dev, host, 0));
+  WEFT_CUDACHECK(cudaMalloc(&dev, sizeof(struct weft_cuda_devcomm) + 2 * conns));
   s->devcomm = dev;
-  char* h = (char*)host + sizeof(struct weft_cuda_devcomm);
-  char* d = (char*)dev + sizeof(struct weft_cuda_devcomm);
-  s->p2p_send = (struct weft_cuda_conn*)h;
-  s->p2p_recv = (struct weft_cuda_conn*)(h + conns);
-  s->host->p2p_send = (struct weft_cuda_conn*)d;
-  s->host->p2p_recv = (struct weft_cuda_conn*)(d + conns);
-  s->host->rank = comm->rank;
-  s->host->nranks = comm->nranks;
+  struct weft_cuda_devcomm* m = &s->mirror;
+  memset(m, 0, sizeof(*m));
+  m->flags = flags;
+  m->p2p_send = (struct weft_cuda_conn*)(s->devcomm + 1);
+  m->p2p_recv = m->p2p_send + comm->nranks;
+  m->rank = comm->rank;
+  m->nranks = comm->nranks;
   int64_t timeout = weft_param_int("WEFT_TIMEOUT");
-  s->host->timeout_ns = timeout > 0 ? (uint64_t)timeout * 1000000000ull : 0;
+  m->timeout_ns = timeout > 0 ? (uint64_t)timeout * 1000000000ull : 0;
+  s->step_base = (uint64_t)weft_param_int("WEFT_CUDA_STEP_BASE");
+  WEFT_CHECK(weft_cuda_copy_now(s, s->devcomm, m, sizeof(*m)));
+  return weft_cuda_copy_now(s, m->p2p_send, s->p2p_send, 2 * conns); /* unconnected: zeros */
+}
+
+void weft_cuda_devcomm_free(struct weft_cuda_state* s) {
+  if (s == NULL) return;
+  for (struct weft_cuda_wlist *l = s->wlists, *next; l; l = next) {
+    next = l->next;
+    cudaFree(l->dev);
+    if (l->done) cudaEventDestroy(l->done);
+    free(l);
+  }
+  s->wlists = NULL;
+  cudaFree(s->devcomm);
+  s->devcomm = NULL;
+  free(s->p2p_send);
+  s->p2p_send = s->p2p_recv = NULL;
+}
+
+/* Ranks of this host on this device, this one included. */
+static int ranks_on_device(const struct ncclComm* comm, int* in_process) {
+  int n = 0;
+  *in_process = 0;
+  const struct weft_peer_info* me = &comm->peers[comm->rank];
+  for (int p = 0; p < comm->nranks; p++) {
+    if (comm->peers[p].host_hash != me->host_hash || comm->peers[p].cuda_dev != me->cuda_dev) continue;
+    n++;
+    if (p != comm->rank && weft_comm_same_process(comm, p)) *in_process = 1;
+  }
+  return n;
+}
+
+/* A collective needs the kernels of all its ranks running at once. Ranks sharing a device split
+ * what it holds at once (SMs x resident blocks of the kernel), or blocks that cannot start wait
+ * for blocks that wait for them. */
+static ncclResult_t cap_to_residency(struct ncclComm* comm, struct weft_cuda_state* s) {
+  int sms = 0, per_sm = 0;
+  WEFT_CUDACHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, s->dev));
+  WEFT_CUDACHECK((cudaError_t)weft_cuda_kernel_occupancy(s->nthreads, &per_sm));
+  int sharing = ranks_on_device(comm, &s->device_shared_in_process);
+  s->max_blocks = sms * per_sm / sharing;
+  if (s->max_blocks < 1) {
+    WEFT_WARN(
+        "comm %p rank %d: %d ranks share device %d, which runs only %d blocks of %d threads at once (%d SMs "
+        "x "
+        "%d); their kernels could never all run together. Use fewer ranks per GPU or a smaller NCCL_NTHREADS",
+        (void*)comm, comm->rank, sharing, s->dev, sms * per_sm, s->nthreads, sms, per_sm);
+    return ncclInvalidUsage;
+  }
+  if (s->nchannels > s->max_blocks) {
+    WEFT_INFO(WEFT_INIT,
+              "comm %p rank %d: %d channel(s): %d ranks share device %d, which holds %d blocks at once",
+              (void*)comm, comm->rank, s->max_blocks, sharing, s->dev, sms * per_sm);
+    s->nchannels = s->max_blocks;
+  }
   return ncclSuccess;
 }
 
-ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
+/* Ranks agree on what shapes a ring step (buffer sizes, channels, NCCL_PROTO and channel bounds),
+ * as on the host backend (collectives/agree.c): each rank's chunk comes from its connectors, and
+ * ranks cutting different steps wait for each other forever. */
+static ncclResult_t agree_shape(struct ncclComm* comm, struct weft_cuda_state* s) {
+  s->env.nchannels = s->nchannels;
+  WEFT_CHECK(weft_plan_agree(comm, &s->env, s->simple_bytes, s->ll_bytes));
+  s->nchannels = s->env.nchannels;
+  s->simple_bytes = s->env.simple_slot * WEFT_NSTEPS;
+  s->ll_bytes = s->env.ll_slot * WEFT_NSTEPS;
+  return ncclSuccess;
+}
+
+static ncclResult_t init_on_device(struct ncclComm* comm) {
   struct weft_cuda_state* s = calloc(1, sizeof(*s));
   if (s == NULL) return ncclSystemError;
   comm->cuda = s;
@@ -164,6 +269,8 @@ ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
   if (s->p2p_send_mem == NULL || s->p2p_recv_mem == NULL) return ncclSystemError;
   read_sizes(s);
   WEFT_CUDACHECK(cudaSetDevice(s->dev));
+  WEFT_CHECK(cap_to_residency(comm, s));
+  WEFT_CHECK(agree_shape(comm, s));
   WEFT_CUDACHECK(cudaStreamCreateWithFlags(&s->setup_stream, cudaStreamNonBlocking));
   WEFT_CUDACHECK(cudaEventCreateWithFlags(&s->last_event, cudaEventDisableTiming));
   WEFT_CHECK(alloc_devcomm(comm, s));
@@ -173,6 +280,16 @@ ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
             "per connector, %d threads per block",
             (void*)comm, comm->rank, s->dev, s->nchannels, s->simple_bytes, s->ll_bytes, s->nthreads);
   return ncclSuccess;
+}
+
+/* Setup selects the comm's device; the caller gets its own back, as from NCCL (a thread that
+ * initializes comms for several GPUs keeps the device it selected). */
+ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
+  int caller = -1;
+  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
+  ncclResult_t res = init_on_device(comm);
+  if (caller >= 0 && caller != comm->cuda_dev) cudaSetDevice(caller);
+  return res;
 }
 
 /* Close a peer's memory, then tell that peer (in another process) it may free it. */
@@ -222,9 +339,11 @@ void weft_cuda_comm_fini(struct ncclComm* comm) {
     __sync_synchronize();
   }
   if (s->have_last) cudaEventSynchronize(s->last_event);
+  weft_cuda_check_error(comm); /* a kernel that gave up is logged even if nobody asked */
   release_connectors(comm, s);
   free(s->p2p_send_mem);
   free(s->p2p_recv_mem);
+  weft_cuda_devcomm_free(s);
   if (s->host) cudaFreeHost(s->host);
   if (s->last_event) cudaEventDestroy(s->last_event);
   if (s->setup_stream) cudaStreamDestroy(s->setup_stream);
@@ -240,41 +359,6 @@ ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
   WEFT_WARN("comm %p rank %d: the CUDA backend is not built in (CUDA=0)", (void*)comm, comm->rank);
   return ncclInvalidUsage;
 }
-/* Close a peer's memory, then tell that peer (in another process) it may free it. */
-static void close_peer_mem(struct ncclComm* comm, struct weft_p2p_mem** m, int peer, int tag, int notify) {
-  int imported = *m != NULL && (*m)->ipc;
-  weft_p2p_mem_release(*m);
-  *m = NULL;
-  int one = 1;
-  if (imported && notify) weft_bootstrap_send(comm->bootstrap, peer, tag, &one, sizeof(one));
-}
-
-/* Free own memory, after the peer that imported it says it closed it (or a bounded wait: the
- * memory is then freed once the importer marks it, see transport/p2p.c). */
-static void free_own_mem(struct ncclComm* comm, struct weft_p2p_mem** m, int peer, int tag, int wait) {
-  int exported = *m != NULL && (*m)->owner && !(*m)->shared;
-  int closed = 0;
-  if (exported && wait)
-    weft_bootstrap_recv_within(comm->bootstrap, peer, tag, &closed, sizeof(closed), CLOSE_WAIT_S);
-  weft_p2p_mem_release(*m);
-  *m = NULL;
-}
-
-/* Peers' memory (the send sides) is closed before own memory is freed: CUDA IPC memory must not be
- * freed while another process still has it open. An aborted comm does not wait for peers. */
-static void release_connectors(struct ncclComm* comm, struct weft_cuda_state* s) {
-  int k = comm->nranks, talk = k > 1 && comm->bootstrap != NULL && !weft_comm_aborted(comm);
-  int next = (comm->rank + 1) % k, prev = (comm->rank + k - 1) % k;
-  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++)
-    close_peer_mem(comm, &s->ring_send_mem[c], next, TAG_RING_CLOSED + c, talk);
-  for (int p = 0; s->p2p_send_mem && p < k; p++)
-    close_peer_mem(comm, &s->p2p_send_mem[p], p, TAG_P2P_CLOSED, talk);
-  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++)
-    free_own_mem(comm, &s->ring_recv_mem[c], prev, TAG_RING_CLOSED + c, talk);
-  for (int p = 0; s->p2p_recv_mem && p < k; p++)
-    free_own_mem(comm, &s->p2p_recv_mem[p], p, TAG_P2P_CLOSED, talk);
-}
-
 void weft_cuda_comm_fini(struct ncclComm* comm) { (void)comm; }
 
 #endif

@@ -19,6 +19,12 @@ void weft_cuda_comm_fini(struct ncclComm* comm);
 /* Launch tasks (the group's, in call order) on their stream; returns once enqueued. */
 ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks);
 
+/* The first error a kernel of this comm reported (a wait that timed out), as the comm's async
+ * error, with a WARN (once) naming the operation, peer and channel; ncclSuccess when none. */
+ncclResult_t weft_cuda_check_error(struct ncclComm* comm);
+/* Wait for the comm's launched work to end, then report a kernel error as above (Finalize). */
+ncclResult_t weft_cuda_flush(struct ncclComm* comm);
+
 /* ncclMemAlloc / ncclMemFree on the CUDA backend (device memory of the current device). */
 int weft_cuda_mem_wanted(void);
 ncclResult_t weft_cuda_mem_alloc(void** ptr, size_t size);

@@ -9,15 +9,11 @@
 #include "collectives/algo/ring.h"
 #include "collectives/algo/sendrecv.h"
 
-/* Copy a connector's device view out of host-mapped memory (read once per work). */
+/* A connector's device view, from the device state (once per work): its step is what thread 0
+ * of this block wrote back after the connector's last work, before a __syncthreads or in an
+ * earlier launch (each connector belongs to one block per launch). */
 __device__ __forceinline__ void weft_conn_load(struct weft_cuda_conn* dst, const struct weft_cuda_conn* src) {
-  const volatile struct weft_cuda_conn* s = src;
-  dst->ctrl = s->ctrl;
-  dst->simple = s->simple;
-  dst->ll = s->ll;
-  dst->simple_slot = s->simple_slot;
-  dst->ll_slot = s->ll_slot;
-  dst->step = s->step;
+  *dst = *src;
 }
 
 __device__ void weft_prims_init(struct weft_prims* p, struct weft_cuda_devcomm* comm,
@@ -40,6 +36,7 @@ __device__ void weft_prims_init(struct weft_prims* p, struct weft_cuda_devcomm* 
   p->in = (const char*)w->sendbuff;
   p->out = (char*)w->recvbuff;
   p->channel = channel;
+  p->coll = w->coll;
   p->send_peer = p->recv_peer = -1;
   p->failed = 0;
 }
@@ -125,10 +122,12 @@ __device__ int weft_run_p2p(struct weft_cuda_devcomm* comm, const struct weft_cu
 }
 
 __global__ void __launch_bounds__(WEFT_CUDA_MAX_THREADS, 1) weft_cuda_kernel(struct weft_cuda_kargs args) {
-  __shared__ struct weft_cuda_work s_work; /* the current work, read from the arguments once */
+  __shared__ struct weft_cuda_work s_work; /* the current work, read once */
   struct weft_cuda_devcomm* comm = args.comm;
   for (int i = 0; i < args.nworks; i++) {
-    if (threadIdx.x == 0) s_work = args.works[i];
+    /* A group too large for the arguments has its whole list in device memory: still one launch.
+     * (No pointer into the arguments: that would copy them to every thread's local memory.) */
+    if (threadIdx.x == 0) s_work = args.list != NULL ? args.list[i] : args.works[i];
     __syncthreads();
     const struct weft_cuda_work* w = &s_work;
     int is_p2p = w->coll == WEFT_COLL_SEND || w->coll == WEFT_COLL_RECV;
@@ -150,4 +149,8 @@ extern "C" int weft_cuda_kernel_launch(const struct weft_cuda_kargs* args, int n
   void* params[] = {(void*)args};
   return (int)cudaLaunchKernel((const void*)weft_cuda_kernel, dim3(nblocks), dim3(nthreads), params, 0,
                                (cudaStream_t)stream);
+}
+
+extern "C" int weft_cuda_kernel_occupancy(int nthreads, int* blocks_per_sm) {
+  return (int)cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, weft_cuda_kernel, nthreads, 0);
 }

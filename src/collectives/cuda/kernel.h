@@ -1,7 +1,7 @@
 /* What the host side of the CUDA backend hands its kernel: the device view of connectors, the
- * per-communicator device state (in host-mapped memory, so the host writes it without copies
- * and the kernel keeps step counters there across launches) and the work list of one launch.
- * Compiles as C11 (engine_cuda.c) and as CUDA (kernel.cu). */
+ * per-communicator device state (in device memory: the kernel keeps step counters there across
+ * launches), the few host-mapped flags both sides watch while kernels run (abort, errors) and
+ * the work list of one launch. Compiles as C11 (engine_cuda.c) and as CUDA (kernel.cu). */
 #ifndef WEFT_COLLECTIVES_CUDA_KERNEL_H
 #define WEFT_COLLECTIVES_CUDA_KERNEL_H
 
@@ -11,7 +11,9 @@
 
 #define WEFT_CUDA_MAX_CHANNELS 32
 #define WEFT_CUDA_MAX_THREADS 512
-#define WEFT_CUDA_MAX_WORKS 44 /* works per launch: the arguments stay under 4 KiB */
+/* Works carried in the kernel arguments (they stay under 4 KiB); a larger group's list goes to
+ * device memory, so that a group is always one launch. */
+#define WEFT_CUDA_MAX_WORKS 44
 
 /* One side of a connector as the kernel sees it: device addresses of the receiver-owned
  * memory, and this side's step count, which persists from one launch to the next. */
@@ -26,11 +28,20 @@ struct weft_cuda_conn {
 /* Kernel errors reported back to the host (devcomm.error). */
 enum { WEFT_CUDA_ERR_NONE = 0, WEFT_CUDA_ERR_TIMEOUT = 1, WEFT_CUDA_ERR_ABORT = 2 };
 
-struct weft_cuda_devcomm {
+/* The only state host and kernels share while kernels run, in host-mapped memory: kernels read
+ * it only every WEFT_SPINS_PER_CHECK spins of a wait and write it only when they give up. */
+struct weft_cuda_hostcomm {
   volatile uint32_t abort; /* set by the host (abort, destroy) or by a kernel that timed out */
   volatile uint32_t error; /* first kernel error, WEFT_CUDA_ERR_* */
   volatile int32_t err_channel, err_peer;
-  uint64_t timeout_ns; /* a wait longer than this fails the launch (0: never) */
+  volatile int32_t err_coll; /* enum weft_coll of the operation that gave up */
+};
+
+/* Per-communicator device state, in device memory. The host writes a connector only before any
+ * kernel uses it (setup, lazy p2p connect); kernels own the step counters from then on. */
+struct weft_cuda_devcomm {
+  struct weft_cuda_hostcomm* flags; /* device address of the host-mapped flags */
+  uint64_t timeout_ns;              /* a wait longer than this fails the launch (0: never) */
   int32_t rank, nranks;
   struct weft_cuda_conn ring_send[WEFT_CUDA_MAX_CHANNELS]; /* to rank + 1 */
   struct weft_cuda_conn ring_recv[WEFT_CUDA_MAX_CHANNELS]; /* from rank - 1 */
@@ -57,7 +68,8 @@ struct weft_cuda_work {
 };
 
 struct weft_cuda_kargs {
-  struct weft_cuda_devcomm* comm; /* device address */
+  struct weft_cuda_devcomm* comm;    /* device address */
+  const struct weft_cuda_work* list; /* device memory holding all nworks works, or NULL: works[] */
   int32_t nworks;
   int32_t pad;
   struct weft_cuda_work works[WEFT_CUDA_MAX_WORKS];
@@ -68,6 +80,8 @@ extern "C" {
 #endif
 /* Launch the kernel on nblocks blocks of nthreads threads; returns a cudaError_t as int. */
 int weft_cuda_kernel_launch(const struct weft_cuda_kargs* args, int nblocks, int nthreads, void* stream);
+/* Blocks of nthreads threads of the kernel one SM holds at once; returns a cudaError_t as int. */
+int weft_cuda_kernel_occupancy(int nthreads, int* blocks_per_sm);
 #ifdef __cplusplus
 }
 #endif

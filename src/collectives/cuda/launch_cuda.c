@@ -1,5 +1,6 @@
 /* CUDA backend launch: a group's tasks for one communicator become one kernel on the caller's
- * stream (more only when the work list outgrows the kernel arguments). Collectives use blocks
+ * stream, whatever their number (a list that outgrows the kernel arguments goes to device
+ * memory), so that matching sends and receives always run together. Collectives use blocks
  * [0, channels) in call order; each peer and direction of the sends and receives gets a block of
  * its own after those, so sends and receives to different peers progress together. */
 #include <stdlib.h>
@@ -60,7 +61,7 @@ static void plan_coll(const struct ncclComm* comm, const struct weft_cuda_state*
   /* Same on every rank: the slot sizes are the job's NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE. */
   struct weft_cuda_conn c = {.simple_slot = s->simple_bytes / WEFT_NSTEPS,
                              .ll_slot = s->ll_bytes / WEFT_NSTEPS};
-  if (comm->nranks > 1) c = s->host->ring_send[0];
+  if (comm->nranks > 1) c = s->mirror.ring_send[0];
   w->chunk = chunk_elems(w->proto, &c, es);
   WEFT_INFO(WEFT_TUNING, "coll %d seq %llu: %zu bytes, Ring %s, %d channel(s), chunk %llu elements (CUDA)",
             (int)t->coll, (unsigned long long)t->seq, bytes, w->proto == WEFT_PROTO_LL ? "LL" : "Simple", n,
@@ -159,59 +160,149 @@ static ncclResult_t launch_batch(struct weft_cuda_state* s, struct weft_cuda_kar
   return ncclSuccess;
 }
 
-/* Plan every task into works and launch them in batches that fit the kernel arguments. */
-static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks, cudaStream_t stream) {
+/* Plan the group's tasks into w (call order, empty tasks left out); returns the blocks needed.
+ * owner: 2 * nranks ints, (direction, peer) -> its block among the send/recv blocks. */
+static int plan_group(struct ncclComm* comm, struct weft_task* tasks, struct weft_cuda_work* w, int* owner) {
   struct weft_cuda_state* s = comm->cuda;
-  struct weft_cuda_kargs args;
-  memset(&args, 0, sizeof(args));
-  int ncoll_blocks = 0, np2p = 0, batches = 0;
-  int* owner = malloc(2 * (size_t)comm->nranks * sizeof(int)); /* (dir, peer) -> block, this batch */
-  if (owner == NULL) return ncclSystemError;
+  int ncoll_blocks = 0, np2p = 0, n = 0;
   for (int i = 0; i < 2 * comm->nranks; i++) owner[i] = -1;
-  ncclResult_t res = ncclSuccess;
-  for (struct weft_task* t = tasks; t && res == ncclSuccess; t = t->next) {
+  for (struct weft_task* t = tasks; t; t = t->next) {
     if (t->count == 0) continue;
-    struct weft_cuda_work* w = &args.works[args.nworks];
     if (t->coll == WEFT_COLL_SEND || t->coll == WEFT_COLL_RECV) {
       int key = (t->coll == WEFT_COLL_RECV) * comm->nranks + t->root;
       if (owner[key] < 0) owner[key] = np2p++;
-      plan_p2p(s, t, -1 - owner[key], w); /* block fixed below, after the collectives' blocks */
+      plan_p2p(s, t, -1 - owner[key], &w[n]); /* block fixed below, after the collectives' blocks */
     } else {
-      plan_coll(comm, s, t, w);
-      if (w->nchannels > ncoll_blocks) ncoll_blocks = w->nchannels;
+      plan_coll(comm, s, t, &w[n]);
+      if (w[n].nchannels > ncoll_blocks) ncoll_blocks = w[n].nchannels;
     }
-    args.nworks++;
-    if (args.nworks == WEFT_CUDA_MAX_WORKS || t->next == NULL) {
-      for (int i = 0; i < args.nworks; i++)
-        if (args.works[i].block < 0) args.works[i].block = ncoll_blocks + (-1 - args.works[i].block);
-      res = launch_batch(s, &args, ncoll_blocks + np2p, stream);
-      if (++batches == 2)
-        WEFT_INFO(WEFT_COLL, "comm %p rank %d: a group of more than %d tasks takes several kernels",
-                  (void*)comm, comm->rank, WEFT_CUDA_MAX_WORKS);
-      args.nworks = 0;
-      ncoll_blocks = np2p = 0;
-      for (int i = 0; i < 2 * comm->nranks; i++) owner[i] = -1;
+    n++;
+  }
+  for (int i = 0; i < n; i++)
+    if (w[i].block < 0) w[i].block = ncoll_blocks + (-1 - w[i].block);
+  return ncoll_blocks + np2p;
+}
+
+/* Device memory for n works: a list of this comm whose kernel has ended, or a new one. */
+static ncclResult_t get_wlist(struct weft_cuda_state* s, int n, struct weft_cuda_wlist** out) {
+  for (struct weft_cuda_wlist* l = s->wlists; l; l = l->next) {
+    if (l->captured || l->cap < n) continue;
+    if (l->busy) {
+      cudaError_t err = cudaEventQuery(l->done);
+      if (err == cudaErrorNotReady) continue;
+      WEFT_CUDACHECK(err);
+      l->busy = 0;
     }
+    *out = l;
+    return ncclSuccess;
   }
-  if (res == ncclSuccess && args.nworks > 0) { /* the list ended with empty tasks */
-    for (int i = 0; i < args.nworks; i++)
-      if (args.works[i].block < 0) args.works[i].block = ncoll_blocks + (-1 - args.works[i].block);
-    res = launch_batch(s, &args, ncoll_blocks + np2p, stream);
+  struct weft_cuda_wlist* l = calloc(1, sizeof(*l));
+  if (l == NULL) return ncclSystemError;
+  l->next = s->wlists;
+  s->wlists = l; /* freed with the comm even if the rest fails */
+  l->cap = 64;
+  while (l->cap < n) l->cap *= 2;
+  WEFT_CUDACHECK(cudaEventCreateWithFlags(&l->done, cudaEventDisableTiming));
+  WEFT_CUDACHECK(cudaMalloc((void**)&l->dev, (size_t)l->cap * sizeof(struct weft_cuda_work)));
+  *out = l;
+  return ncclSuccess;
+}
+
+/* The list goes to device memory now, by a synchronous copy on the private setup stream: it waits
+ * for no kernel and leaves w free at once. A captured launch's list stays the graph's (every
+ * replay reads it); it is never reused, and freed with the comm. */
+static ncclResult_t upload_works(struct weft_cuda_state* s, const struct weft_cuda_work* w, int n,
+                                 int captured, struct weft_cuda_wlist** out) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  WEFT_CUDACHECK(cudaThreadExchangeStreamCaptureMode(&mode)); /* cudaMalloc may run under capture */
+  ncclResult_t res = get_wlist(s, n, out);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  WEFT_CHECK(res);
+  (*out)->busy = 1;
+  (*out)->captured = captured;
+  return weft_cuda_copy_now(s, (*out)->dev, w, (size_t)n * sizeof(*w));
+}
+
+/* A send to self and the receive from self it matches (the next one, as NCCL pairs them) that move
+ * a buffer onto itself, as the root's share of an in-place Gather or Scatter does, are dropped:
+ * the copy would change nothing, and its loads and stores race in two blocks. */
+static void drop_inplace_self_copies(const struct ncclComm* comm, struct weft_task* tasks) {
+  struct weft_task* recv = tasks;
+  for (struct weft_task* t = tasks; t; t = t->next) {
+    if (t->coll != WEFT_COLL_SEND || t->root != comm->rank || t->count == 0) continue;
+    while (recv && !(recv->coll == WEFT_COLL_RECV && recv->root == comm->rank && recv->count != 0))
+      recv = recv->next;
+    if (recv == NULL) return;
+    if (recv->recvbuff == t->sendbuff && recv->count == t->count && recv->dtype == t->dtype)
+      t->count = recv->count = 0;
+    recv = recv->next;
   }
+}
+
+/* Plan every task and launch them as one kernel: the work list in the kernel arguments when it
+ * fits, else in device memory. A group split over several kernels could deadlock (a send in one
+ * kernel, its receive in the next, each rank waiting in a different one). */
+static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks, cudaStream_t stream) {
+  struct weft_cuda_state* s = comm->cuda;
+  drop_inplace_self_copies(comm, tasks);
+  int n = 0;
+  for (struct weft_task* t = tasks; t; t = t->next) n += t->count != 0;
+  if (n == 0) return ncclSuccess;
+  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  WEFT_CUDACHECK(cudaStreamIsCapturing(stream, &cap));
+  struct weft_cuda_kargs args;
+  memset(&args, 0, sizeof(args));
+  struct weft_cuda_work* w = n <= WEFT_CUDA_MAX_WORKS ? args.works : malloc((size_t)n * sizeof(*w));
+  int* owner = malloc(2 * (size_t)comm->nranks * sizeof(int));
+  ncclResult_t res = w != NULL && owner != NULL ? ncclSuccess : ncclSystemError;
+  struct weft_cuda_wlist* l = NULL;
+  int nblocks = res == ncclSuccess ? plan_group(comm, tasks, w, owner) : 0;
+  if (res == ncclSuccess && nblocks > s->max_blocks) {
+    WEFT_WARN(
+        "comm %p rank %d: a group needing %d blocks (its channels, plus one per peer and direction of its "
+        "sends and receives) exceeds the %d that this rank's share of device %d runs at once",
+        (void*)comm, comm->rank, nblocks, s->max_blocks, s->dev);
+    res = ncclInvalidUsage;
+  }
+  args.nworks = n;
+  if (res == ncclSuccess && w != args.works) {
+    res = upload_works(s, w, n, cap != cudaStreamCaptureStatusNone, &l);
+    if (res == ncclSuccess) args.list = l->dev;
+    WEFT_INFO(WEFT_COLL, "comm %p rank %d: a group of %d tasks, its work list in device memory", (void*)comm,
+              comm->rank, n);
+  }
+  if (res == ncclSuccess) res = launch_batch(s, &args, nblocks, stream);
+  if (l != NULL && !l->captured) {
+    cudaError_t err = res == ncclSuccess ? cudaEventRecord(l->done, stream) : cudaSuccess;
+    if (err != cudaSuccess) l->captured = 1; /* cannot tell when it is free: never reuse it */
+  }
+  if (w != args.works) free(w);
   free(owner);
   return res;
 }
 
-/* A kernel that gave up (timeout) left its reason in the device state. */
-static ncclResult_t check_kernel_error(struct ncclComm* comm, struct weft_cuda_state* s) {
+/* A kernel that gave up (timeout) left its reason in the host-mapped device state, which the host
+ * reads at any time: the next launch, ncclCommGetAsyncError, Finalize and Destroy all see it. */
+ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
+  struct weft_cuda_state* s = comm->cuda;
+  if (s == NULL || s->host == NULL) return ncclSuccess;
   uint32_t err = s->host->error;
   if (err == WEFT_CUDA_ERR_NONE) return ncclSuccess;
-  WEFT_WARN("comm %p rank %d: a collective kernel on device %d %s waiting for rank %d on channel %d",
-            (void*)comm, comm->rank, s->dev,
-            err == WEFT_CUDA_ERR_TIMEOUT ? "timed out (WEFT_TIMEOUT)" : "failed", s->host->err_peer,
-            s->host->err_channel);
+  if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL))
+    WEFT_WARN("comm %p rank %d: a %s kernel on device %d %s waiting for rank %d on channel %d", (void*)comm,
+              comm->rank, weft_coll_name(s->host->err_coll), s->dev,
+              err == WEFT_CUDA_ERR_TIMEOUT ? "timed out (WEFT_TIMEOUT)" : "failed", s->host->err_peer,
+              s->host->err_channel);
   weft_comm_set_async_error(comm, ncclSystemError);
   return ncclSystemError;
+}
+
+/* Finalize: the comm's launched work has run (or given up), and any kernel error is reported. */
+ncclResult_t weft_cuda_flush(struct ncclComm* comm) {
+  struct weft_cuda_state* s = comm->cuda;
+  if (s == NULL) return ncclSuccess;
+  if (s->have_last) WEFT_CUDACHECK(cudaEventSynchronize(s->last_event));
+  return weft_cuda_check_error(comm);
 }
 
 static ncclResult_t check_buffers(struct ncclComm* comm, struct weft_task* tasks) {
@@ -224,15 +315,30 @@ static ncclResult_t check_buffers(struct ncclComm* comm, struct weft_task* tasks
   return ncclSuccess;
 }
 
+/* The legacy default stream runs one kernel at a time, so ranks of one process on one device
+ * cannot all be running on it: the first kernel waits for peers queued behind it. */
+static ncclResult_t check_stream(const struct ncclComm* comm, const struct weft_cuda_state* s,
+                                 cudaStream_t st) {
+  if ((st != NULL && st != cudaStreamLegacy) || !s->device_shared_in_process) return ncclSuccess;
+  WEFT_WARN(
+      "comm %p rank %d: the legacy default stream (NULL) cannot carry the collectives of several ranks of "
+      "one "
+      "process on device %d: each rank's kernel would wait for the others queued behind it. Give each rank "
+      "its own stream (cudaStreamCreate) or use cudaStreamPerThread",
+      (void*)comm, comm->rank, s->dev);
+  return ncclInvalidUsage;
+}
+
 static ncclResult_t launch_on_device(struct ncclComm* comm, struct weft_cuda_state* s,
                                      struct weft_task* tasks) {
   WEFT_CUDACHECK(cudaSetDevice(s->dev));
-  WEFT_CHECK(check_kernel_error(comm, s));
+  WEFT_CHECK(weft_cuda_check_error(comm));
   WEFT_CHECK(check_buffers(comm, tasks));
   WEFT_CHECK(connect_p2p(comm, tasks));
   struct stream_set ss;
   WEFT_CHECK(collect_streams(comm, tasks, &ss));
   cudaStream_t stream = ss.v[0];
+  WEFT_CHECK(check_stream(comm, s, stream));
   enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   WEFT_CUDACHECK(cudaStreamIsCapturing(stream, &cap));
   int capturing = cap != cudaStreamCaptureStatusNone;
@@ -271,6 +377,14 @@ ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
   (void)tasks;
   WEFT_WARN("comm %p rank %d: the CUDA backend is not built in (CUDA=0)", (void*)comm, comm->rank);
   return ncclInvalidUsage;
+}
+ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
+  (void)comm;
+  return ncclSuccess;
+}
+ncclResult_t weft_cuda_flush(struct ncclComm* comm) {
+  (void)comm;
+  return ncclSuccess;
 }
 
 #endif

@@ -2,8 +2,9 @@
  * a block over one send and one receive connector (same layout as the host executor's).
  * Simple: thread 0 waits for tail (data) or head (credit), every thread moves its share of the
  * slot, then thread 0 publishes tail after __threadfence_system (or head). LL: every thread
- * polls and writes its own 16-byte lines, whose flags (step + 1) carry the synchronization.
- * Every wait polls the communicator's host-mapped abort flag and gives up after the timeout. */
+ * polls and writes its own 16-byte lines, whose flags (weft_ll_flag) carry the synchronization.
+ * Every wait polls the communicator's host-mapped abort flag (every WEFT_SPINS_PER_CHECK spins;
+ * nothing else the kernel reads is host-mapped) and gives up after the timeout. */
 #ifndef WEFT_COLLECTIVES_CUDA_PRIMS_DEV_CUH
 #define WEFT_COLLECTIVES_CUDA_PRIMS_DEV_CUH
 
@@ -23,23 +24,26 @@ struct weft_prims {
   const char* in;
   char* out;
   int channel, send_peer, recv_peer;
+  int coll; /* enum weft_coll, for the error report */
   int failed;
 };
 
 /* Called every WEFT_SPINS_PER_CHECK spins of a wait: 1 when the wait must give up (abort
  * raised, or this wait has lasted longer than the timeout, which then raises abort for all). */
 __device__ __noinline__ int weft_wait_check(struct weft_prims* p, uint64_t* start, int peer) {
-  struct weft_cuda_devcomm* c = p->comm;
+  struct weft_cuda_hostcomm* c = p->comm->flags;
   if (c->abort) return 1;
   uint64_t now = weft_globaltimer();
   if (*start == 0) {
     *start = now;
     return 0;
   }
-  if (c->timeout_ns == 0 || now - *start < c->timeout_ns) return 0;
+  uint64_t timeout_ns = p->comm->timeout_ns;
+  if (timeout_ns == 0 || now - *start < timeout_ns) return 0;
   if (c->error == WEFT_CUDA_ERR_NONE) {
     c->err_channel = p->channel;
     c->err_peer = peer;
+    c->err_coll = p->coll;
     c->error = WEFT_CUDA_ERR_TIMEOUT; /* racing blocks may overwrite each other: any one will do */
   }
   __threadfence_system();
@@ -158,6 +162,26 @@ __device__ __forceinline__ int weft_prim_wait(struct weft_prims* p, int flags) {
   return !p->failed;
 }
 
+/* An LL line's flag for a step. step + 1 truncated to 32 bits would reach 0, the flag of fresh
+ * (zeroed) lines, and repeat every 2^32 steps, when a line no step has rewritten since would pass
+ * for new data. Flags run 1 .. 2^32 - 1 instead: a zeroed line never matches, and a written one
+ * only after 8 x (2^32 - 1) steps (flag and slot both recurring), by which time weft_ll_clear has
+ * zeroed its slot (once every 2^32 steps). */
+__device__ __forceinline__ uint32_t weft_ll_flag(uint64_t step) {
+  return (uint32_t)(step % 0xffffffffull) + 1;
+}
+
+/* The receiver zeroes LL slot rl of the step it just consumed (whichever protocol that step used)
+ * in the first WEFT_NSTEPS steps of every 2^32, so each slot once: the sender rewrites the slot
+ * only after the head that follows, and the fence keeps every thread's zeros ahead of it. */
+__device__ __noinline__ void weft_ll_clear(struct weft_prims* p, const struct weft_ll_line* rl) {
+  struct weft_ll_line* slot = (struct weft_ll_line*)rl;
+  size_t nlines = p->recv.ll_slot / sizeof(struct weft_ll_line);
+  for (size_t i = threadIdx.x; i < nlines; i += blockDim.x) weft_ll_store(slot + i, 0, 0);
+  __syncthreads();
+  if (threadIdx.x == 0) __threadfence_system();
+}
+
 __device__ __forceinline__ void weft_prim_simple(struct weft_prims* p, int flags, size_t in_off,
                                                  size_t out_off, size_t n) {
   size_t bytes = n * p->esize;
@@ -181,12 +205,16 @@ __device__ __forceinline__ void weft_prim_simple(struct weft_prims* p, int flags
     if (m.d2) div_loop(p->dtype, m.d2, bytes, p->esize, c.divisor);
   }
   __syncthreads(); /* every thread's stores and loads of the slots are done */
+  if ((flags & WEFT_P_RECV) && (uint32_t)p->recv.step < WEFT_NSTEPS) /* steps of both protocols count */
+    weft_ll_clear(p, (const struct weft_ll_line*)((const char*)p->recv.ll +
+                                                  (p->recv.step % WEFT_NSTEPS) * p->recv.ll_slot));
   if (threadIdx.x == 0) {
     if (flags & WEFT_P_SEND) {
       __threadfence_system(); /* the data, written by all threads, before the tail that announces it */
       weft_st_relaxed(&p->send.ctrl->tail, p->send.step + 1);
     }
-    if (flags & WEFT_P_RECV) weft_st_relaxed(&p->recv.ctrl->head, p->recv.step + 1);
+    /* Release: the block's reads of the slot come before the sender may overwrite it. */
+    if (flags & WEFT_P_RECV) weft_st_release(&p->recv.ctrl->head, p->recv.step + 1);
   }
   if (flags & WEFT_P_SEND) p->send.step++;
   if (flags & WEFT_P_RECV) p->recv.step++;
@@ -225,7 +253,7 @@ __device__ __forceinline__ void weft_prim_ll(struct weft_prims* p, int flags, si
       (flags & WEFT_P_SEND)
           ? (struct weft_ll_line*)((char*)p->send.ll + (p->send.step % WEFT_NSTEPS) * p->send.ll_slot)
           : NULL;
-  uint32_t rflag = (uint32_t)(p->recv.step + 1), sflag = (uint32_t)(p->send.step + 1);
+  uint32_t rflag = weft_ll_flag(p->recv.step), sflag = weft_ll_flag(p->send.step);
   const char* in = p->in + in_off * p->esize;
   char* out = p->out + out_off * p->esize;
   struct dev_move m;
@@ -250,8 +278,9 @@ __device__ __forceinline__ void weft_prim_ll(struct weft_prims* p, int flags, si
     p->failed = 1;
     return;
   }
+  if ((flags & WEFT_P_RECV) && (uint32_t)p->recv.step < WEFT_NSTEPS) weft_ll_clear(p, rl);
   if (threadIdx.x == 0) {
-    if (flags & WEFT_P_RECV) weft_st_relaxed(&p->recv.ctrl->head, p->recv.step + 1);
+    if (flags & WEFT_P_RECV) weft_st_release(&p->recv.ctrl->head, p->recv.step + 1); /* as in Simple */
     if (flags & WEFT_P_SEND) weft_st_relaxed(&p->send.ctrl->tail, p->send.step + 1); /* doorbell only */
   }
   if (flags & WEFT_P_SEND) p->send.step++;

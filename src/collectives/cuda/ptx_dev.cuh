@@ -18,6 +18,9 @@ __device__ __forceinline__ uint64_t weft_ld_acquire(const uint64_t* p) {
 __device__ __forceinline__ void weft_st_relaxed(uint64_t* p, uint64_t v) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+__device__ __forceinline__ void weft_st_release(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 __device__ __forceinline__ uint64_t weft_globaltimer(void) {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -42,6 +45,9 @@ __device__ __forceinline__ uint64_t weft_ld_acquire(const uint64_t* p) {
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 __device__ __forceinline__ void weft_st_relaxed(uint64_t* p, uint64_t v) { weft_emu_store_relaxed_u64(p, v); }
+__device__ __forceinline__ void weft_st_release(uint64_t* p, uint64_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
 /* Read every WEFT_SPINS_PER_CHECK spins of a wait: also the moment to let the writer run. */
 __device__ __forceinline__ uint64_t weft_globaltimer(void) {
   weft_emu_spin_pause();

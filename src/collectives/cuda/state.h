@@ -10,6 +10,17 @@
 
 struct ncclComm;
 
+/* Device memory for the work list of a group larger than the kernel arguments. It is reused once
+ * the kernel that read it has ended (done); one filled under graph capture is that graph's for
+ * every replay, so it is only freed with the communicator. */
+struct weft_cuda_wlist {
+  struct weft_cuda_work* dev;
+  int cap; /* works */
+  int busy, captured;
+  cudaEvent_t done; /* recorded after the kernel that reads the list */
+  struct weft_cuda_wlist* next;
+};
+
 struct weft_cuda_state {
   int dev;
   int nchannels; /* ring channels connected */
@@ -21,14 +32,25 @@ struct weft_cuda_state {
   cudaEvent_t last_event;      /* end of the last launch outside graph capture */
   cudaStream_t last_stream;
   int have_last;
-  struct weft_cuda_devcomm* host;             /* host address of the mapped device state */
-  struct weft_cuda_devcomm* devcomm;          /* its device address */
-  struct weft_cuda_conn *p2p_send, *p2p_recv; /* host addresses of devcomm's p2p arrays */
+  int error_reported;                /* the kernel error's WARN was logged */
+  int max_blocks;                    /* per launch: this rank's share of what the device holds at once */
+  int device_shared_in_process;      /* another rank of this process uses this device */
+  struct weft_cuda_hostcomm* host;   /* host-mapped flags: abort, kernel errors */
+  struct weft_cuda_devcomm* devcomm; /* device address of the device state (p2p arrays after it) */
+  struct weft_cuda_devcomm mirror;   /* host copy of the device state as set up (steps at start) */
+  struct weft_cuda_conn *p2p_send, *p2p_recv; /* host copies of the p2p arrays, [nranks] each */
+  uint64_t step_base;                         /* WEFT_CUDA_STEP_BASE: every connector's first step */
+  struct weft_cuda_wlist* wlists;             /* device work lists of groups over WEFT_CUDA_MAX_WORKS */
   struct weft_p2p_mem *ring_send_mem[WEFT_CUDA_MAX_CHANNELS], *ring_recv_mem[WEFT_CUDA_MAX_CHANNELS];
   struct weft_p2p_mem **p2p_send_mem, **p2p_recv_mem; /* [nranks] */
 };
 
 /* Connect the p2p connectors this launch needs (both sides of each pair call it). */
 ncclResult_t weft_cuda_p2p_connect(struct ncclComm* comm, const uint8_t* send_to, const uint8_t* recv_from);
+/* Copy host memory to device memory now, on the private setup stream (never captured, never
+ * behind user work), in relaxed capture mode so a capture in progress is not invalidated. */
+ncclResult_t weft_cuda_copy_now(struct weft_cuda_state* s, void* dev_dst, const void* src, size_t bytes);
+/* Free the device state and the work lists (after the comm's kernels have ended). NULL-safe. */
+void weft_cuda_devcomm_free(struct weft_cuda_state* s);
 
 #endif
