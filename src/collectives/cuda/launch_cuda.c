@@ -110,7 +110,15 @@ static ncclResult_t connect_p2p(struct ncclComm* comm, struct weft_task* tasks) 
     if (t->coll == WEFT_COLL_SEND && s->p2p_send_mem[t->root] == NULL) flags[t->root] = need = 1;
     if (t->coll == WEFT_COLL_RECV && s->p2p_recv_mem[t->root] == NULL) flags[k + t->root] = need = 1;
   }
-  ncclResult_t res = need ? weft_cuda_p2p_connect(comm, flags, flags + k) : ncclSuccess;
+  ncclResult_t res = ncclSuccess;
+  if (need) {
+    /* A first send/recv may come under stream capture: its connectors' cudaMalloc and setup
+     * copies (on the private setup stream) are not part of the graph and must not end it. */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    WEFT_CUDACHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    res = weft_cuda_p2p_connect(comm, flags, flags + k);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+  }
   free(flags);
   return res;
 }
