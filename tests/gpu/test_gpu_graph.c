@@ -94,10 +94,34 @@ static int graph_p2p_body(ncclComm_t comm, int rank, int nranks, void* arg) {
   return bad;
 }
 
+/* Processes: rank 0 replays a captured all-reduce and destroys its comm at once, while rank 1
+ * starts its replay a second later. Rank 0's replay still writes into rank 1's memory through
+ * CUDA IPC then, so destroy must wait for it before it closes that memory. */
+static int destroy_during_replay_body(ncclComm_t comm, int rank, int nranks, void* arg) {
+  (void)nranks, (void)arg;
+  cudaStream_t st;
+  GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  float* d;
+  GPU_CHECK(cudaMalloc((void**)&d, COUNT * sizeof(float)));
+  GPU_CHECK(cudaMemset(d, 0, COUNT * sizeof(float)));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  GPU_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  ncclResult_t res = ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st);
+  GPU_CHECK(cudaStreamEndCapture(st, &graph));
+  if (res != ncclSuccess) return 1;
+  GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  if (rank == 1) sleep(1);
+  GPU_CHECK(cudaGraphLaunch(exec, st));
+  if (rank == 1) GPU_CHECK(cudaStreamSynchronize(st));
+  return 0; /* run_procs destroys the comm now: on rank 0, while its replay still runs */
+}
+
 int main(void) {
   gpu_require();
   int failed = run_threads(2, graph_body, NULL) + run_threads(3, graph_body, NULL);
   failed += run_threads(3, graph_p2p_body, NULL);
+  failed += run_procs(2, destroy_during_replay_body, NULL, 60);
   printf("%s\n",
          failed ? "FAILED" : "graph-captured all-reduce and lazily connected send/recv replays match");
   return failed ? 1 : 0;

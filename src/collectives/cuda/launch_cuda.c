@@ -350,6 +350,7 @@ static ncclResult_t launch_on_device(struct ncclComm* comm, struct weft_cuda_sta
   enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   WEFT_CUDACHECK(cudaStreamIsCapturing(stream, &cap));
   int capturing = cap != cudaStreamCaptureStatusNone;
+  s->captured |= capturing;
   /* Launches of one comm stay ordered even when the caller changes streams. */
   if (!capturing && s->have_last && s->last_stream != stream)
     WEFT_CUDACHECK(cudaStreamWaitEvent(stream, s->last_event, 0));

@@ -33,6 +33,7 @@ struct weft_cuda_state {
   cudaStream_t last_stream;
   int have_last;
   int error_reported;                /* the kernel error's WARN was logged */
+  int captured;                      /* a launch was captured into a graph */
   int max_blocks;                    /* per launch: this rank's share of what the device holds at once */
   int device_shared_in_process;      /* another rank of this process uses this device */
   struct weft_cuda_hostcomm* host;   /* host-mapped flags: abort, kernel errors */
