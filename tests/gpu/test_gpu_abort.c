@@ -105,10 +105,65 @@ static int run(int use_abort) {
   return problems;
 }
 
+/* Rank 0's kernel waits for rank 1, which aborts its comm without ever calling the collective:
+ * that abort must not wait for rank 0's kernel (on the same device, in this process) to time out. */
+struct peer_abort {
+  pthread_t th;
+  ncclUniqueId id;
+  int rank, problems;
+};
+
+static void* peer_abort_main(void* p) {
+  struct peer_abort* r = p;
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, 2, r->id, r->rank) != ncclSuccess) {
+    r->problems = 1;
+    return NULL;
+  }
+  if (r->rank == 0) {
+    cudaStream_t st;
+    GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    float* d;
+    GPU_CHECK(cudaMalloc((void**)&d, COUNT * sizeof(float)));
+    if (ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st) != ncclSuccess) r->problems = 1;
+    cudaStreamSynchronize(st); /* until the kernel times out */
+    ncclCommAbort(comm);
+    cudaFree(d);
+    cudaStreamDestroy(st);
+    return NULL;
+  }
+  usleep(300 * 1000);
+  double t0 = now_s();
+  ncclCommAbort(comm);
+  double took = now_s() - t0;
+  printf("ncclCommAbort beside a peer's waiting kernel returned after %.2f s\n", took);
+  if (took > 1.5) {
+    fprintf(stderr, "FAILED: ncclCommAbort took %.2f s: it waited for the other rank's kernel\n", took);
+    r->problems = 1;
+  }
+  return NULL;
+}
+
+static int run_peer_abort(void) {
+  struct peer_abort r[2];
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
+  for (int i = 0; i < 2; i++) {
+    r[i] = (struct peer_abort){.id = id, .rank = i};
+    pthread_create(&r[i].th, NULL, peer_abort_main, &r[i]);
+  }
+  int problems = 0;
+  for (int i = 0; i < 2; i++) {
+    pthread_join(r[i].th, NULL);
+    problems += r[i].problems;
+  }
+  return problems;
+}
+
 int main(void) {
   gpu_require();
   setenv("WEFT_TIMEOUT", "3", 1);
-  int failed = run(1) + run(0);
+  int failed = run(1) + run(0) + run_peer_abort();
   printf("%s\n", failed ? "FAILED" : "abort and timeout end a waiting kernel");
   return failed ? 1 : 0;
 }

@@ -207,7 +207,9 @@ struct rt_stream* rt_stream_event_locked(cudaStream_t h, cudaEvent_t e, struct r
                                          cudaError_t* err);
 void rt_event_unref_locked(struct rt_event* ev);
 void rt_event_complete(struct rt_event* ev, uint64_t gen); /* a record op ran */
-void rt_event_wait(struct rt_event* ev, uint64_t gen);     /* a wait op runs */
+/* The same with rt_lock held: a stream's last record completes in the step that counts it done. */
+void rt_event_complete_locked(struct rt_event* ev, uint64_t gen, uint64_t now);
+void rt_event_wait(struct rt_event* ev, uint64_t gen); /* a wait op runs */
 
 /* ---- stream capture and graphs (rt_graph.c) ---- */
 struct rt_capture {

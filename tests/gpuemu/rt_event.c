@@ -17,14 +17,18 @@ void rt_event_unref_locked(struct rt_event* ev) {
   free(ev);
 }
 
-void rt_event_complete(struct rt_event* ev, uint64_t gen) {
-  uint64_t now = rt_now_ns();
-  pthread_mutex_lock(&rt_lock);
+void rt_event_complete_locked(struct rt_event* ev, uint64_t gen, uint64_t now) {
   if (gen > ev->completed) {
     ev->completed = gen;
     ev->time_ns = now;
   }
   pthread_cond_broadcast(&rt_progress);
+}
+
+void rt_event_complete(struct rt_event* ev, uint64_t gen) {
+  uint64_t now = rt_now_ns();
+  pthread_mutex_lock(&rt_lock);
+  rt_event_complete_locked(ev, gen, now);
   pthread_mutex_unlock(&rt_lock);
 }
 

@@ -111,8 +111,12 @@ static void* worker_main(void* arg) {
     s->head = op->next;
     if (!s->head) s->tail = NULL;
     pthread_mutex_unlock(&rt_lock);
-    rt_op_run(s, op);
+    /* A record completes its event in the same locked step that counts it done, so that a
+     * stream whose last event has completed queries as idle. */
+    if (op->kind != RT_OP_RECORD) rt_op_run(s, op);
+    uint64_t now = rt_now_ns();
     pthread_mutex_lock(&rt_lock);
+    if (op->kind == RT_OP_RECORD) rt_event_complete_locked(op->u.event.ev, op->u.event.gen, now);
     rt_op_discard_locked(op);
     s->done++;
     pthread_cond_broadcast(&rt_progress);

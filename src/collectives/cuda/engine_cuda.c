@@ -3,6 +3,7 @@
  * over the bootstrap as the host engine does: offer own memory, take the peer's, acknowledge. */
 #include "collectives/cuda/engine_cuda.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -292,59 +293,42 @@ ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
   return res;
 }
 
-/* Close a peer's memory, then tell that peer (in another process) it may free it. */
-static void close_peer_mem(struct ncclComm* comm, struct weft_p2p_mem** m, int peer, int tag, int notify) {
+/* Close a peer's memory, then tell that peer (in another process) it may free it (bs: NULL when
+ * the comm was aborted and peers are not waited for). */
+static void close_peer_mem(struct weft_bootstrap* bs, struct weft_p2p_mem** m, int peer, int tag) {
   int imported = *m != NULL && (*m)->ipc;
   weft_p2p_mem_release(*m);
   *m = NULL;
   int one = 1;
-  if (imported && notify) weft_bootstrap_send(comm->bootstrap, peer, tag, &one, sizeof(one));
+  if (imported && bs) weft_bootstrap_send(bs, peer, tag, &one, sizeof(one));
 }
 
 /* Free own memory, after the peer that imported it says it closed it (or a bounded wait: the
  * memory is then freed once the importer marks it, see transport/p2p.c). */
-static void free_own_mem(struct ncclComm* comm, struct weft_p2p_mem** m, int peer, int tag, int wait) {
+static void free_own_mem(struct weft_bootstrap* bs, struct weft_p2p_mem** m, int peer, int tag) {
   int exported = *m != NULL && (*m)->owner && !(*m)->shared;
   int closed = 0;
-  if (exported && wait)
-    weft_bootstrap_recv_within(comm->bootstrap, peer, tag, &closed, sizeof(closed), CLOSE_WAIT_S);
+  if (exported && bs) weft_bootstrap_recv_within(bs, peer, tag, &closed, sizeof(closed), CLOSE_WAIT_S);
   weft_p2p_mem_release(*m);
   *m = NULL;
 }
 
 /* Peers' memory (the send sides) is closed before own memory is freed: CUDA IPC memory must not be
- * freed while another process still has it open. An aborted comm does not wait for peers. */
-static void release_connectors(struct ncclComm* comm, struct weft_cuda_state* s) {
-  int k = comm->nranks, talk = k > 1 && comm->bootstrap != NULL && !weft_comm_aborted(comm);
-  int next = (comm->rank + 1) % k, prev = (comm->rank + k - 1) % k;
+ * freed while another process still has it open. */
+static void release_connectors(struct weft_bootstrap* bs, int rank, int k, struct weft_cuda_state* s) {
+  int next = (rank + 1) % k, prev = (rank + k - 1) % k;
+  if (k < 2) bs = NULL;
   for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++)
-    close_peer_mem(comm, &s->ring_send_mem[c], next, TAG_RING_CLOSED + c, talk);
-  for (int p = 0; s->p2p_send_mem && p < k; p++)
-    close_peer_mem(comm, &s->p2p_send_mem[p], p, TAG_P2P_CLOSED, talk);
+    close_peer_mem(bs, &s->ring_send_mem[c], next, TAG_RING_CLOSED + c);
+  for (int p = 0; s->p2p_send_mem && p < k; p++) close_peer_mem(bs, &s->p2p_send_mem[p], p, TAG_P2P_CLOSED);
   for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++)
-    free_own_mem(comm, &s->ring_recv_mem[c], prev, TAG_RING_CLOSED + c, talk);
-  for (int p = 0; s->p2p_recv_mem && p < k; p++)
-    free_own_mem(comm, &s->p2p_recv_mem[p], p, TAG_P2P_CLOSED, talk);
+    free_own_mem(bs, &s->ring_recv_mem[c], prev, TAG_RING_CLOSED + c);
+  for (int p = 0; s->p2p_recv_mem && p < k; p++) free_own_mem(bs, &s->p2p_recv_mem[p], p, TAG_P2P_CLOSED);
 }
 
-void weft_cuda_comm_fini(struct ncclComm* comm) {
-  struct weft_cuda_state* s = comm ? comm->cuda : NULL;
-  if (s == NULL) return;
-  int caller = -1; /* the caller's device is given back at the end */
-  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
-  cudaSetDevice(s->dev);
-  /* An aborted comm stops its kernels (every wait polls this flag); a destroyed one lets them end. */
-  if (s->host != NULL && weft_comm_aborted(comm)) {
-    s->host->abort = 1;
-    __sync_synchronize();
-  }
-  if (s->have_last) cudaEventSynchronize(s->last_event);
-  /* Replays of graphs that captured this comm's launches run on streams the comm never sees; they
-   * must end before its connectors are closed and freed. (cudaFree would wait for them too, but
-   * closing a peer's CUDA IPC memory comes first.) */
-  if (s->captured) cudaDeviceSynchronize();
-  weft_cuda_check_error(comm); /* a kernel that gave up is logged even if nobody asked */
-  release_connectors(comm, s);
+/* Everything the state holds on the device. cudaFree waits for the whole device. */
+static void free_state(struct weft_bootstrap* bs, int rank, int nranks, struct weft_cuda_state* s) {
+  release_connectors(bs, rank, nranks, s);
   free(s->p2p_send_mem);
   free(s->p2p_recv_mem);
   weft_cuda_devcomm_free(s);
@@ -352,9 +336,64 @@ void weft_cuda_comm_fini(struct ncclComm* comm) {
   if (s->last_event) cudaEventDestroy(s->last_event);
   if (s->setup_stream) cudaStreamDestroy(s->setup_stream);
   cudaGetLastError(); /* teardown errors are not the next call's business */
-  if (caller >= 0 && caller != s->dev) cudaSetDevice(caller);
   free(s);
+}
+
+struct reap_job {
+  struct weft_cuda_state* s;
+  int rank, nranks;
+};
+
+static void* reap_main(void* arg) {
+  struct reap_job* j = arg;
+  cudaSetDevice(j->s->dev);
+  free_state(NULL, j->rank, j->nranks, j->s);
+  free(j);
+  return NULL;
+}
+
+/* An aborted comm's device memory is freed by a thread of its own: cudaFree waits for every kernel
+ * on the device, and another rank of this process may have one waiting for this rank until its
+ * own timeout. Abort returns at once. */
+static void reap_later(struct ncclComm* comm, struct weft_cuda_state* s) {
+  struct reap_job* j = malloc(sizeof(*j));
+  pthread_t th;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (j != NULL) *j = (struct reap_job){s, comm->rank, comm->nranks};
+  if (j == NULL || pthread_create(&th, &attr, reap_main, j) != 0) {
+    free(j);
+    free_state(NULL, comm->rank, comm->nranks, s); /* no thread: free here, waiting if need be */
+  }
+  pthread_attr_destroy(&attr);
+}
+
+void weft_cuda_comm_fini(struct ncclComm* comm) {
+  struct weft_cuda_state* s = comm ? comm->cuda : NULL;
+  if (s == NULL) return;
+  int caller = -1; /* the caller's device is given back at the end */
+  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
+  int dev = s->dev;
+  cudaSetDevice(dev);
+  /* An aborted comm stops its kernels (every wait polls this flag); a destroyed one lets them end. */
+  int aborted = weft_comm_aborted(comm);
+  if (s->host != NULL && aborted) {
+    s->host->abort = 1;
+    __sync_synchronize();
+  }
+  if (s->have_last) cudaEventSynchronize(s->last_event);
+  /* Replays of graphs that captured this comm's launches run on streams the comm never sees; they
+   * must end before its connectors are closed and freed. (cudaFree would wait for them too, but
+   * closing a peer's CUDA IPC memory comes first.) */
+  if (s->captured && !aborted) cudaDeviceSynchronize();
+  weft_cuda_check_error(comm); /* a kernel that gave up is logged even if nobody asked */
   comm->cuda = NULL;
+  if (aborted)
+    reap_later(comm, s);
+  else
+    free_state(comm->bootstrap, comm->rank, comm->nranks, s);
+  if (caller >= 0 && caller != dev) cudaSetDevice(caller);
 }
 
 #else /* no CUDA backend in this build */
