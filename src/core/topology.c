@@ -171,6 +171,13 @@ static int agree(struct ncclComm* comm, struct weft_comm_topo* t, const struct t
 static ncclResult_t build(struct ncclComm* comm, struct weft_comm_topo* t, float bw) {
   WEFT_CHECK(weft_topo_get_system(&t->sys));
   if (comm->backend == WEFT_BACKEND_HOST) WEFT_CHECK(place_host_ranks(comm, t, bw));
+  /* GPUs the detection did not see (no NVML, an emulated GPU) leave nothing to search: that is
+   * no error of the job's, so no WARN either. */
+  if (weft_topo_nlocal(t->sys, 0) < 1) {
+    WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "comm %p rank %d: the detected topology holds none of this job's ranks",
+              (void*)comm, comm->rank);
+    return ncclInvalidUsage;
+  }
   WEFT_CHECK(weft_topo_search_all(t->sys, 0, comm->nnodes, &t->ring, &t->tree));
   return weft_topo_connect_channels(&t->ring, &t->tree, comm->nnodes, &t->channels);
 }

@@ -3,7 +3,7 @@
 # collective x datatype x op of test_gpu_coll, in place and out of place, for 1-5 ranks as
 # threads and as processes sharing the emulated device, on Simple and LL, 1-4 channels, and
 # connector slots small enough that the counts loop several times per channel; and ranks whose
-# step-shaping settings differ (test_gpu_coll's mismatch mode).
+# step-shaping settings differ (test_gpu_coll's mismatch mode); then the perf binaries.
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${EMU_BUILD:-build-emu}/tests/gpu/test_gpu_coll
@@ -36,5 +36,23 @@ run procs 2 3000 NCCL_PROTO=Simple $SMALL NCCL_MIN_NCHANNELS=2
 run procs 3 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=3
 run procs 4 1000 WEFT_EMU_UNUSED=0
 run mismatch 3 3000 WEFT_TIMEOUT=30 # ranks with different NCCL_BUFFSIZE, NCCL_PROTO, channel bounds
+# The perf binaries on the CUDA path (device buffers, streams): every collective as 2 threads,
+# all-reduce as 2 processes under weftrun; nccl-tests' own check (-c 1) must count no errors.
+PERF=${EMU_BUILD:-build-emu}/bin
+perf() {
+  runs=$((runs + 1))
+  local out
+  if out=$(timeout 120 "$@" -b 8 -e 256K -f 8 -c 1 2>&1) && echo "$out" | grep -q '^# Out of bounds values : 0 OK'; then
+    echo "ok   ${*##*/}"
+  else
+    fail=$((fail + 1))
+    echo "FAIL $*"
+    echo "$out" | tail -15 | sed 's/^/    /'
+  fi
+}
+for p in all_reduce all_gather broadcast reduce reduce_scatter sendrecv alltoall gather scatter; do
+  perf "$PERF/${p}_perf" -t 2 -g 1
+done
+perf "$PERF/weftrun" -n 2 "$PERF/all_reduce_perf"
 echo "$((runs - fail)) of $runs configurations match the reference"
 [ "$fail" = 0 ]
