@@ -3,13 +3,14 @@
 # detector sees what it must: test_emu_race publishes data from one block to another with the
 # library's accessors; with the producer's __threadfence_system() it must run clean, without it
 # (and with a barrier missing inside a block) it must report a data race in the test's own code.
-# Then that neither the emulator (test_emu_grid) nor the library on a small collective matrix
+# Then that neither the emulator (test_emu_grid, test_emu_runtime) nor the library on a small collective matrix
 # (2 ranks as threads, Simple and LL) shows a race.
 set -u
 cd "$(dirname "$0")/../.."
 B=${EMU_TSAN_BUILD:-build-emu-tsan}
 RACE=$B/tests/gpuemu/test_emu_race GRID=$B/tests/gpuemu/test_emu_grid COLL=$B/tests/gpu/test_gpu_coll
-for bin in "$RACE" "$GRID" "$COLL"; do
+RT=$B/tests/gpuemu/test_emu_runtime
+for bin in "$RACE" "$GRID" "$COLL" "$RT"; do
   [ -x "$bin" ] || { echo "SKIP: $bin not built (make emu-tsan)"; exit 77; }
 done
 # Keep going after a report (every report is listed) and exit 66 at the end if there was one.
@@ -58,6 +59,8 @@ check clean "fenced publish: no report" timeout 120 "$RACE" fence
 check race "publish without the fence: a data race" timeout 120 "$RACE" nofence
 check race "barrier missing in a block: a data race" timeout 120 "$RACE" nosync
 check clean "emulator grid tests" timeout 120 "$GRID"
+# The runtime's test forks children that start threads, which TSan refuses unless told to go on.
+check clean "emulated runtime tests" env TSAN_OPTIONS="$TSAN_OPTIONS die_after_fork=0" timeout 200 "$RT"
 MATRIX="NCCL_NTHREADS=64"
 check clean "collectives, 2 ranks, Simple" $MATRIX NCCL_PROTO=Simple timeout 300 "$COLL" threads 2 300
 check clean "collectives, 2 ranks, LL" $MATRIX NCCL_PROTO=LL timeout 300 "$COLL" threads 2 300
