@@ -267,10 +267,43 @@ static void free_tasks(struct weft_task* t) {
   }
 }
 
+/* The next non-empty send to self (or receive from self) from t on. */
+static struct weft_task* next_self(struct weft_task* t, enum weft_coll coll, int rank) {
+  while (t && !(t->coll == coll && t->root == rank && t->count > 0)) t = t->next;
+  return t;
+}
+
+/* A rank's sends to itself pair with its receives from itself in call order, on both backends: an
+ * unpaired one is an error, and a pair that moves a buffer onto itself (the root's share of an
+ * in-place Gather or Scatter) is dropped, since the copy would change nothing. */
+static ncclResult_t match_self(const struct ncclComm* comm, struct weft_task* tasks) {
+  struct weft_task* s = next_self(tasks, WEFT_COLL_SEND, comm->rank);
+  struct weft_task* r = next_self(tasks, WEFT_COLL_RECV, comm->rank);
+  for (; s && r; s = next_self(s->next, WEFT_COLL_SEND, comm->rank),
+                 r = next_self(r->next, WEFT_COLL_RECV, comm->rank)) {
+    size_t sb = s->count * weft_dt_size(s->dtype), rb = r->count * weft_dt_size(r->dtype);
+    if (sb != rb)
+      WEFT_WARN("Rank %d: send to itself of %zu bytes matched with a receive of %zu bytes", comm->rank, sb,
+                rb);
+    if (r->recvbuff == s->sendbuff && sb == rb) s->count = r->count = 0;
+  }
+  if (s == NULL && r == NULL) return ncclSuccess;
+  WEFT_WARN(
+      "Rank %d: a send to itself has no matching receive from itself in the same group (or the reverse) "
+      "(seq %llu)",
+      comm->rank, (unsigned long long)(s ? s : r)->seq);
+  return ncclInvalidUsage;
+}
+
 ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
   struct weft_task* tasks = comm->tasks.head;
   memset(&comm->tasks, 0, sizeof(comm->tasks));
   if (tasks == NULL) return ncclSuccess;
+  ncclResult_t matched = match_self(comm, tasks);
+  if (matched != ncclSuccess) {
+    free_tasks(tasks);
+    return matched;
+  }
   if (comm->backend == WEFT_BACKEND_CUDA) {
     ncclResult_t cres = weft_cuda_launch(comm, tasks);
     free_tasks(tasks);

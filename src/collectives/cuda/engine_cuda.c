@@ -100,11 +100,13 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_cuda_state* 
   return weft_cuda_copy_now(s, s->devcomm, &s->mirror, sizeof(s->mirror));
 }
 
-/* A connector just bound goes to the device state; no kernel uses it yet, and kernels running
- * now only write other connectors' steps. */
+/* A connector just connected is bound and written to the device state; no kernel uses it yet,
+ * and kernels running now only write other connectors' steps. */
 static ncclResult_t push_p2p(struct weft_cuda_state* s, struct weft_cuda_conn* dev_array, int peer,
-                             const struct weft_cuda_conn* c) {
-  return weft_cuda_copy_now(s, &dev_array[peer], c, sizeof(*c));
+                             const struct weft_p2p_mem* m) {
+  struct weft_cuda_conn c;
+  bind(&c, m, s->step_base);
+  return weft_cuda_copy_now(s, &dev_array[peer], &c, sizeof(c));
 }
 
 ncclResult_t weft_cuda_p2p_connect(struct ncclComm* comm, const uint8_t* send_to, const uint8_t* recv_from) {
@@ -122,14 +124,12 @@ ncclResult_t weft_cuda_p2p_connect(struct ncclComm* comm, const uint8_t* send_to
   for (int p = 0; p < k; p++)
     if (send_to[p] && s->p2p_send_mem[p] == NULL) {
       WEFT_CHECK_GOTO(take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p_send_mem[p]), res, out);
-      bind(&s->p2p_send[p], s->p2p_send_mem[p], s->step_base);
-      WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_send, p, &s->p2p_send[p]), res, out);
+      WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_send, p, s->p2p_send_mem[p]), res, out);
     }
   for (int p = 0; p < k; p++)
     if (offered[p]) {
       WEFT_CHECK_GOTO(finish_offer(comm, p, TAG_P2P_ACK), res, out);
-      bind(&s->p2p_recv[p], s->p2p_recv_mem[p], s->step_base);
-      WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_recv, p, &s->p2p_recv[p]), res, out);
+      WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_recv, p, s->p2p_recv_mem[p]), res, out);
     }
 out:
   free(offered);
@@ -164,8 +164,8 @@ static void read_sizes(struct weft_cuda_state* s) {
 
 /* The device state (connectors, their steps) in device memory, which kernels read per work and
  * keep their step counters in between launches; only the flags the host raises or reads while
- * kernels run (abort, errors) are in pinned host memory the GPU maps. The host keeps a mirror of
- * what it wrote: the device copy's steps move on, the mirror's slot sizes do not. */
+ * kernels run (abort, errors) are in pinned host memory the GPU maps. The host keeps the state as
+ * it set it up (mirror): the device copy's steps move on. */
 static ncclResult_t alloc_devcomm(struct ncclComm* comm, struct weft_cuda_state* s) {
   size_t conns = (size_t)comm->nranks * sizeof(struct weft_cuda_conn);
   void* host = NULL;
@@ -174,9 +174,6 @@ static ncclResult_t alloc_devcomm(struct ncclComm* comm, struct weft_cuda_state*
   s->host = host;
   void* flags = NULL;
   WEFT_CUDACHECK(cudaHostGetDevicePointer(&flags, host, 0));
-  s->p2p_send = calloc(2 * (size_t)comm->nranks, sizeof(struct weft_cuda_conn));
-  if (s->p2p_send == NULL) return ncclSystemError;
-  s->p2p_recv = s->p2p_send + comm->nranks;
   void* dev = NULL;
   WEFT_CUDACHECK(cudaMalloc(&dev, sizeof(struct weft_cuda_devcomm) + 2 * conns));
   s->devcomm = dev;
@@ -191,7 +188,10 @@ static ncclResult_t alloc_devcomm(struct ncclComm* comm, struct weft_cuda_state*
   m->timeout_ns = timeout > 0 ? (uint64_t)timeout * 1000000000ull : 0;
   s->step_base = (uint64_t)weft_param_int("WEFT_CUDA_STEP_BASE");
   WEFT_CHECK(weft_cuda_copy_now(s, s->devcomm, m, sizeof(*m)));
-  return weft_cuda_copy_now(s, m->p2p_send, s->p2p_send, 2 * conns); /* unconnected: zeros */
+  /* Send/recv connectors are unconnected (zeros) until their first use. */
+  WEFT_CUDACHECK(cudaMemsetAsync(m->p2p_send, 0, 2 * conns, s->setup_stream));
+  WEFT_CUDACHECK(cudaStreamSynchronize(s->setup_stream));
+  return ncclSuccess;
 }
 
 void weft_cuda_devcomm_free(struct weft_cuda_state* s) {
@@ -205,8 +205,6 @@ void weft_cuda_devcomm_free(struct weft_cuda_state* s) {
   s->wlists = NULL;
   cudaFree(s->devcomm);
   s->devcomm = NULL;
-  free(s->p2p_send);
-  s->p2p_send = s->p2p_recv = NULL;
 }
 
 /* Ranks of this host on this device, this one included. */
@@ -233,9 +231,9 @@ static ncclResult_t cap_to_residency(struct ncclComm* comm, struct weft_cuda_sta
   s->max_blocks = sms * per_sm / sharing;
   if (s->max_blocks < 1) {
     WEFT_WARN(
-        "comm %p rank %d: %d ranks share device %d, which runs only %d blocks of %d threads at once (%d SMs "
-        "x "
-        "%d); their kernels could never all run together. Use fewer ranks per GPU or a smaller NCCL_NTHREADS",
+        "comm %p rank %d: %d ranks share device %d, which runs only %d blocks of %d threads at once "
+        "(%d SMs x %d); their kernels could never all run together. Use fewer ranks per GPU or a smaller "
+        "NCCL_NTHREADS",
         (void*)comm, comm->rank, sharing, s->dev, sms * per_sm, s->nthreads, sms, per_sm);
     return ncclInvalidUsage;
   }

@@ -24,10 +24,12 @@ _Static_assert(sizeof(struct weft_cuda_kargs) <= 4096, "kernel arguments fit in 
 #define BYTES_PER_CHANNEL (256 * 1024) /* a channel more per 256 KiB, up to what is connected */
 #define MAX_STREAMS 8
 
-/* Elements per step: one Simple slot, or the data half of an LL slot. */
-static uint64_t chunk_elems(int proto, const struct weft_cuda_conn* c, size_t es) {
+/* Elements per step: one Simple slot, or the data half of an LL slot. Every connector of every
+ * rank has the slot sizes the ranks agreed on at init (engine_cuda.c agree_shape). */
+static uint64_t chunk_elems(int proto, const struct weft_cuda_state* s, size_t es) {
+  size_t ll_slot = s->ll_bytes / WEFT_NSTEPS, simple_slot = s->simple_bytes / WEFT_NSTEPS;
   size_t bytes =
-      proto == WEFT_PROTO_LL ? c->ll_slot / sizeof(struct weft_ll_line) * WEFT_LL_LINE_DATA : c->simple_slot;
+      proto == WEFT_PROTO_LL ? ll_slot / sizeof(struct weft_ll_line) * WEFT_LL_LINE_DATA : simple_slot;
   return bytes / es;
 }
 
@@ -58,11 +60,7 @@ static void plan_coll(const struct ncclComm* comm, const struct weft_cuda_state*
   if (n > s->nchannels) n = s->nchannels;
   if (n < 1) n = 1;
   w->nchannels = n;
-  /* Same on every rank: the slot sizes are the job's NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE. */
-  struct weft_cuda_conn c = {.simple_slot = s->simple_bytes / WEFT_NSTEPS,
-                             .ll_slot = s->ll_bytes / WEFT_NSTEPS};
-  if (comm->nranks > 1) c = s->mirror.ring_send[0];
-  w->chunk = chunk_elems(w->proto, &c, es);
+  w->chunk = chunk_elems(w->proto, s, es);
   WEFT_INFO(WEFT_TUNING, "coll %d seq %llu: %zu bytes, Ring %s, %d channel(s), chunk %llu elements (CUDA)",
             (int)t->coll, (unsigned long long)t->seq, bytes, w->proto == WEFT_PROTO_LL ? "LL" : "Simple", n,
             (unsigned long long)w->chunk);
@@ -76,8 +74,7 @@ static void plan_p2p(const struct weft_cuda_state* s, const struct weft_task* t,
   w->proto = env->ll_ok && ((int64_t)(t->count * es) <= s->p2p_ll_threshold || !env->simple_ok)
                  ? WEFT_PROTO_LL
                  : WEFT_PROTO_SIMPLE;
-  const struct weft_cuda_conn* c = t->coll == WEFT_COLL_SEND ? &s->p2p_send[t->root] : &s->p2p_recv[t->root];
-  w->chunk = chunk_elems(w->proto, c, es);
+  w->chunk = chunk_elems(w->proto, s, es);
   w->block = block;
   w->nchannels = 0;
 }
@@ -231,33 +228,15 @@ static ncclResult_t upload_works(struct weft_cuda_state* s, const struct weft_cu
   return weft_cuda_copy_now(s, (*out)->dev, w, (size_t)n * sizeof(*w));
 }
 
-/* A send to self and the receive from self it matches (the next one, as NCCL pairs them) that move
- * a buffer onto itself, as the root's share of an in-place Gather or Scatter does, are dropped:
- * the copy would change nothing, and its loads and stores race in two blocks. */
-static void drop_inplace_self_copies(const struct ncclComm* comm, struct weft_task* tasks) {
-  struct weft_task* recv = tasks;
-  for (struct weft_task* t = tasks; t; t = t->next) {
-    if (t->coll != WEFT_COLL_SEND || t->root != comm->rank || t->count == 0) continue;
-    while (recv && !(recv->coll == WEFT_COLL_RECV && recv->root == comm->rank && recv->count != 0))
-      recv = recv->next;
-    if (recv == NULL) return;
-    if (recv->recvbuff == t->sendbuff && recv->count == t->count && recv->dtype == t->dtype)
-      t->count = recv->count = 0;
-    recv = recv->next;
-  }
-}
-
 /* Plan every task and launch them as one kernel: the work list in the kernel arguments when it
  * fits, else in device memory. A group split over several kernels could deadlock (a send in one
  * kernel, its receive in the next, each rank waiting in a different one). */
-static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks, cudaStream_t stream) {
+static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks, cudaStream_t stream,
+                                 int capturing) {
   struct weft_cuda_state* s = comm->cuda;
-  drop_inplace_self_copies(comm, tasks);
   int n = 0;
   for (struct weft_task* t = tasks; t; t = t->next) n += t->count != 0;
   if (n == 0) return ncclSuccess;
-  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  WEFT_CUDACHECK(cudaStreamIsCapturing(stream, &cap));
   struct weft_cuda_kargs args;
   memset(&args, 0, sizeof(args));
   struct weft_cuda_work* w = n <= WEFT_CUDA_MAX_WORKS ? args.works : malloc((size_t)n * sizeof(*w));
@@ -274,7 +253,7 @@ static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks,
   }
   args.nworks = n;
   if (res == ncclSuccess && w != args.works) {
-    res = upload_works(s, w, n, cap != cudaStreamCaptureStatusNone, &l);
+    res = upload_works(s, w, n, capturing, &l);
     if (res == ncclSuccess) args.list = l->dev;
     WEFT_INFO(WEFT_COLL, "comm %p rank %d: a group of %d tasks, its work list in device memory", (void*)comm,
               comm->rank, n);
@@ -329,10 +308,9 @@ static ncclResult_t check_stream(const struct ncclComm* comm, const struct weft_
                                  cudaStream_t st) {
   if ((st != NULL && st != cudaStreamLegacy) || !s->device_shared_in_process) return ncclSuccess;
   WEFT_WARN(
-      "comm %p rank %d: the legacy default stream (NULL) cannot carry the collectives of several ranks of "
-      "one "
-      "process on device %d: each rank's kernel would wait for the others queued behind it. Give each rank "
-      "its own stream (cudaStreamCreate) or use cudaStreamPerThread",
+      "comm %p rank %d: the legacy default stream (NULL) cannot carry the collectives of several ranks "
+      "of one process on device %d: each rank's kernel would wait for the others queued behind it. Give "
+      "each rank its own stream (cudaStreamCreate) or use cudaStreamPerThread",
       (void*)comm, comm->rank, s->dev);
   return ncclInvalidUsage;
 }
@@ -355,7 +333,7 @@ static ncclResult_t launch_on_device(struct ncclComm* comm, struct weft_cuda_sta
   if (!capturing && s->have_last && s->last_stream != stream)
     WEFT_CUDACHECK(cudaStreamWaitEvent(stream, s->last_event, 0));
   for (int i = 1; i < ss.n; i++) WEFT_CHECK(stream_after(stream, ss.v[i]));
-  WEFT_CHECK(launch_works(comm, tasks, stream));
+  WEFT_CHECK(launch_works(comm, tasks, stream, capturing));
   for (int i = 1; i < ss.n; i++) WEFT_CHECK(stream_after(ss.v[i], stream));
   if (!capturing) {
     WEFT_CUDACHECK(cudaEventRecord(s->last_event, stream));

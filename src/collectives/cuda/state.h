@@ -39,9 +39,8 @@ struct weft_cuda_state {
   struct weft_cuda_hostcomm* host;   /* host-mapped flags: abort, kernel errors */
   struct weft_cuda_devcomm* devcomm; /* device address of the device state (p2p arrays after it) */
   struct weft_cuda_devcomm mirror;   /* host copy of the device state as set up (steps at start) */
-  struct weft_cuda_conn *p2p_send, *p2p_recv; /* host copies of the p2p arrays, [nranks] each */
-  uint64_t step_base;                         /* WEFT_CUDA_STEP_BASE: every connector's first step */
-  struct weft_cuda_wlist* wlists;             /* device work lists of groups over WEFT_CUDA_MAX_WORKS */
+  uint64_t step_base;                /* WEFT_CUDA_STEP_BASE: every connector's first step */
+  struct weft_cuda_wlist* wlists;    /* device work lists of groups over WEFT_CUDA_MAX_WORKS */
   struct weft_p2p_mem *ring_send_mem[WEFT_CUDA_MAX_CHANNELS], *ring_recv_mem[WEFT_CUDA_MAX_CHANNELS];
   struct weft_p2p_mem **p2p_send_mem, **p2p_recv_mem; /* [nranks] */
 };
