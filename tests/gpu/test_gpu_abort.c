@@ -1,7 +1,8 @@
 /* A kernel waiting for a rank that never comes must end: by ncclCommAbort (the host-mapped
  * abort flag every device wait polls), and by WEFT_TIMEOUT, after which ncclCommGetAsyncError
- * reports the error (naming the operation and the peer) and the next call fails. Two ranks as threads; rank 1
- * joins the communicator but never calls the collective. SKIP without a GPU. */
+ * reports the error (naming the operation and the peer) and the next call fails. Two ranks as
+ * threads; rank 1 joins the communicator but never calls the collective, and in the last run
+ * aborts at once, which must not wait for rank 0's kernel. SKIP without a GPU. */
 #include <string.h>
 #include <time.h>
 
@@ -19,7 +20,20 @@ struct ab_rank {
   pthread_t th;
   ncclUniqueId id;
   int rank, use_abort, problems;
+  int abort_early; /* rank 1 aborts at once, beside rank 0's waiting kernel, and times its abort */
 };
+
+/* Rank 1's abort must not wait for rank 0's kernel (same device, this process) to time out. */
+static int timed_abort(ncclComm_t comm) {
+  usleep(300 * 1000);
+  double t0 = now_s();
+  ncclCommAbort(comm);
+  double took = now_s() - t0;
+  printf("ncclCommAbort beside a peer's waiting kernel returned after %.2f s\n", took);
+  if (took <= 1.5) return 0;
+  fprintf(stderr, "FAILED: ncclCommAbort took %.2f s: it waited for the other rank's kernel\n", took);
+  return 1;
+}
 
 /* Rank 0 waits until the kernel has given up (timeout) or aborts the comm itself. */
 static int lone_rank(ncclComm_t comm, int use_abort) {
@@ -82,6 +96,8 @@ static void* rank_main(void* p) {
   }
   if (r->rank == 0) {
     r->problems = lone_rank(comm, r->use_abort);
+  } else if (r->abort_early) {
+    r->problems = timed_abort(comm);
   } else {
     sleep(r->use_abort ? 2 : 6);
     ncclCommAbort(comm);
@@ -89,68 +105,13 @@ static void* rank_main(void* p) {
   return NULL;
 }
 
-static int run(int use_abort) {
+static int run(int use_abort, int abort_early) {
   struct ab_rank r[2];
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   for (int i = 0; i < 2; i++) {
-    r[i] = (struct ab_rank){.id = id, .rank = i, .use_abort = use_abort};
+    r[i] = (struct ab_rank){.id = id, .rank = i, .use_abort = use_abort, .abort_early = abort_early};
     pthread_create(&r[i].th, NULL, rank_main, &r[i]);
-  }
-  int problems = 0;
-  for (int i = 0; i < 2; i++) {
-    pthread_join(r[i].th, NULL);
-    problems += r[i].problems;
-  }
-  return problems;
-}
-
-/* Rank 0's kernel waits for rank 1, which aborts its comm without ever calling the collective:
- * that abort must not wait for rank 0's kernel (on the same device, in this process) to time out. */
-struct peer_abort {
-  pthread_t th;
-  ncclUniqueId id;
-  int rank, problems;
-};
-
-static void* peer_abort_main(void* p) {
-  struct peer_abort* r = p;
-  ncclComm_t comm;
-  if (ncclCommInitRank(&comm, 2, r->id, r->rank) != ncclSuccess) {
-    r->problems = 1;
-    return NULL;
-  }
-  if (r->rank == 0) {
-    cudaStream_t st;
-    GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    float* d;
-    GPU_CHECK(cudaMalloc((void**)&d, COUNT * sizeof(float)));
-    if (ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st) != ncclSuccess) r->problems = 1;
-    cudaStreamSynchronize(st); /* until the kernel times out */
-    ncclCommAbort(comm);
-    cudaFree(d);
-    cudaStreamDestroy(st);
-    return NULL;
-  }
-  usleep(300 * 1000);
-  double t0 = now_s();
-  ncclCommAbort(comm);
-  double took = now_s() - t0;
-  printf("ncclCommAbort beside a peer's waiting kernel returned after %.2f s\n", took);
-  if (took > 1.5) {
-    fprintf(stderr, "FAILED: ncclCommAbort took %.2f s: it waited for the other rank's kernel\n", took);
-    r->problems = 1;
-  }
-  return NULL;
-}
-
-static int run_peer_abort(void) {
-  struct peer_abort r[2];
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-  for (int i = 0; i < 2; i++) {
-    r[i] = (struct peer_abort){.id = id, .rank = i};
-    pthread_create(&r[i].th, NULL, peer_abort_main, &r[i]);
   }
   int problems = 0;
   for (int i = 0; i < 2; i++) {
@@ -163,7 +124,7 @@ static int run_peer_abort(void) {
 int main(void) {
   gpu_require();
   setenv("WEFT_TIMEOUT", "3", 1);
-  int failed = run(1) + run(0) + run_peer_abort();
+  int failed = run(1, 0) + run(0, 0) + run(0, 1);
   printf("%s\n", failed ? "FAILED" : "abort and timeout end a waiting kernel");
   return failed ? 1 : 0;
 }

@@ -1,8 +1,9 @@
 /* The CUDA backend with more than one GPU in a process: init gives the caller back its current
  * device (ncclCommInitAll over devices {1, 0} from a thread on device 1), one thread drives a
  * group across both devices, a failed init leaks no device memory (GPUs that cannot map each
- * other: WEFT_EMU_NO_PEER_ACCESS, emulated GPU only) and leaves no error for the application's
- * next cudaGetLastError (connectors too large for the device). SKIP with fewer than 2 GPUs. */
+ * other: WEFT_EMU_NO_PEER_ACCESS, emulated GPU only), and a send/recv whose connector cannot be
+ * allocated (a full device) leaves no error for the application's next cudaGetLastError. SKIP
+ * with fewer than 2 GPUs. */
 #include <string.h>
 
 #include "gpu_util.h"
@@ -103,46 +104,46 @@ static int no_peer_access_leaks_nothing(void) {
   return bad;
 }
 
-struct init_rank {
-  pthread_t th;
-  ncclUniqueId id;
-  int rank, bad;
-};
+static pthread_barrier_t fill_barrier;
 
-/* Init in this thread must fail, and leave this thread's last CUDA error clear. */
-static void* init_fails_clean(void* p) {
-  struct init_rank* r = p;
-  GPU_CHECK(cudaSetDevice(r->rank));
-  ncclComm_t comm = NULL;
-  if (ncclCommInitRank(&comm, 2, r->id, r->rank) == ncclSuccess) {
-    fprintf(stderr, "FAILED: rank %d: init with 400 GB connectors succeeded\n", r->rank);
-    ncclCommDestroy(comm);
-    r->bad = 1;
+/* Rank 0 fills device 0 (both ranks' device) to its last MiB; then both connect a send/recv pair
+ * for the first time, whose connector cudaMalloc fails: the call must fail and leave this
+ * thread's last CUDA error clear. */
+static int failed_connect_body(ncclComm_t comm, int rank, int nranks, void* arg) {
+  (void)arg;
+  void *fill = NULL, *d = NULL;
+  GPU_CHECK(cudaMalloc(&d, 4096));
+  if (rank == 0) {
+    size_t free_b = 0, total = 0;
+    GPU_CHECK(cudaMemGetInfo(&free_b, &total));
+    GPU_CHECK(cudaMalloc(&fill, free_b - (1u << 20)));
+  }
+  pthread_barrier_wait(&fill_barrier);
+  int peer = (rank + 1) % nranks, bad = 0;
+  ncclGroupStart();
+  ncclSend(d, 1024, ncclFloat32, peer, comm, cudaStreamPerThread);
+  ncclRecv(d, 1024, ncclFloat32, peer, comm, cudaStreamPerThread);
+  if (ncclGroupEnd() == ncclSuccess) {
+    fprintf(stderr, "FAILED: rank %d: send/recv connected on a full device\n", rank);
+    bad = 1;
   }
   cudaError_t left = cudaGetLastError();
   if (left != cudaSuccess) {
-    fprintf(stderr, "FAILED: rank %d: the failed init left '%s' for the application's cudaGetLastError\n",
-            r->rank, cudaGetErrorString(left));
-    r->bad = 1;
+    fprintf(stderr, "FAILED: rank %d: the failed connect left '%s' for the application's cudaGetLastError\n",
+            rank, cudaGetErrorString(left));
+    bad = 1;
   }
-  return NULL;
+  pthread_barrier_wait(&fill_barrier);
+  cudaFree(fill);
+  cudaFree(d);
+  return bad;
 }
 
 static int failed_malloc_leaves_no_error(void) {
-  setenv("NCCL_BUFFSIZE", "400000000000", 1); /* 400 GB per connector: more than any GPU has */
-  struct init_rank r[2];
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-  for (int i = 0; i < 2; i++) {
-    r[i] = (struct init_rank){.id = id, .rank = i};
-    pthread_create(&r[i].th, NULL, init_fails_clean, &r[i]);
-  }
-  int bad = 0;
-  for (int i = 0; i < 2; i++) {
-    pthread_join(r[i].th, NULL);
-    bad += r[i].bad;
-  }
-  unsetenv("NCCL_BUFFSIZE");
+  pthread_barrier_init(&fill_barrier, NULL, 2);
+  GPU_CHECK(cudaSetDevice(0));
+  int bad = run_threads(2, failed_connect_body, NULL);
+  pthread_barrier_destroy(&fill_barrier);
   return bad;
 }
 

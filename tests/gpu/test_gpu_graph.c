@@ -8,83 +8,71 @@
 #define COUNT (1u << 20)
 #define REPLAYS 3
 
-static int graph_body(ncclComm_t comm, int rank, int nranks, void* arg) {
-  (void)arg;
-  cudaStream_t st;
-  GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  float *d_in, *d_out, *h = malloc(COUNT * sizeof(float));
-  GPU_CHECK(cudaMalloc((void**)&d_in, COUNT * sizeof(float)));
-  GPU_CHECK(cudaMalloc((void**)&d_out, COUNT * sizeof(float)));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  GPU_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  ncclResult_t res = ncclAllReduce(d_in, d_out, COUNT, ncclFloat32, ncclSum, comm, st);
-  GPU_CHECK(cudaStreamEndCapture(st, &graph));
-  if (res != ncclSuccess) {
-    fprintf(stderr, "FAILED rank %d: ncclAllReduce under capture: %s\n", rank, ncclGetErrorString(res));
-    return 1;
-  }
-  GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+/* What a graph captures: an all-reduce, or a ring of sends and receives (rank r sends its input
+ * to r+1 and receives r-1's) whose connectors are set up during the capture. */
+enum captured { CAPTURE_ALLREDUCE, CAPTURE_RING_SENDRECV };
+
+static ncclResult_t capture(enum captured what, ncclComm_t comm, int rank, int nranks, float* in, float* out,
+                            cudaStream_t st) {
+  if (what == CAPTURE_ALLREDUCE) return ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, st);
+  ncclGroupStart();
+  ncclSend(in, COUNT, ncclFloat32, (rank + 1) % nranks, comm, st);
+  ncclRecv(out, COUNT, ncclFloat32, (rank + nranks - 1) % nranks, comm, st);
+  return ncclGroupEnd();
+}
+
+/* Rank r's input in replay it, and what each rank's output must be. */
+static float replay_input(enum captured what, int rank, int it, size_t i) {
+  return what == CAPTURE_ALLREDUCE ? (float)(rank + 1 + it) + (float)(i % 7)
+                                   : (float)(rank * 100 + it) + (float)(i % 5);
+}
+static float replay_want(enum captured what, int rank, int nranks, int it, size_t i) {
+  if (what == CAPTURE_RING_SENDRECV) return replay_input(what, (rank + nranks - 1) % nranks, it, i);
+  return (float)(nranks * (nranks + 1) / 2 + nranks * it) + (float)(nranks * (int)(i % 7));
+}
+
+static int replay_and_check(enum captured what, cudaGraphExec_t exec, int rank, int nranks, float* d_in,
+                            float* d_out, float* h, cudaStream_t st) {
   int bad = 0;
   for (int it = 0; it < REPLAYS; it++) {
-    for (size_t i = 0; i < COUNT; i++) h[i] = (float)(rank + 1 + it) + (float)(i % 7);
+    for (size_t i = 0; i < COUNT; i++) h[i] = replay_input(what, rank, it, i);
     GPU_CHECK(cudaMemcpyAsync(d_in, h, COUNT * sizeof(float), cudaMemcpyHostToDevice, st));
     GPU_CHECK(cudaGraphLaunch(exec, st));
     GPU_CHECK(cudaMemcpyAsync(h, d_out, COUNT * sizeof(float), cudaMemcpyDeviceToHost, st));
     GPU_CHECK(cudaStreamSynchronize(st));
     for (size_t i = 0; i < COUNT && bad < 3; i++) {
-      float want = (float)(nranks * (nranks + 1) / 2 + nranks * it) + (float)(nranks * (int)(i % 7));
+      float want = replay_want(what, rank, nranks, it, i);
       if (h[i] != want) {
         fprintf(stderr, "FAILED rank %d replay %d: element %zu is %g, want %g\n", rank, it, i, h[i], want);
         bad++;
       }
     }
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaFree(d_in);
-  cudaFree(d_out);
-  cudaStreamDestroy(st);
-  free(h);
   return bad;
 }
 
-/* Each replay: rank r sends its input to r+1 and receives r-1's, captured before any send or
- * receive has connected those peers. */
-static int graph_p2p_body(ncclComm_t comm, int rank, int nranks, void* arg) {
-  (void)arg;
+/* Capture (thread-local mode, where a plain cudaMalloc would end the capture), then replay with
+ * new inputs each time. */
+static int graph_body(ncclComm_t comm, int rank, int nranks, void* arg) {
+  enum captured what = *(const enum captured*)arg;
   cudaStream_t st;
   GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   float *d_in, *d_out, *h = malloc(COUNT * sizeof(float));
   GPU_CHECK(cudaMalloc((void**)&d_in, COUNT * sizeof(float)));
   GPU_CHECK(cudaMalloc((void**)&d_out, COUNT * sizeof(float)));
-  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks, bad = 0;
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   GPU_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  ncclGroupStart();
-  ncclSend(d_in, COUNT, ncclFloat32, next, comm, st);
-  ncclRecv(d_out, COUNT, ncclFloat32, prev, comm, st);
-  ncclResult_t res = ncclGroupEnd();
+  ncclResult_t res = capture(what, comm, rank, nranks, d_in, d_out, st);
   cudaError_t cerr = cudaStreamEndCapture(st, &graph);
   if (res != ncclSuccess || cerr != cudaSuccess) {
-    fprintf(stderr, "FAILED rank %d: send/recv connected under capture: %s, capture %s\n", rank,
-            ncclGetErrorString(res), cudaGetErrorString(cerr));
+    fprintf(stderr, "FAILED rank %d: %s under capture: %s, capture %s\n", rank,
+            what == CAPTURE_ALLREDUCE ? "ncclAllReduce" : "send/recv", ncclGetErrorString(res),
+            cudaGetErrorString(cerr));
     return 1;
   }
   GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int it = 0; it < REPLAYS && !bad; it++) {
-    for (size_t i = 0; i < COUNT; i++) h[i] = (float)(rank * 100 + it) + (float)(i % 5);
-    GPU_CHECK(cudaMemcpyAsync(d_in, h, COUNT * sizeof(float), cudaMemcpyHostToDevice, st));
-    GPU_CHECK(cudaGraphLaunch(exec, st));
-    GPU_CHECK(cudaMemcpyAsync(h, d_out, COUNT * sizeof(float), cudaMemcpyDeviceToHost, st));
-    GPU_CHECK(cudaStreamSynchronize(st));
-    for (size_t i = 0; i < COUNT && !bad; i++)
-      if (h[i] != (float)(prev * 100 + it) + (float)(i % 5)) {
-        fprintf(stderr, "FAILED rank %d replay %d: element %zu is %g\n", rank, it, i, h[i]);
-        bad = 1;
-      }
-  }
+  int bad = replay_and_check(what, exec, rank, nranks, d_in, d_out, h, st);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaFree(d_in);
@@ -119,8 +107,9 @@ static int destroy_during_replay_body(ncclComm_t comm, int rank, int nranks, voi
 
 int main(void) {
   gpu_require();
-  int failed = run_threads(2, graph_body, NULL) + run_threads(3, graph_body, NULL);
-  failed += run_threads(3, graph_p2p_body, NULL);
+  enum captured allreduce = CAPTURE_ALLREDUCE, ring = CAPTURE_RING_SENDRECV;
+  int failed = run_threads(2, graph_body, &allreduce) + run_threads(3, graph_body, &allreduce);
+  failed += run_threads(3, graph_body, &ring);
   failed += run_procs(2, destroy_during_replay_body, NULL, 60);
   printf("%s\n",
          failed ? "FAILED" : "graph-captured all-reduce and lazily connected send/recv replays match");

@@ -18,10 +18,10 @@ run() {
   local out start
   start=$(date +%s)
   if out=$(env "$@" timeout 300 "$BIN" "$mode" "$n" "$max" 2>&1); then
-    echo "ok   $mode $n ranks, $* ($(($(date +%s) - start))s)"
+    echo "ok   $mode $n ranks, ${*:-defaults} ($(($(date +%s) - start))s)"
   else
     fail=$((fail + 1))
-    echo "FAIL $mode $n ranks, $*"
+    echo "FAIL $mode $n ranks, ${*:-defaults}"
     echo "$out" | grep -v '^FAILED rank' | head -20 | sed 's/^/    /'
   fi
 }
@@ -31,10 +31,10 @@ run threads 2 3000 NCCL_PROTO=Simple $SMALL NCCL_MIN_NCHANNELS=2
 run threads 2 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=4 NCCL_MAX_NCHANNELS=4
 run threads 3 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=3
 run threads 4 3000 NCCL_PROTO=Simple $SMALL NCCL_MIN_NCHANNELS=4 NCCL_MAX_NCHANNELS=4
-run threads 5 3000 WEFT_EMU_UNUSED=0
+run threads 5 3000
 run procs 2 3000 NCCL_PROTO=Simple $SMALL NCCL_MIN_NCHANNELS=2
 run procs 3 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=3
-run procs 4 1000 WEFT_EMU_UNUSED=0
+run procs 4 1000
 run mismatch 3 3000 WEFT_TIMEOUT=30 # ranks with different NCCL_BUFFSIZE, NCCL_PROTO, channel bounds
 # The perf binaries on the CUDA path (device buffers, streams): every collective as 2 threads,
 # all-reduce as 2 processes under weftrun; nccl-tests' own check (-c 1) must count no errors.
