@@ -380,12 +380,11 @@ void weft_cuda_comm_fini(struct ncclComm* comm) {
     s->host->abort = 1;
     __sync_synchronize();
   }
-  if (s->have_last) cudaEventSynchronize(s->last_event);
   /* Replays of graphs that captured this comm's launches run on streams the comm never sees; they
    * must end before its connectors are closed and freed. (cudaFree would wait for them too, but
    * closing a peer's CUDA IPC memory comes first.) */
   if (s->captured && !aborted) cudaDeviceSynchronize();
-  weft_cuda_check_error(comm); /* a kernel that gave up is logged even if nobody asked */
+  weft_cuda_flush(comm); /* own launches end; a kernel that gave up is logged even if nobody asked */
   comm->cuda = NULL;
   if (aborted)
     reap_later(comm, s);
