@@ -6,8 +6,8 @@
 #   make emu        the library and its GPU tests for the emulated GPU, in build-emu/ (mk/emu.mk)
 
 NCCL_MAJOR := 2
-NCCL_MINOR := 28
-NCCL_PATCH := 9
+NCCL_MINOR := 32
+NCCL_PATCH := 3
 LIBVER := $(NCCL_MAJOR).$(NCCL_MINOR).$(NCCL_PATCH)
 
 BUILD ?= build
@@ -61,6 +61,7 @@ SONAME := libnccl.so.$(NCCL_MAJOR)
 SHLIB := $(BUILD)/lib/libnccl.so.$(LIBVER)
 STLIB := $(BUILD)/lib/libnccl_static.a
 HEADER := $(BUILD)/include/nccl.h
+DEVICE_HEADERS := $(patsubst include/%,$(BUILD)/include/%,$(wildcard include/nccl_device.h include/nccl_device/*.h))
 
 TOOLS := $(patsubst tools/%/,%,$(sort $(dir $(wildcard tools/*/*.c))))
 TOOL_BINS := $(TOOLS:%=$(BUILD)/bin/%)
@@ -78,7 +79,7 @@ INTEG_BINS := $(INTEG_SRC:%.c=$(BUILD)/%)
 .PHONY: all lib tools perf tests test run deps format format-check clean
 all: lib tools perf
 
-lib: $(SHLIB) $(STLIB) $(HEADER)
+lib: $(SHLIB) $(STLIB) $(HEADER) $(DEVICE_HEADERS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -98,7 +99,7 @@ $(STLIB): $(LIB_OBJ) $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(HEADER): include/nccl.h
+$(HEADER) $(DEVICE_HEADERS): $(BUILD)/include/%: include/%
 	@mkdir -p $(dir $@)
 	cp $< $@
 

@@ -7,7 +7,7 @@
 #include "util/log.h"
 #include "util/param.h"
 
-#define CONFIG_MAGIC 0xcafebeefu
+#define CONFIG_MAGIC NCCL_API_MAGIC
 #define MAX_CTAS 64
 
 static void set_defaults(ncclConfig_t* c) {
@@ -30,6 +30,11 @@ static void apply_version_gates(ncclConfig_t* c, unsigned version) {
   }
   if (version < NCCL_VERSION(2, 28, 0))
     c->nChannelsPerNetPeer = c->nvlinkCentricSched = NCCL_CONFIG_UNDEF_INT;
+  if (version < NCCL_VERSION(2, 29, 0)) {
+    c->graphUsageMode = c->numRmaCtx = c->maxP2pPeers = c->graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;
+    c->launchOrderImplicit = c->numRmaSig = c->rmaEagerInit = NCCL_CONFIG_UNDEF_INT;
+    c->hostCftMode = c->nvlsHostMode = NCCL_CONFIG_UNDEF_INT;
+  }
 }
 
 static void env_override(ncclConfig_t* c) {

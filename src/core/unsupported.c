@@ -1,6 +1,12 @@
 /* API functions Weft does not implement yet: each returns ncclInvalidUsage (or an invalid
  * value) and leaves "<function> is not supported by Weft yet" as the last error. */
 #include "core/api.h"
+#include "nccl_device/host.h"
+
+/* The network device-offload requirement builders: NCCL declares them for Windows only and
+ * exports them everywhere. */
+struct ncclGinOutboxHandle;
+struct ncclGinInboxA2AHandle;
 
 WEFT_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
          ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
@@ -124,4 +130,85 @@ WEFT_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t team, int rank) {
   (void)rank;
   weft_unsupported("ncclTeamRankToLsa");
   return -1;
+}
+
+WEFT_API(ncclResult_t, ncclSetEncryption, const ncclEncryptionConfig_t* config) {
+  (void)config;
+  return weft_unsupported("ncclSetEncryption");
+}
+
+WEFT_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, ncclWindow_t window, size_t offset, void** outPtr) {
+  (void)window;
+  (void)offset;
+  (void)outPtr;
+  return weft_unsupported("ncclGetLsaMultimemDevicePointer");
+}
+
+WEFT_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t offset, ncclMultimemHandle_t multimem, void** outPtr) {
+  (void)window;
+  (void)offset;
+  (void)multimem;
+  (void)outPtr;
+  return weft_unsupported("ncclGetMultimemDevicePointer");
+}
+
+WEFT_API(ncclResult_t, ncclGetMultimemDeviceLeInfo, ncclWindow_t window, size_t offset, ncclCftLeId* leId, size_t* leOffset) {
+  (void)window;
+  (void)offset;
+  (void)leId;
+  (void)leOffset;
+  return weft_unsupported("ncclGetMultimemDeviceLeInfo");
+}
+
+WEFT_API(ncclResult_t, ncclGetCftDeviceLeInfo, ncclWindow_t window, size_t offset, int peerCft, ncclTeam_t cftTeam, ncclCftLeId* leId, size_t* leOffset) {
+  (void)window;
+  (void)offset;
+  (void)peerCft;
+  (void)cftTeam;
+  (void)leId;
+  (void)leOffset;
+  return weft_unsupported("ncclGetCftDeviceLeInfo");
+}
+
+WEFT_API(ncclResult_t, ncclGetPeerDeviceLeInfo, ncclWindow_t window, size_t offset, int peerWorld, ncclCftLeId* leId, size_t* leOffset) {
+  (void)window;
+  (void)offset;
+  (void)peerWorld;
+  (void)leId;
+  (void)leOffset;
+  return weft_unsupported("ncclGetPeerDeviceLeInfo");
+}
+
+WEFT_API(ncclTeam_t, ncclTeamCft, ncclComm_t comm, ncclCftTeamMode_t mode) {
+  (void)comm;
+  (void)mode;
+  weft_unsupported("ncclTeamCft");
+  ncclTeam_t none = {0, -1, 0};
+  return none;
+}
+
+WEFT_API(ncclTeam_t, ncclTeamCftMultimem, ncclComm_t comm) {
+  (void)comm;
+  weft_unsupported("ncclTeamCftMultimem");
+  ncclTeam_t none = {0, -1, 0};
+  return none;
+}
+
+WEFT_API(ncclResult_t, ncclGinOutboxCreateRequirement, int nBlocks, int size_log2, struct ncclGinOutboxHandle* outHandle,
+         ncclDevResourceRequirements_t* outReq) {
+  (void)nBlocks;
+  (void)size_log2;
+  (void)outHandle;
+  (void)outReq;
+  return weft_unsupported("ncclGinOutboxCreateRequirement");
+}
+
+WEFT_API(ncclResult_t, ncclGinInboxA2ACreateRequirement, ncclTeam_t peers, int nBlocks, int size_log2,
+         struct ncclGinInboxA2AHandle* outHandle, ncclDevResourceRequirements_t* outReq) {
+  (void)peers;
+  (void)nBlocks;
+  (void)size_log2;
+  (void)outHandle;
+  (void)outReq;
+  return weft_unsupported("ncclGinInboxA2ACreateRequirement");
 }
