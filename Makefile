@@ -132,6 +132,7 @@ deps:
 	@bash scripts/deps.sh
 
 test: deps
+	@bash scripts/fetch_nccl_ref.sh $(BUILD)/ref/nccl-2.32.3
 	@$(MAKE) --no-print-directory tests
 	@$(MAKE) --no-print-directory emu
 	@$(MAKE) --no-print-directory emu-tsan

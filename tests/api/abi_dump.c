@@ -44,8 +44,8 @@ static void types(void) {
 static void config(void) {
   S(sizeof(ncclConfig_t));
   S(_Alignof(ncclConfig_t));
-  S(sizeof(struct ncclConfig_v22800));
-  S(_Generic((ncclConfig_t*)0, struct ncclConfig_v22800 * : 1, default : 0));
+  S(sizeof(struct ncclConfig_v23100));
+  S(_Generic((ncclConfig_t*)0, struct ncclConfig_v23100 * : 1, default : 0));
   FIELD(ncclConfig_t, size);
   FIELD(ncclConfig_t, magic);
   FIELD(ncclConfig_t, version);
@@ -63,6 +63,15 @@ static void config(void) {
   FIELD(ncclConfig_t, nvlsCTAs);
   FIELD(ncclConfig_t, nChannelsPerNetPeer);
   FIELD(ncclConfig_t, nvlinkCentricSched);
+  FIELD(ncclConfig_t, graphUsageMode);
+  FIELD(ncclConfig_t, numRmaCtx);
+  FIELD(ncclConfig_t, maxP2pPeers);
+  FIELD(ncclConfig_t, graphStreamOrdering);
+  FIELD(ncclConfig_t, launchOrderImplicit);
+  FIELD(ncclConfig_t, numRmaSig);
+  FIELD(ncclConfig_t, rmaEagerInit);
+  FIELD(ncclConfig_t, hostCftMode);
+  FIELD(ncclConfig_t, nvlsHostMode);
   S(sizeof(ncclSimInfo_t));
   S(_Alignof(ncclSimInfo_t));
   S(sizeof(struct ncclSimInfo_v22200));
@@ -71,6 +80,52 @@ static void config(void) {
   FIELD(ncclSimInfo_t, magic);
   FIELD(ncclSimInfo_t, version);
   FIELD(ncclSimInfo_t, estimatedTime);
+}
+
+/* The structs 2.29-2.32 added: per-collective config, its extension list, signals, encryption. */
+static void config_232(void) {
+  S(sizeof(ncclCollConfig_t));
+  S(_Alignof(ncclCollConfig_t));
+  S(_Generic((ncclCollConfig_t*)0, struct ncclCollConfig_v23200 * : 1, default : 0));
+  FIELD(ncclCollConfig_t, size);
+  FIELD(ncclCollConfig_t, magic);
+  FIELD(ncclCollConfig_t, version);
+  S(offsetof(ncclCollConfig_t, ext));
+  S(sizeof(((ncclCollConfig_t*)0)->ext));
+  FIELD(ncclCollConfig_t, minCTAs);
+  FIELD(ncclCollConfig_t, maxCTAs);
+  FIELD(ncclCollConfig_t, nvlsCTAs);
+  FIELD(ncclCollConfig_t, cgaClusterSize);
+  FIELD(ncclCollConfig_t, algSelection);
+  FIELD(ncclCollConfig_t, forceAlgSelection);
+  FIELD(ncclCollConfig_t, CTAPolicy);
+  FIELD(ncclCollConfig_t, userProfilerTag);
+  S(offsetof(ncclCollConfig_t, launchCompletionEvent));
+  S(sizeof(((ncclCollConfig_t*)0)->launchCompletionEvent));
+  S(sizeof(ncclConfigExt_t));
+  S(offsetof(ncclConfigExt_t, next));
+  S(offsetof(ncclConfigExt_t, key.vendorId));
+  S(offsetof(ncclConfigExt_t, key.optionId));
+  S(offsetof(ncclConfigExt_t, val));
+  S(sizeof(((ncclConfigExt_t*)0)->val));
+  S(sizeof(ncclWaitSignalDesc_t));
+  FIELD(ncclWaitSignalDesc_t, opCnt);
+  FIELD(ncclWaitSignalDesc_t, peer);
+  FIELD(ncclWaitSignalDesc_t, sigIdx);
+  FIELD(ncclWaitSignalDesc_t, ctx);
+  S(sizeof(ncclEncryptionConfig_t));
+  S(_Generic((ncclEncryptionConfig_t*)0, struct ncclEncryptionConfig_v23200 * : 1, default : 0));
+  FIELD(ncclEncryptionConfig_t, size);
+  FIELD(ncclEncryptionConfig_t, magic);
+  FIELD(ncclEncryptionConfig_t, version);
+  FIELD(ncclEncryptionConfig_t, mode);
+  FIELD(ncclEncryptionConfig_t, psk);
+  S(sizeof(ncclParamHandle_t));
+  S(_Generic((ncclParamHandle_t)0, struct ncclParamHandle * : 1, default : 0));
+  S(sizeof(ncclCommMemStat_t));
+  S(sizeof(ncclHostCftMode_t));
+  S(sizeof(ncclNvlsHostMode_t));
+  S(sizeof(ncclEncryptionMode_t));
 }
 
 static void enums(void) {
@@ -82,6 +137,7 @@ static void enums(void) {
   S(ncclInvalidUsage);
   S(ncclRemoteError);
   S(ncclInProgress);
+  S(ncclTimeout);
   S(ncclNumResults);
   S(ncclNumOps_dummy);
   S(ncclSum);
@@ -111,6 +167,21 @@ static void enums(void) {
   S(ncclNumTypes);
   S(ncclScalarDevice);
   S(ncclScalarHostImmediate);
+  S(ncclHostCftDefault);
+  S(ncclHostCftEnable);
+  S(ncclHostCftDisable);
+  S(ncclHostCftFallback);
+  S(ncclNvlsHostModeDefault);
+  S(ncclNvlsHostModeEnable);
+  S(ncclNvlsHostModeDisableTransport);
+  S(ncclNvlsHostModeDisableSymmetricMultimem);
+  S(ncclNvlsHostModeDisable);
+  S(ncclStatGpuMemSuspend);
+  S(ncclStatGpuMemSuspended);
+  S(ncclStatGpuMemPersist);
+  S(ncclStatGpuMemTotal);
+  S(NCCL_ENCRYPTION_MODE_NONE);
+  S(NCCL_ENCRYPTION_MODE_PSK);
 }
 
 static void macros(void) {
@@ -131,6 +202,11 @@ static void macros(void) {
   S((long long)(NCCL_UNDEF_FLOAT * 1000.0f));
   S(NCCL_WIN_DEFAULT);
   S(NCCL_WIN_COLL_SYMMETRIC);
+  S(NCCL_WIN_STRICT_ORDERING);
+  S(NCCL_WIN_GIN_ONLY);
+  S(NCCL_WIN_CFT_COUNTED);
+  S(NCCL_API_MAGIC);
+  S(NCCL_SUSPEND_MEM);
   S(NCCL_WIN_REQUIRED_ALIGNMENT);
   S(NCCL_CTA_POLICY_DEFAULT);
   S(NCCL_CTA_POLICY_EFFICIENCY);
@@ -143,10 +219,13 @@ static void macros(void) {
   R(strcmp(NCCL_SUFFIX, "") == 0);
 }
 
-/* Initializer values; cfg and sim are declared with the same names in test_abi_static.c. */
+/* Initializer values; cfg, sim, coll and enc are declared with the same names in
+ * test_abi_static.c. */
 static void initializers(void) {
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  ncclCollConfig_t coll = NCCL_COLLCONFIG_INITIALIZER;
+  ncclEncryptionConfig_t enc = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
   R(cfg.size);
   R(cfg.magic);
   R(cfg.version);
@@ -164,6 +243,33 @@ static void initializers(void) {
   R(cfg.nvlsCTAs);
   R(cfg.nChannelsPerNetPeer);
   R(cfg.nvlinkCentricSched);
+  R(cfg.graphUsageMode);
+  R(cfg.numRmaCtx);
+  R(cfg.maxP2pPeers);
+  R(cfg.graphStreamOrdering);
+  R(cfg.launchOrderImplicit);
+  R(cfg.numRmaSig);
+  R(cfg.rmaEagerInit);
+  R(cfg.hostCftMode);
+  R(cfg.nvlsHostMode);
+  R(coll.size);
+  R(coll.magic);
+  R(coll.version);
+  R(coll.ext == NULL);
+  R(coll.minCTAs);
+  R(coll.maxCTAs);
+  R(coll.nvlsCTAs);
+  R(coll.cgaClusterSize);
+  R(coll.algSelection == NULL);
+  R(coll.forceAlgSelection);
+  R(coll.CTAPolicy);
+  R(coll.userProfilerTag);
+  R(coll.launchCompletionEvent == NULL);
+  R(enc.size);
+  R(enc.magic);
+  R(enc.version);
+  R(enc.mode);
+  R(enc.psk == NULL);
   R(sim.size);
   R(sim.magic);
   R(sim.version);
@@ -179,6 +285,7 @@ int main(void) {
 #endif
   types();
   config();
+  config_232();
   enums();
   macros();
   initializers();

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The ABI dump built with NVIDIA's nccl.h and the one built with Weft's must print the same facts.
+# The ABI dump built with NVIDIA's 2.32.3 nccl.h and the one built with Weft's must print the same facts.
 set -u
 cd "$(dirname "$0")/../.."
 dir=${BUILD:-build}/tests/api
 if [ ! -x "$dir/abi_dump_nvidia" ]; then
-  echo "SKIP: no ABI dump built with NVIDIA's nccl.h (CUDA toolkit absent)"
+  echo "SKIP: no ABI dump built with NVIDIA's 2.32.3 nccl.h (reference headers not fetched; offline?)"
   exit 77
 fi
 [ -x "$dir/abi_dump_weft" ] || { echo "FAILED: $dir/abi_dump_weft is missing; run make tests"; exit 1; }

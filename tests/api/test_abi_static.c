@@ -11,16 +11,6 @@
 #error "test_abi_static must be compiled with NVIDIA's nccl.h, not Weft's"
 #endif
 
-/* Device-API handle types Weft's nccl.h names; NVIDIA declares them in nccl_device/core.h, which
- * is C++ only. Incomplete types are enough for prototypes. */
-typedef struct ncclTeam ncclTeam_t;
-typedef struct ncclDevComm ncclDevComm_t;
-typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
-typedef struct ncclDevResourceRequirements ncclDevResourceRequirements_t;
-typedef struct ncclLsaBarrierHandle ncclLsaBarrierHandle_t;
-typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
-typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
-
 /* Conflicting types for any nccl* function whose prototype differs from NVIDIA's. */
 #include "weft_protos.h"
 
@@ -40,9 +30,13 @@ static int checks, failures;
 int main(void) {
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  ncclCollConfig_t coll = NCCL_COLLCONFIG_INITIALIZER;
+  ncclEncryptionConfig_t enc = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
 #include "abi_expect.h"
   (void)cfg;
   (void)sim;
+  (void)coll;
+  (void)enc;
   if (checks < 150) {
     fprintf(stderr, "FAILED: only %d ABI checks were generated\n", checks);
     return 1;
