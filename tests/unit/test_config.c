@@ -53,6 +53,38 @@ static void test_older_header(void) {
   EXPECT_EQ_INT(out.CTAPolicy, NCCL_CTA_POLICY_DEFAULT);
 }
 
+/* A caller built against CUDA's 2.28.9 header passes an 80-byte struct: the 2.29-2.32 fields
+ * after nvlinkCentricSched are not read. One built against 2.32 with an older version number
+ * gets those fields reset. */
+static void test_228_header(void) {
+  struct {
+    ncclConfig_t cfg;
+    char garbage[64];
+  } buf;
+  memset(&buf, 0x5a, sizeof(buf));
+  ncclConfig_t init = NCCL_CONFIG_INITIALIZER;
+  memcpy(&buf.cfg, &init, offsetof(ncclConfig_t, graphUsageMode));
+  buf.cfg.size = offsetof(ncclConfig_t, graphUsageMode);
+  buf.cfg.version = NCCL_VERSION(2, 28, 9);
+  buf.cfg.nvlinkCentricSched = 1;
+  EXPECT_EQ_INT((int)buf.cfg.size, 80);
+  ncclConfig_t out;
+  EXPECT_EQ_INT(weft_config_parse(&buf.cfg, &out), ncclSuccess);
+  EXPECT_EQ_INT(out.nvlinkCentricSched, 1);
+  EXPECT_EQ_INT(out.graphUsageMode, NCCL_CONFIG_UNDEF_INT);
+  EXPECT_EQ_INT(out.nvlsHostMode, NCCL_CONFIG_UNDEF_INT);
+  EXPECT_EQ_INT(out.hostCftMode, NCCL_CONFIG_UNDEF_INT);
+
+  ncclConfig_t mixed = NCCL_CONFIG_INITIALIZER;
+  mixed.version = NCCL_VERSION(2, 28, 9);
+  mixed.maxP2pPeers = 7;
+  EXPECT_EQ_INT(weft_config_parse(&mixed, &out), ncclSuccess);
+  EXPECT_EQ_INT(out.maxP2pPeers, NCCL_CONFIG_UNDEF_INT);
+  mixed.version = NCCL_VERSION_CODE;
+  EXPECT_EQ_INT(weft_config_parse(&mixed, &out), ncclSuccess);
+  EXPECT_EQ_INT(out.maxP2pPeers, 7);
+}
+
 static void test_rejects(void) {
   ncclConfig_t out;
   ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
@@ -91,6 +123,7 @@ static void test_env_override(void) {
 int main(void) {
   test_defaults();
   test_older_header();
+  test_228_header();
   test_rejects();
   test_env_override();
   return test_finish("test_config");
