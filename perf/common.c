@@ -14,6 +14,7 @@ static struct perf_job job_state;
 extern _Atomic double perf_last_progress;
 
 void perf_die(struct perf_job* job, int code, const char* file, int line) {
+  perf_launch_joined(); /* a rendezvous file of a failed job would only mislead a later one */
   printf(" .. %s pid %d: Test failure %s:%d\n", job->hostname, (int)getpid(), file, line);
   fflush(stdout);
   fflush(stderr);
@@ -153,6 +154,7 @@ static void* thread_main(void* arg) {
     alloc_buffers(job, t->ranks, g);
   }
   pthread_barrier_wait(&job->barrier);
+  if (t->index == 0) perf_launch_joined(); /* every rank of the job has joined its communicator */
   if (job->world.nprocs > 1) perf_gather_devices(t);
   if (perf_is_printer(t)) {
     if (job->args.parallel_init) job->rss_init = job->rss_buffers = perf_resident_bytes();
@@ -195,7 +197,7 @@ static int preflight(struct perf_job* job) {
     fprintf(stderr, "Device implementation %d is not supported by this test\n", job->args.device_impl);
     return PERF_NOT_IMPLEMENTED;
   }
-  if (perf_world_detect(&job->world, err, sizeof(err))) {
+  if (perf_launch_world(&job->world, err, sizeof(err))) {
     fprintf(stderr, "%s: %s\n", job->prog, err);
     return PERF_INVALID_USAGE;
   }
@@ -205,11 +207,8 @@ static int preflight(struct perf_job* job) {
     fprintf(stderr, "%s: %d ranks: %s\n", job->prog, job->nranks, why);
     return PERF_INVALID_USAGE;
   }
-  if (job->world.nprocs > 1 && !getenv("NCCL_COMM_ID")) {
-    fprintf(stderr,
-            "%s: %d processes (from %s) need NCCL_COMM_ID=<host>:<port> so that every process derives the "
-            "same unique id (weftrun sets it)\n",
-            job->prog, job->world.nprocs, job->world.source);
+  if (perf_launch_plan(&job->world, err, sizeof(err))) {
+    fprintf(stderr, "%s: %s\n", job->prog, err);
     return PERF_INVALID_USAGE;
   }
   return -1;
@@ -269,7 +268,7 @@ static int finish(struct perf_job* job) {
   return PERF_OK;
 }
 
-int perf_main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   struct perf_job* job = &job_state;
   setvbuf(stdout, NULL, _IOLBF, 0);
   job->coll = &perf_this_coll;
@@ -284,7 +283,11 @@ int perf_main(int argc, char** argv) {
   perf_json_open(job, argc, argv);
   if (job->world.proc == 0) perf_print_header(job);
   layout_ranks(job);
-  PERF_NCCL(job, ncclGetUniqueId(&job->id));
+  char err[512];
+  if ((rc = perf_launch_unique_id(&job->world, &job->id, err, sizeof(err))) != PERF_OK) {
+    fprintf(stderr, "%s: %s\n", job->prog, err);
+    return rc;
+  }
   if (job->world.nprocs == 1) {
     char* all = calloc((size_t)job->nranks, PERF_LINE);
     if (!all) perf_die(job, PERF_INTERNAL, __FILE__, __LINE__);
@@ -309,4 +312,14 @@ int perf_main(int argc, char** argv) {
   }
   run_threads(job);
   return finish(job);
+}
+
+int perf_main(int argc, char** argv) {
+  if (perf_launch_init(&argc, &argv)) {
+    fprintf(stderr, "%s: MPI_Init failed\n", argv[0]);
+    return PERF_INTERNAL;
+  }
+  int rc = run(argc, argv);
+  perf_launch_fini();
+  return rc;
 }

@@ -167,6 +167,17 @@ struct perf_world {
 };
 int perf_world_detect(struct perf_world* w, char* err, size_t errlen);
 
+/* launch.c: MPI (make MPI=1) or the launcher's variables give the world; the unique id reaches
+ * every process by MPI_Bcast, NCCL_COMM_ID (set, or derived from MASTER_ADDR/MASTER_PORT or
+ * Slurm's variables) or a file rank 0 writes. The functions that can fail write err. */
+int perf_launch_init(int* argc, char*** argv);
+void perf_launch_fini(void);
+int perf_launch_world(struct perf_world* w, char* err, size_t errlen);
+int perf_launch_plan(const struct perf_world* w, char* err, size_t errlen); /* 0 or -1 */
+/* Returns an enum perf_result. */
+int perf_launch_unique_id(const struct perf_world* w, ncclUniqueId* id, char* err, size_t errlen);
+void perf_launch_joined(void); /* every process has the id (its communicators exist) */
+
 int perf_self_test(void);
 int perf_main(int argc, char** argv);
 
