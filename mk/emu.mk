@@ -19,7 +19,7 @@ EMU_CUDART := $(BUILD)/lib/libcudart.so.13
 EMU_RT_SRC := $(filter-out $(EMU_DIR)/test_%,$(wildcard $(EMU_DIR)/*.c))
 EMU_CXXFLAGS := -std=c++17 $(OPT) -ffp-contract=off -Wall -Wextra -Wno-unknown-pragmas -Wno-class-memaccess \
   -fPIC -pthread $(SANFLAGS) -D_GNU_SOURCE -DWEFT_CUDA=1 -DWEFT_GPU_EMU=1 -I$(EMU_DIR) -isystem $(CUDA_HOME)/include \
-  -include $(EMU_DIR)/device.h
+  -isystem $(CUDA_HOME)/include/cccl -include $(EMU_DIR)/device.h
 LDLIBS += -lstdc++
 
 $(EMU_CUDART): $(EMU_RT_SRC) $(wildcard $(EMU_DIR)/*.h) $(EMU_DIR)/libcudart.map

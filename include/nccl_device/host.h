@@ -5,7 +5,7 @@
 #ifndef WEFT_NCCL_DEVICE_HOST_H
 #define WEFT_NCCL_DEVICE_HOST_H
 
-#include "nccl_device/core.h"
+#include "nccl_device/comm.h"
 
 typedef struct ncclDevResourceRequirements {
   struct ncclDevResourceRequirements* next;
@@ -53,11 +53,11 @@ typedef struct ncclDevCommRequirements {
   int cftBarrierCount;
 } ncclDevCommRequirements_t;
 
-#define NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER                                                     \
-  {                                                                                                \
-    sizeof(ncclDevCommRequirements_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NULL, NULL, false, 0, 0, \
-        0, 0, 0, false, 4, 0, 0, NCCL_GIN_CONNECTION_NONE, false, 0, NCCL_CONFIG_UNDEF_INT, 0,      \
-        true, true, 1, NCCL_GIN_TYPE_NONE, false, NCCL_CFT_NONE, 0                                 \
+#define NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER                                                              \
+  {                                                                                                         \
+    sizeof(ncclDevCommRequirements_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NULL, NULL, false, 0, 0, 0, 0, 0, \
+        false, 4, 0, 0, NCCL_GIN_CONNECTION_NONE, false, 0, NCCL_CONFIG_UNDEF_INT, 0, true, true, 1,        \
+        NCCL_GIN_TYPE_NONE, false, NCCL_CFT_NONE, 0                                                         \
   }
 
 /* What a communicator offers (ncclCommQueryProperties). */
@@ -95,8 +95,10 @@ NCCL_EXTERN_C ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t con
 NCCL_EXTERN_C ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr);
 NCCL_EXTERN_C ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset,
                                                         ncclMultimemHandle_t multimem, void** outPtr);
-NCCL_EXTERN_C ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr);
-NCCL_EXTERN_C ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+NCCL_EXTERN_C ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank,
+                                                   void** outPtr);
+NCCL_EXTERN_C ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer,
+                                                    void** outPtr);
 NCCL_EXTERN_C ncclResult_t ncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset, ncclCftLeId* leId,
                                                        size_t* leOffset);
 NCCL_EXTERN_C ncclResult_t ncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft,

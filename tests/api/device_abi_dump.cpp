@@ -141,9 +141,28 @@ static void enums() {
   VALUE(sizeof(ncclCftLeId_t));
 }
 
+/* Handles that ncclLsaBarrierCreateRequirement / ncclGinBarrierCreateRequirement write, and the
+ * device communicator's size and the fields NCCL documents as stable (the rest is Weft's own). */
+static void devComm() {
+  SIZE(ncclLsaBarrierHandle_t);
+  FIELD(ncclLsaBarrierHandle_t, bufHandle);
+  FIELD(ncclLsaBarrierHandle_t, nBarriers);
+  SIZE(ncclGinBarrierHandle_t);
+  FIELD(ncclGinBarrierHandle_t, signal0);
+  SIZE(ncclDevComm_t);
+  FIELD(ncclDevComm_t, magic);
+  FIELD(ncclDevComm_t, version);
+  FIELD(ncclDevComm_t, rank);
+  FIELD(ncclDevComm_t, nRanks);
+  FIELD(ncclDevComm_t, lsaRank);
+  FIELD(ncclDevComm_t, lsaSize);
+  FIELD(ncclDevComm_t, ginContextCount);
+}
+
 int main() {
   properties();
   requirements();
   enums();
+  devComm();
   return 0;
 }

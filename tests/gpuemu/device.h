@@ -23,6 +23,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <new>
 #include <tuple>
 #include <type_traits>
@@ -33,6 +34,9 @@
 /* GCC spells its own attribute __noinline__ in system headers, so the hint is dropped here,
  * after those headers. */
 #define __noinline__
+
+/* A trap ends the whole grid with an error on a GPU; here it ends the process. */
+#define __trap() abort()
 
 #define threadIdx (weft_emu_self()->thread_idx)
 #define blockIdx (weft_emu_self()->block_idx)
