@@ -3,12 +3,14 @@
  * algorithms for the same call, waits for data that never comes. NCCL leaves mismatched
  * settings undefined; Weft agrees on them once at init: the smallest step and channel count any
  * rank can take, and rank 0's algorithm, protocol and channel bounds (with a WARN on each rank
- * whose own settings differ). */
+ * whose own settings differ). Per-call configs are compared when they change (at the end). */
 #include "collectives/agree.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/coll_config.h"
 #include "core/comm.h"
 #include "transport/connector.h"
 #include "util/check.h"
@@ -93,4 +95,93 @@ ncclResult_t weft_plan_agree(struct ncclComm* comm, struct weft_plan_params* pp,
               comm->rank, pp->simple_slot, pp->ll_slot, pp->nchannels);
   free(all);
   return ncclSuccess;
+}
+
+/* Per-call selections. Ranks that plan one collective differently (another algorithm, protocol
+ * or channel count) wait for each other forever or exchange misplaced data, and a config, unlike
+ * the environment, may change from call to call. So before a launch in which some collective's
+ * selection differs from the one the ranks last agreed on, the ranks compare the whole sequence;
+ * every rank given the same configs makes the same decision, so all of them take part. A rank
+ * whose selection did not change while another's did does not take part: the other then waits
+ * until WEFT_BOOTSTRAP_TIMEOUT and fails, which ends in errors too, only later. */
+struct calls_summary {
+  uint64_t hash;  /* of the sequence of selections */
+  uint64_t first; /* the first selection that differs from the agreed one */
+  uint64_t seq;   /* its call */
+  int32_t ncoll;
+  int32_t pad;
+};
+
+static uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* Returns whether a selection changes; *last is the one the launch ends with. */
+static int summarize_calls(const struct ncclComm* comm, const struct weft_task* tasks,
+                           struct calls_summary* s, uint64_t* last) {
+  uint64_t cur = comm->sel_agreed;
+  int changed = 0;
+  memset(s, 0, sizeof(*s));
+  for (const struct weft_task* t = tasks; t; t = t->next) {
+    if (t->coll == WEFT_COLL_SEND || t->coll == WEFT_COLL_RECV) continue;
+    s->ncoll++;
+    s->hash = mix(s->hash ^ t->opts.sig);
+    if (!changed && t->opts.sig != cur) {
+      changed = 1;
+      s->first = t->opts.sig;
+      s->seq = t->seq;
+    }
+    cur = t->opts.sig;
+  }
+  *last = cur;
+  return changed;
+}
+
+static void warn_calls(const struct ncclComm* comm, const struct calls_summary* all, int bad) {
+  char a[192], b[192];
+  weft_coll_sel_text(all[0].first, a, sizeof(a));
+  weft_coll_sel_text(all[bad].first, b, sizeof(b));
+  WEFT_WARN(
+      "Rank %d: the per-call configs (nccl*Config) of a group differ between ranks, so they would run its "
+      "collectives differently; nothing of the group ran: rank 0 has %d collective(s), the first new "
+      "selection "
+      "(seq %llu) %s; rank %d has %d, the first new one (seq %llu) %s",
+      comm->rank, (int)all[0].ncoll, (unsigned long long)all[0].seq, a, bad, (int)all[bad].ncoll,
+      (unsigned long long)all[bad].seq, b);
+}
+
+ncclResult_t weft_plan_agree_calls(struct ncclComm* comm, const struct weft_task* tasks) {
+  struct calls_summary me;
+  uint64_t last;
+  if (!summarize_calls(comm, tasks, &me, &last) || comm->nranks < 2) {
+    comm->sel_agreed = last;
+    return ncclSuccess;
+  }
+  struct calls_summary* all = calloc((size_t)comm->nranks, sizeof(*all));
+  if (all == NULL) return ncclSystemError;
+  all[comm->rank] = me;
+  ncclResult_t res = weft_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
+  if (res != ncclSuccess) {
+    WEFT_WARN(
+        "Rank %d: agreeing on the per-call configs (nccl*Config) of seq %llu with the other ranks failed; "
+        "ranks "
+        "that run this group without the same configs leave the others waiting here",
+        comm->rank, (unsigned long long)me.seq);
+    free(all);
+    return res;
+  }
+  int bad = 0;
+  for (int r = 1; r < comm->nranks && bad == 0; r++)
+    if (all[r].hash != all[0].hash || all[r].ncoll != all[0].ncoll) bad = r;
+  if (bad) {
+    warn_calls(comm, all, bad);
+    res = ncclInvalidUsage;
+  } else {
+    comm->sel_agreed = last;
+  }
+  free(all);
+  return res;
 }

@@ -16,4 +16,10 @@ struct ncclComm;
 ncclResult_t weft_plan_agree(struct ncclComm* comm, struct weft_plan_params* pp, size_t simple_bytes,
                              size_t ll_bytes);
 
+/* Per-call selections (nccl*Config, weft_call_opts.sig) of a launch's collectives, before they
+ * run: when one differs from what the ranks last agreed on, every rank's sequence is compared
+ * (a bootstrap all-gather) and a difference is ncclInvalidUsage on every rank, with nothing run. */
+struct weft_task;
+ncclResult_t weft_plan_agree_calls(struct ncclComm* comm, const struct weft_task* tasks);
+
 #endif

@@ -1,7 +1,9 @@
 /* Collective entry points: AllReduce, Broadcast (and the in-place Bcast), Reduce, AllGather,
- * ReduceScatter. Each checks its buffers the way NCCL defines them and queues one task. */
+ * ReduceScatter, each also as its nccl*Config variant (the plain call is the variant with a NULL
+ * config). Each checks its buffers the way NCCL defines them and queues one task. */
 #include <stdint.h>
 
+#include "collectives/coll_config.h"
 #include "collectives/enqueue.h"
 #include "core/api.h"
 #include "core/comm.h"
@@ -19,6 +21,7 @@ static ncclResult_t build_one(const struct weft_call* call, const struct weft_re
                         .op = *op,
                         .root = call->root,
                         .stream = call->stream};
+  if (call->opts) t.opts = *call->opts;
   return weft_enqueue_append(call->comm, &t);
 }
 
@@ -35,8 +38,9 @@ static ncclResult_t build_allreduce(const struct weft_call* call, const struct w
   return build_one(call, op, WEFT_COLL_ALLREDUCE);
 }
 
-WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+static ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                               const ncclCollConfig_t* config) {
   struct weft_call call = {.name = "AllReduce",
                            .sendbuff = sendbuff,
                            .recvbuff = recvbuff,
@@ -46,7 +50,18 @@ WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
                            .has_op = 1,
                            .comm = comm,
                            .stream = stream};
-  return weft_enqueue(&call, check_allreduce, build_allreduce);
+  return weft_enqueue_config(&call, WEFT_COLL_ALLREDUCE, config, check_allreduce, build_allreduce);
+}
+
+WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream, NULL);
+}
+
+WEFT_API(ncclResult_t, ncclAllReduceConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
 }
 
 /* Only the root's sendbuff is read; every rank receives. */
@@ -58,8 +73,9 @@ static ncclResult_t build_broadcast(const struct weft_call* call, const struct w
   return build_one(call, op, WEFT_COLL_BROADCAST);
 }
 
-WEFT_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+static ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                              int root, ncclComm_t comm, cudaStream_t stream,
+                              const ncclCollConfig_t* config) {
   struct weft_call call = {.name = "Broadcast",
                            .sendbuff = sendbuff,
                            .recvbuff = recvbuff,
@@ -69,7 +85,18 @@ WEFT_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size
                            .root_name = "root",
                            .comm = comm,
                            .stream = stream};
-  return weft_enqueue(&call, check_broadcast, build_broadcast);
+  return weft_enqueue_config(&call, WEFT_COLL_BROADCAST, config, check_broadcast, build_broadcast);
+}
+
+WEFT_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, NULL);
+}
+
+WEFT_API(ncclResult_t, ncclBroadcastConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
 
 WEFT_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
@@ -95,8 +122,9 @@ static ncclResult_t build_reduce(const struct weft_call* call, const struct weft
   return build_one(call, op, WEFT_COLL_REDUCE);
 }
 
-WEFT_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+static ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                           const ncclCollConfig_t* config) {
   struct weft_call call = {.name = "Reduce",
                            .sendbuff = sendbuff,
                            .recvbuff = recvbuff,
@@ -108,7 +136,18 @@ WEFT_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t 
                            .root_name = "root",
                            .comm = comm,
                            .stream = stream};
-  return weft_enqueue(&call, check_reduce, build_reduce);
+  return weft_enqueue_config(&call, WEFT_COLL_REDUCE, config, check_reduce, build_reduce);
+}
+
+WEFT_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, NULL);
+}
+
+WEFT_API(ncclResult_t, ncclReduceConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
 }
 
 /* In place when sendbuff is this rank's slice of recvbuff. */
@@ -123,8 +162,9 @@ static ncclResult_t build_allgather(const struct weft_call* call, const struct w
   return build_one(call, op, WEFT_COLL_ALLGATHER);
 }
 
-WEFT_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
-         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+static ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                               const ncclCollConfig_t* config) {
   struct weft_call call = {.name = "AllGather",
                            .sendbuff = sendbuff,
                            .recvbuff = recvbuff,
@@ -132,7 +172,17 @@ WEFT_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size
                            .dtype = datatype,
                            .comm = comm,
                            .stream = stream};
-  return weft_enqueue(&call, check_allgather, build_allgather);
+  return weft_enqueue_config(&call, WEFT_COLL_ALLGATHER, config, check_allgather, build_allgather);
+}
+
+WEFT_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream, NULL);
+}
+
+WEFT_API(ncclResult_t, ncclAllGatherConfig, const void* sendbuff, void* recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
 }
 
 /* In place when recvbuff is this rank's slice of sendbuff. */
@@ -148,8 +198,9 @@ static ncclResult_t build_reducescatter(const struct weft_call* call, const stru
   return build_one(call, op, WEFT_COLL_REDUCESCATTER);
 }
 
-WEFT_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
-         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+static ncclResult_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                   cudaStream_t stream, const ncclCollConfig_t* config) {
   struct weft_call call = {.name = "ReduceScatter",
                            .sendbuff = sendbuff,
                            .recvbuff = recvbuff,
@@ -159,5 +210,17 @@ WEFT_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, 
                            .has_op = 1,
                            .comm = comm,
                            .stream = stream};
-  return weft_enqueue(&call, check_reducescatter, build_reducescatter);
+  return weft_enqueue_config(&call, WEFT_COLL_REDUCESCATTER, config, check_reducescatter,
+                             build_reducescatter);
+}
+
+WEFT_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, NULL);
+}
+
+WEFT_API(ncclResult_t, ncclReduceScatterConfig, const void* sendbuff, void* recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
 }

@@ -1,7 +1,9 @@
 /* Point-to-point entry points: Send and Recv, and AlltoAll, Gather and Scatter, which NCCL
- * defines as grouped sends and receives (one per peer, self included). */
+ * defines as grouped sends and receives (one per peer, self included), with their nccl*Config
+ * variants (nothing to select for them: the config's other settings still apply). */
 #include <stdint.h>
 
+#include "collectives/coll_config.h"
 #include "collectives/enqueue.h"
 #include "core/api.h"
 #include "core/comm.h"
@@ -19,6 +21,7 @@ static ncclResult_t append_p2p(const struct weft_call* call, enum weft_coll coll
                         .op = {.kind = WEFT_OP_SUM, .user_op = ncclSum},
                         .root = peer,
                         .stream = call->stream};
+  if (call->opts) t.opts = *call->opts;
   return weft_enqueue_append(call->comm, &t);
 }
 
@@ -87,8 +90,8 @@ static ncclResult_t build_alltoall(const struct weft_call* call, const struct we
   return ncclSuccess;
 }
 
-WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+static ncclResult_t all_to_all(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
   struct weft_call call = {.name = "AlltoAll",
                            .sendbuff = sendbuff,
                            .recvbuff = recvbuff,
@@ -96,7 +99,17 @@ WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
                            .dtype = datatype,
                            .comm = comm,
                            .stream = stream};
-  return weft_enqueue(&call, check_alltoall, build_alltoall);
+  return weft_enqueue_config(&call, WEFT_COLL_SEND, config, check_alltoall, build_alltoall);
+}
+
+WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return all_to_all(sendbuff, recvbuff, count, datatype, comm, stream, NULL);
+}
+
+WEFT_API(ncclResult_t, ncclAlltoAllConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return all_to_all(sendbuff, recvbuff, count, datatype, comm, stream, config);
 }
 
 /* Everyone sends count elements to root; the root receives nranks slices, in place when its
@@ -119,8 +132,8 @@ static ncclResult_t build_gather(const struct weft_call* call, const struct weft
   return ncclSuccess;
 }
 
-WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+static ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
   struct weft_call call = {.name = "Gather",
                            .sendbuff = sendbuff,
                            .recvbuff = recvbuff,
@@ -130,7 +143,18 @@ WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
                            .root_name = "root",
                            .comm = comm,
                            .stream = stream};
-  return weft_enqueue(&call, check_gather, build_gather);
+  return weft_enqueue_config(&call, WEFT_COLL_SEND, config, check_gather, build_gather);
+}
+
+WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return gather(sendbuff, recvbuff, count, datatype, root, comm, stream, NULL);
+}
+
+WEFT_API(ncclResult_t, ncclGatherConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return gather(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
 
 /* The root sends one slice of sendbuff to each rank; everyone receives count elements, the
@@ -154,8 +178,8 @@ static ncclResult_t build_scatter(const struct weft_call* call, const struct wef
   return append_p2p(call, WEFT_COLL_RECV, call->recvbuff, call->root);
 }
 
-WEFT_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+static ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                            int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
   struct weft_call call = {.name = "Scatter",
                            .sendbuff = sendbuff,
                            .recvbuff = recvbuff,
@@ -165,5 +189,16 @@ WEFT_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
                            .root_name = "root",
                            .comm = comm,
                            .stream = stream};
-  return weft_enqueue(&call, check_scatter, build_scatter);
+  return weft_enqueue_config(&call, WEFT_COLL_SEND, config, check_scatter, build_scatter);
+}
+
+WEFT_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return scatter(sendbuff, recvbuff, count, datatype, root, comm, stream, NULL);
+}
+
+WEFT_API(ncclResult_t, ncclScatterConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return scatter(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }

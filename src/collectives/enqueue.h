@@ -23,6 +23,7 @@ struct weft_call {
   const char* root_name; /* "root", "peer" or NULL when the call has neither */
   struct ncclComm* comm;
   cudaStream_t stream;
+  const struct weft_call_opts* opts; /* nccl*Config: what the config adds to the tasks; NULL: plain */
 };
 
 /* Checks the buffers of a call whose comm, datatype, op and root are already valid. */

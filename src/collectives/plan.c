@@ -1,5 +1,6 @@
 /* Planning of collectives on the host backend: ring, LL for small and Simple for large
- * operations, 1..4 channels; NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS override. */
+ * operations, 1..4 channels; NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS override, and a
+ * nccl*Config call's selection narrows that further for the one call. */
 #include "collectives/plan.h"
 
 #include <string.h>
@@ -68,11 +69,56 @@ int weft_plan_channels_to_connect(void) {
   return n;
 }
 
+/* A call's masks, with a plain call's 0 meaning everything. */
+static unsigned algos_of(const struct weft_call_opts* o) {
+  return o && o->algos ? o->algos : WEFT_TUNED_ALGO_ALL;
+}
+static unsigned protos_of(const struct weft_call_opts* o) {
+  return o && o->protos ? o->protos : WEFT_TUNED_PROTO_ALL;
+}
+
+void weft_plan_narrow(struct weft_plan_params* pp, const struct weft_call_opts* o) {
+  unsigned a = algos_of(o), p = protos_of(o);
+  pp->ring_ok &= (a & WEFT_TUNED_ALGO_RING) != 0;
+  pp->tree_ok &= (a & WEFT_TUNED_ALGO_TREE) != 0;
+  pp->ll_ok &= (p & WEFT_TUNED_PROTO_LL) != 0;
+  pp->simple_ok &= (p & WEFT_TUNED_PROTO_SIMPLE) != 0;
+}
+
+/* The call's own bounds come last: they are what the caller asked of this very call. */
+int weft_plan_bound_channels(const struct weft_call_opts* o, int n, int connected) {
+  if (o != NULL && o->min_channels > 0 && n < o->min_channels) n = o->min_channels;
+  if (o != NULL && o->max_channels > 0 && n > o->max_channels) n = o->max_channels;
+  if (n > connected) n = connected;
+  return n < 1 ? 1 : n;
+}
+
+/* The defaults' algorithms for coll: Tree is all-reduce only, and Ring serves every other
+ * collective even when NCCL_ALGO excludes it (weft_plan_read_env WARNs). */
+static unsigned default_algos(const struct weft_plan_params* pp, int coll, int tree_impl) {
+  int tree = tree_impl && coll == WEFT_COLL_ALLREDUCE && pp->nranks > 1 && pp->tree_ok;
+  unsigned m = tree ? WEFT_TUNED_ALGO_TREE : 0;
+  if (pp->ring_ok || !tree) m |= WEFT_TUNED_ALGO_RING;
+  return m;
+}
+
+int weft_plan_can_meet(const struct weft_plan_params* pp, int coll, int tree_impl, unsigned algos,
+                       unsigned protos) {
+  if (coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV) return 0;
+  if (tree_impl && pp->comm != NULL) {
+    int tuned = weft_comm_tuned_allows(pp->comm, coll, algos, protos);
+    if (tuned >= 0) return tuned;
+  }
+  unsigned p = (pp->ll_ok ? WEFT_TUNED_PROTO_LL : 0) | (pp->simple_ok ? WEFT_TUNED_PROTO_SIMPLE : 0);
+  return (default_algos(pp, coll, tree_impl) & algos) != 0 && (p & protos) != 0;
+}
+
 /* The communicator's tuning model (graph/tuning.c via core/), the same code for CPU and GPU. */
-static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t bytes, int* algo, int* proto,
-                        int* nchannels) {
+static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t bytes,
+                        const struct weft_call_opts* o, int* algo, int* proto, int* nchannels) {
   struct weft_tuned tuned;
-  if (pp->comm == NULL || !weft_comm_tuned_choice(pp->comm, coll, bytes, &tuned)) return 0;
+  if (pp->comm == NULL || !weft_comm_tuned_choice(pp->comm, coll, bytes, algos_of(o), protos_of(o), &tuned))
+    return 0;
   int tree = tuned.tree && coll == WEFT_COLL_ALLREDUCE && pp->nranks > 1;
   int n = tuned.nchannels;
   if (tree && n < 2) n = 2; /* both trees: channel c uses tree c % 2 */
@@ -83,12 +129,14 @@ static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t byte
   return 1;
 }
 
-ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes, int* algo,
-                              int* proto, int* nchannels) {
-  if (choose_tuned(pp, coll, bytes, algo, proto, nchannels)) return ncclSuccess;
+/* Without a tuning model: Tree for all-reduce when Ring is excluded, or for small sizes across
+ * 3+ hosts where its log-depth latency beats the ring's 2(k-1) network hops; LL for small sizes. */
+static void choose_default(const struct weft_plan_params* env, int coll, size_t bytes,
+                           const struct weft_call_opts* o, int* algo, int* proto, int* nchannels) {
+  struct weft_plan_params narrowed = *env;
+  weft_plan_narrow(&narrowed, o);
+  const struct weft_plan_params* pp = &narrowed;
   *algo = WEFT_PLAN_RING;
-  /* Tree: all-reduce only; chosen when Ring is excluded, or for small sizes across 3+ hosts
-   * where its log-depth latency beats the ring's 2(k-1) network hops. */
   if (coll == WEFT_COLL_ALLREDUCE && pp->nranks > 1 && pp->tree_ok &&
       (!pp->ring_ok || (pp->nnodes > 2 && bytes <= TREE_MAX_BYTES)))
     *algo = WEFT_PLAN_TREE;
@@ -98,8 +146,14 @@ ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_
   if (pp->max_channels > 0 && n > pp->max_channels) n = pp->max_channels;
   if (*algo == WEFT_PLAN_TREE && n < 2) n = 2; /* both trees: channel c uses tree c % 2 */
   if (n > pp->nchannels) n = pp->nchannels;
-  if (n < 1) n = 1;
-  *nchannels = n;
+  *nchannels = n < 1 ? 1 : n;
+}
+
+ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes,
+                              const struct weft_call_opts* opts, int* algo, int* proto, int* nchannels) {
+  if (!choose_tuned(pp, coll, bytes, opts, algo, proto, nchannels))
+    choose_default(pp, coll, bytes, opts, algo, proto, nchannels);
+  *nchannels = weft_plan_bound_channels(opts, *nchannels, pp->nchannels);
   return ncclSuccess;
 }
 
@@ -111,7 +165,8 @@ ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft
   size_t bytes = total * es;
   if (task->coll == WEFT_COLL_ALLGATHER || task->coll == WEFT_COLL_REDUCESCATTER) bytes *= (size_t)k;
   memset(plan, 0, sizeof(*plan));
-  WEFT_CHECK(weft_plan_choose(pp, task->coll, bytes, &plan->algo, &plan->proto, &plan->nchannels));
+  WEFT_CHECK(
+      weft_plan_choose(pp, task->coll, bytes, &task->opts, &plan->algo, &plan->proto, &plan->nchannels));
   /* One step carries a Simple slot, or the data half of an LL slot's 16-byte lines. */
   size_t chunk = (plan->proto == WEFT_PROTO_LL ? pp->ll_slot / 16 * 8 : pp->simple_slot) / es;
   /* Channels take contiguous ranges, a multiple of 64 elements except the last. */
@@ -135,9 +190,9 @@ ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft
     w->ch_count = weft_min_sz(per, total - off);
     w->chunk = chunk;
   }
-  WEFT_INFO(WEFT_TUNING, "%s seq %llu: %zu bytes, algo %s proto %s, %d channel(s), chunk %zu elements",
+  WEFT_INFO(WEFT_TUNING, "%s seq %llu: %zu bytes, algo %s proto %s, %d channel(s), chunk %zu elements%s",
             weft_coll_name(task->coll), (unsigned long long)task->seq, bytes,
             plan->algo == WEFT_PLAN_TREE ? "Tree" : "Ring", plan->proto == WEFT_PROTO_LL ? "LL" : "Simple",
-            plan->nchannels, chunk);
+            plan->nchannels, chunk, task->opts.sig ? " (per-call config)" : "");
   return ncclSuccess;
 }

@@ -33,10 +33,20 @@ struct weft_plan {
 
 /* Channels to set up at init: NCCL_MIN/MAX_NCHANNELS within 1..WEFT_PLAN_MAX_CHANNELS. */
 int weft_plan_channels_to_connect(void);
-/* The one decision point (to be replaced by graph/'s tuning model): algorithm, protocol and
- * channels for coll moving bytes. */
-ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes, int* algo,
-                              int* proto, int* nchannels);
+/* The one decision point: algorithm, protocol and channels for coll moving bytes, from the
+ * comm's tuning model when it has one (else the defaults below), narrowed by the call's
+ * selection (opts: NULL or zero for a plain call). */
+ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes,
+                              const struct weft_call_opts* opts, int* algo, int* proto, int* nchannels);
+/* Whether the planner can meet a selection of algorithms and protocols (core/tuned.h bits) for
+ * coll on this comm: what its tuning model or NCCL_ALGO / NCCL_PROTO enable, and what the
+ * executor implements (tree_impl: the backend runs Tree). Send/receive have nothing to choose. */
+int weft_plan_can_meet(const struct weft_plan_params* pp, int coll, int tree_impl, unsigned algos,
+                       unsigned protos);
+/* pp's algorithm and protocol switches narrowed to a call's selection (both planners use it). */
+void weft_plan_narrow(struct weft_plan_params* pp, const struct weft_call_opts* opts);
+/* n channels bounded by a call's minCTAs/maxCTAs, then by the connected ones (both planners). */
+int weft_plan_bound_channels(const struct weft_call_opts* opts, int n, int connected);
 ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft_task* task,
                             struct weft_plan* plan);
 /* Reads the planner's environment into pp (once per communicator, off the per-call path). */

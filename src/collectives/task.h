@@ -48,6 +48,20 @@ struct weft_redop {
   ncclRedOp_t user_op;    /* as given by the caller, for logs */
 };
 
+/* What a nccl*Config call adds to its tasks (collectives/coll_config.c); all zero for a plain call,
+ * which the planner reads as automatic. */
+struct weft_call_opts {
+  /* Algorithms and protocols the planner may use (core/tuned.h's WEFT_TUNED_* bits); 0: any. */
+  unsigned algos, protos;
+  int min_channels, max_channels; /* channel bounds of this call; 0: unset */
+  /* The call's selection as every rank must have given it (0: automatic): collectives/agree.c
+   * compares it across ranks before a launch that changes it. */
+  uint64_t sig;
+  uint64_t profiler_tag;        /* userProfilerTag: recorded with the task and logged */
+  int cta_policy;               /* CTAPolicy, the comm's when the call left it undefined */
+  cudaEvent_t completion_event; /* CUDA backend: recorded on the stream after the launch */
+};
+
 struct weft_task {
   enum weft_coll coll;
   const void* sendbuff;
@@ -59,6 +73,7 @@ struct weft_task {
   int root;            /* Broadcast/Reduce root; Send/Recv peer */
   uint64_t seq;        /* position in the communicator's call order, for logs and timeouts */
   cudaStream_t stream; /* the caller's stream (CUDA backend) */
+  struct weft_call_opts opts;
   struct weft_task* next;
 };
 

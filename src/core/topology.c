@@ -246,11 +246,25 @@ ncclResult_t weft_comm_topo_init(struct ncclComm* comm) {
   return res;
 }
 
-int weft_comm_tuned_choice(const struct ncclComm* comm, int coll, size_t nbytes, struct weft_tuned* out) {
+_Static_assert(WEFT_TUNED_ALGO_TREE == 1u << WEFT_ALGO_TREE && WEFT_TUNED_ALGO_RING == 1u << WEFT_ALGO_RING &&
+                   WEFT_TUNED_ALGO_ALL == (1u << WEFT_ALGO_COUNT) - 1 &&
+                   WEFT_TUNED_PROTO_LL == 1u << WEFT_PROTO_LL &&
+                   WEFT_TUNED_PROTO_SIMPLE == 1u << WEFT_PROTO_SIMPLE &&
+                   WEFT_TUNED_PROTO_ALL == (1u << WEFT_PROTO_COUNT) - 1,
+               "tuned.h's masks are the tuning model's enums");
+
+int weft_comm_tuned_allows(const struct ncclComm* comm, int coll, unsigned algos, unsigned protos) {
+  const struct weft_comm_topo* t = comm->topo;
+  if (t == NULL) return -1;
+  return weft_tuning_allows(&t->tuning, coll, algos, protos);
+}
+
+int weft_comm_tuned_choice(const struct ncclComm* comm, int coll, size_t nbytes, unsigned algos,
+                           unsigned protos, struct weft_tuned* out) {
   const struct weft_comm_topo* t = comm->topo;
   if (t == NULL || coll < 0 || coll >= WEFT_FUNC_COUNT) return 0;
   struct weft_tuning_choice c;
-  if (weft_tuning_choose(&t->tuning, coll, nbytes, &c) != ncclSuccess) return 0;
+  if (weft_tuning_choose_in(&t->tuning, coll, nbytes, algos, protos, &c) != ncclSuccess) return 0;
   if (c.algo != WEFT_ALGO_RING && c.algo != WEFT_ALGO_TREE) return 0;
   if (c.proto != WEFT_PROTO_LL && c.proto != WEFT_PROTO_SIMPLE) return 0;
   int n = c.nchannels;

@@ -14,8 +14,23 @@ struct weft_tuned {
   float time_us; /* predicted */
 };
 
+/* Algorithms and protocols as bit masks in NCCL's order (the tuning model's enums), so that a
+ * per-call selection (nccl*Config) names the same things as NCCL_ALGO / NCCL_PROTO. */
+#define WEFT_TUNED_ALGO_TREE (1u << 0)
+#define WEFT_TUNED_ALGO_RING (1u << 1)
+#define WEFT_TUNED_ALGO_ALL 0x7fu /* Tree Ring CollNetDirect CollNetChain NVLS NVLSTree PAT */
+#define WEFT_TUNED_PROTO_LL (1u << 0)
+#define WEFT_TUNED_PROTO_LL128 (1u << 1)
+#define WEFT_TUNED_PROTO_SIMPLE (1u << 2)
+#define WEFT_TUNED_PROTO_ALL 0x7u
+
 /* 1 with *out filled when the communicator has a tuning model and it offers a choice for coll
- * (enum weft_coll) moving nbytes (NCCL's per-rank size), 0 when the caller must decide itself. */
-int weft_comm_tuned_choice(const struct ncclComm* comm, int coll, size_t nbytes, struct weft_tuned* out);
+ * (enum weft_coll) moving nbytes (NCCL's per-rank size) among the algorithms and protocols of
+ * the masks, 0 when the caller must decide itself. */
+int weft_comm_tuned_choice(const struct ncclComm* comm, int coll, size_t nbytes, unsigned algos,
+                           unsigned protos, struct weft_tuned* out);
+/* Whether the model enables some algorithm and protocol of the masks for coll; -1 when the
+ * communicator has no tuning model. */
+int weft_comm_tuned_allows(const struct ncclComm* comm, int coll, unsigned algos, unsigned protos);
 
 #endif

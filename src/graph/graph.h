@@ -280,6 +280,12 @@ float weft_tuning_busbw(const struct weft_tuning* t, int func, int algo, int pro
  * then the channel count reduced for small messages. ncclInvalidUsage when nothing is enabled. */
 ncclResult_t weft_tuning_choose(const struct weft_tuning* t, int func, size_t nbytes,
                                 struct weft_tuning_choice* out);
+/* The same among the algorithms and protocols whose bits (1 << WEFT_ALGO_*, 1 << WEFT_PROTO_*)
+ * are set: a per-call selection (nccl*Config) narrows what NCCL_ALGO / NCCL_PROTO allow. */
+ncclResult_t weft_tuning_choose_in(const struct weft_tuning* t, int func, size_t nbytes, unsigned algos,
+                                   unsigned protos, struct weft_tuning_choice* out);
+/* Whether some enabled (algo, proto) of func has its bits set in the masks. */
+int weft_tuning_allows(const struct weft_tuning* t, int func, unsigned algos, unsigned protos);
 /* Parses an NCCL_ALGO / NCCL_PROTO value for one function: "ring,tree", "^LL128",
  * "allreduce:tree;broadcast:ring". Sets bit i of *mask for names[i] allowed. Returns
  * ncclInvalidUsage (with a WARN) on unknown names. text NULL or empty allows all. */

@@ -282,8 +282,21 @@ static size_t channel_min_bytes(const struct weft_tuning* t, int algo, int proto
   return per_thread * (proto == WEFT_PROTO_LL128 ? 640 : 512);
 }
 
+int weft_tuning_allows(const struct weft_tuning* t, int func, unsigned algos, unsigned protos) {
+  if (func < 0 || func >= WEFT_FUNC_COUNT) return 0;
+  for (int a = 0; a < WEFT_ALGO_COUNT; a++)
+    for (int p = 0; p < WEFT_PROTO_COUNT; p++)
+      if (t->enabled[func][a][p] && (algos >> a & 1) && (protos >> p & 1)) return 1;
+  return 0;
+}
+
 ncclResult_t weft_tuning_choose(const struct weft_tuning* t, int func, size_t nbytes,
                                 struct weft_tuning_choice* out) {
+  return weft_tuning_choose_in(t, func, nbytes, ~0u, ~0u, out);
+}
+
+ncclResult_t weft_tuning_choose_in(const struct weft_tuning* t, int func, size_t nbytes, unsigned algos,
+                                   unsigned protos, struct weft_tuning_choice* out) {
   int ba = -1, bp = -1;
   float best = 0;
   if (func < 0 || func >= WEFT_FUNC_COUNT) {
@@ -292,6 +305,7 @@ ncclResult_t weft_tuning_choose(const struct weft_tuning* t, int func, size_t nb
   }
   for (int a = 0; a < WEFT_ALGO_COUNT; a++)
     for (int p = 0; p < WEFT_PROTO_COUNT; p++) {
+      if (!(algos >> a & 1) || !(protos >> p & 1)) continue;
       float us = weft_tuning_predict(t, func, a, p, nbytes, t->in.nranks, t->in.nnodes, t->in.nchannels);
       if (us > 0 && (ba < 0 || us < best)) ba = a, bp = p, best = us;
     }

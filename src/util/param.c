@@ -3,6 +3,7 @@
 #include "util/param.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,8 @@ static const struct weft_param_def params[] = {
     {"NCCL_SOCKET_RETRY_SLEEP_MSEC", WEFT_PARAM_INT, "100", "Pause between refused connection attempts"},
     {"NCCL_HOSTID", WEFT_PARAM_STR, NULL, "Host identity used instead of host name + boot id"},
     {"WEFT_HOSTID", WEFT_PARAM_STR, NULL, "Host identity (overrides NCCL_HOSTID); lets tests act as hosts"},
-    {"WEFT_BOOTSTRAP_TIMEOUT", WEFT_PARAM_INT, "300", "Seconds a bootstrap step waits before failing (0: no limit)"},
+    {"WEFT_BOOTSTRAP_TIMEOUT", WEFT_PARAM_INT, "300",
+     "Seconds a bootstrap step waits before failing (0: no limit)"},
     {"NCCL_UID_STAGGER_THRESHOLD", WEFT_PARAM_INT, "256", "Ranks per root above which check-ins stagger"},
     {"NCCL_UID_STAGGER_RATE", WEFT_PARAM_INT, "7000", "Check-ins per second when staggering"},
     /* Backend, waits and errors */
@@ -37,10 +39,14 @@ static const struct weft_param_def params[] = {
     {"WEFT_TIMEOUT", WEFT_PARAM_INT, "1800", "Seconds a collective waits for a peer before failing"},
     {"WEFT_WARN_AFTER", WEFT_PARAM_INT, "60", "Seconds of waiting after which one WARN names the peer"},
     {"WEFT_SPIN_USEC", WEFT_PARAM_INT, "50", "Microseconds a host wait spins before it sleeps"},
-    {"WEFT_NET_INTERLEAVE", WEFT_PARAM_INT, "1", "Host backend: 0 runs network ring channels one after another"},
-    {"WEFT_NET_CHUNKSIZE", WEFT_PARAM_INT, NULL, "Host backend: most bytes per ring step across hosts (64 KiB x hosts)"},
-    {"WEFT_NET_SEND_BY_REF", WEFT_PARAM_INT, "1", "Host backend: 0 copies ring steps for the network into the FIFO"},
-    {"WEFT_DIRECT", WEFT_PARAM_INT, "1", "Host backend: 0 disables the shared-board paths (small exchange, zero-copy)"},
+    {"WEFT_NET_INTERLEAVE", WEFT_PARAM_INT, "1",
+     "Host backend: 0 runs network ring channels one after another"},
+    {"WEFT_NET_CHUNKSIZE", WEFT_PARAM_INT, NULL,
+     "Host backend: most bytes per ring step across hosts (64 KiB x hosts)"},
+    {"WEFT_NET_SEND_BY_REF", WEFT_PARAM_INT, "1",
+     "Host backend: 0 copies ring steps for the network into the FIFO"},
+    {"WEFT_DIRECT", WEFT_PARAM_INT, "1",
+     "Host backend: 0 disables the shared-board paths (small exchange, zero-copy)"},
     {"NCCL_COMM_BLOCKING", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.blocking"},
     {"NCCL_CGA_CLUSTER_SIZE", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.cgaClusterSize"},
     {"NCCL_MIN_CTAS", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.minCTAs"},
@@ -72,9 +78,12 @@ static const struct weft_param_def params[] = {
     {"NCCL_NET_GDR_LEVEL", WEFT_PARAM_STR, NULL, "Farthest path type for GPUDirect RDMA"},
     {"NCCL_CROSS_NIC", WEFT_PARAM_INT, "2",
      "Rings may enter and leave a node on different NICs (0,1,2=auto)"},
-    {"NCCL_NVB_DISABLE", WEFT_PARAM_INT, "0", "Do not route GPU traffic through an NVLink-connected peer GPU"},
-    {"NCCL_PXN_DISABLE", WEFT_PARAM_INT, "0", "Do not send to a NIC through an NVLink peer GPU closer to it (PXN)"},
-    {"WEFT_TOPO_SYSFS", WEFT_PARAM_STR, "", "Prefix of /sys and /proc for topology detection (tests use a fake tree)"},
+    {"NCCL_NVB_DISABLE", WEFT_PARAM_INT, "0",
+     "Do not route GPU traffic through an NVLink-connected peer GPU"},
+    {"NCCL_PXN_DISABLE", WEFT_PARAM_INT, "0",
+     "Do not send to a NIC through an NVLink peer GPU closer to it (PXN)"},
+    {"WEFT_TOPO_SYSFS", WEFT_PARAM_STR, "",
+     "Prefix of /sys and /proc for topology detection (tests use a fake tree)"},
     {"NCCL_IB_DISABLE", WEFT_PARAM_INT, "0", "Disable the InfiniBand transport"},
     {"NCCL_SOCKET_NTHREADS", WEFT_PARAM_INT, NULL, "Helper threads per socket connection"},
     {"NCCL_NSOCKS_PERTHREAD", WEFT_PARAM_INT, NULL, "Sockets per helper thread"},
@@ -271,4 +280,31 @@ int weft_param_count(void) { return NPARAMS; }
 
 const struct weft_param_def* weft_param_at(int index) {
   return (index >= 0 && index < NPARAMS) ? &params[index] : NULL;
+}
+
+const struct weft_param_def* weft_param_find(const char* name) { return name ? find_def(name) : NULL; }
+
+int weft_param_index(const void* ptr) {
+  for (int i = 0; i < NPARAMS; i++)
+    if (ptr == (const void*)&params[i]) return i;
+  return -1;
+}
+
+const char* weft_param_value_text(const struct weft_param_def* def, char* buf, size_t size) {
+  const char* raw = weft_param_str(def->name);
+  if (raw == NULL || def->type != WEFT_PARAM_INT) return raw;
+  snprintf(buf, size, "%" PRId64, weft_param_int(def->name));
+  return buf;
+}
+
+void weft_param_dump(FILE* f) {
+  char buf[64];
+  fprintf(f, "Parameters (%d):\n", NPARAMS);
+  for (int i = 0; i < NPARAMS; i++) {
+    const struct weft_param_def* def = &params[i];
+    const char* v = weft_param_value_text(def, buf, sizeof(buf));
+    fprintf(f, "  %-32s %-16s [%s]\n", def->name, v ? v : "(unset)",
+            weft_param_source_name(weft_param_source(def->name)));
+    fprintf(f, "      %s\n", def->help);
+  }
 }

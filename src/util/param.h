@@ -2,7 +2,9 @@
 #ifndef WEFT_UTIL_PARAM_H
 #define WEFT_UTIL_PARAM_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum weft_param_type { WEFT_PARAM_INT, WEFT_PARAM_STR };
 enum weft_param_source { WEFT_SRC_DEFAULT, WEFT_SRC_FILE, WEFT_SRC_ENV };
@@ -26,6 +28,15 @@ const char* weft_param_source_name(enum weft_param_source src);
 /* Walk every registered parameter in table order (weft-info). */
 int weft_param_count(void);
 const struct weft_param_def* weft_param_at(int index);
+/* The table entry of name, NULL (without a WARN) when the table has none. */
+const struct weft_param_def* weft_param_find(const char* name);
+/* The index of a pointer into the table, -1 when it points anywhere else (handles from users). */
+int weft_param_index(const void* ptr);
+/* The value a parameter has now as text (integers as the library reads them, in decimal);
+ * NULL when unset and without default. buf holds integers' text. */
+const char* weft_param_value_text(const struct weft_param_def* def, char* buf, size_t size);
+/* Every parameter with its value, source and help, as weft-info prints them. */
+void weft_param_dump(FILE* f);
 /* Re-read config files on next access (tests, ncclResetDebugInit). */
 void weft_param_reload(void);
 /* Parse one config-file text; exposed for tests. Returns entries read. */

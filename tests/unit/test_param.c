@@ -1,11 +1,15 @@
 /* Parameter table and config files: environment over file over default, NCCL_CONF_FILE and
- * ~/.nccl.conf, comments/spaces/blank lines/CRLF, invalid integers, source reporting. */
+ * ~/.nccl.conf, comments/spaces/blank lines/CRLF, invalid integers, source reporting; and the
+ * public ncclParam* API over the same table (handles, typed and range-checked getters, raw bytes,
+ * keys, the dump). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "nccl.h"
 #include "util/log.h"
 #include "util/param.h"
 
@@ -25,9 +29,19 @@ static void write_file(const char* path, const char* text) {
 
 /* The variables this test gives values; none may leak in from the caller's environment. */
 static void clear_env(void) {
-  static const char* names[] = {"NCCL_CONF_FILE", "NCCL_SOCKET_IFNAME", "NCCL_BUFFSIZE", "NCCL_ALGO",
-                                "NCCL_PROTO",     "WEFT_TIMEOUT",       "NCCL_NTHREADS", "NCCL_TOPO_FILE",
-                                "WEFT_SPIN_USEC", "NCCL_DEBUG",         "WEFT_BACKEND"};
+  static const char* names[] = {"NCCL_CONF_FILE",
+                                "NCCL_SOCKET_IFNAME",
+                                "NCCL_BUFFSIZE",
+                                "NCCL_ALGO",
+                                "NCCL_PROTO",
+                                "WEFT_TIMEOUT",
+                                "NCCL_NTHREADS",
+                                "NCCL_TOPO_FILE",
+                                "WEFT_SPIN_USEC",
+                                "NCCL_DEBUG",
+                                "WEFT_BACKEND",
+                                "NCCL_MIN_NCHANNELS",
+                                "NCCL_DEBUG_TIMESTAMP_FORMAT"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) unsetenv(names[i]);
 }
 
@@ -162,6 +176,169 @@ static void test_files(void) {
   unlink(home_conf);
 }
 
+static int last_error_has(const char* a, const char* b) {
+  const char* e = weft_log_last_error();
+  return strstr(e, a) != NULL && (b == NULL || strstr(e, b) != NULL);
+}
+
+static void test_api_bind(void) {
+  ncclParamHandle_t h = NULL, again = NULL, untouched = (ncclParamHandle_t)(uintptr_t)0x1;
+  EXPECT(ncclParamBind(&h, "NCCL_NTHREADS") == ncclSuccess && h != NULL);
+  EXPECT(ncclParamBind(&again, "NCCL_NTHREADS") == ncclSuccess && again == h);
+  EXPECT(ncclParamBind(&untouched, "NCCL_NO_SUCH_PARAMETER") == ncclInvalidArgument);
+  EXPECT(untouched == (ncclParamHandle_t)(uintptr_t)0x1);
+  EXPECT(last_error_has("NCCL_NO_SUCH_PARAMETER", NULL));
+  EXPECT(ncclParamBind(&untouched, "nccl_nthreads") == ncclInvalidArgument); /* keys are case-sensitive */
+  EXPECT(ncclParamBind(&untouched, NULL) == ncclInvalidArgument);
+  EXPECT(ncclParamBind(NULL, "NCCL_NTHREADS") == ncclInvalidArgument);
+  int32_t i32 = 0;
+  int not_a_handle = 0;
+  EXPECT(ncclParamGetI32((ncclParamHandle_t)(void*)&not_a_handle, &i32) == ncclInvalidArgument);
+  EXPECT(ncclParamGetI32(NULL, &i32) == ncclInvalidArgument);
+  EXPECT(ncclParamGetI32(h, NULL) == ncclInvalidArgument);
+}
+
+static ncclParamHandle_t bind(const char* key) {
+  ncclParamHandle_t h = NULL;
+  EXPECT_MSG(ncclParamBind(&h, key) == ncclSuccess, "%s", key);
+  return h;
+}
+
+/* Each getter takes the values its type holds and refuses the others (no truncation). */
+static void test_api_ints(void) {
+  ncclParamHandle_t h = bind("NCCL_NTHREADS"); /* default 512 */
+  int8_t i8 = 0;
+  int16_t i16 = 0;
+  int32_t i32 = 0;
+  int64_t i64 = 0;
+  uint8_t u8 = 0;
+  uint16_t u16 = 0;
+  uint32_t u32 = 0;
+  uint64_t u64 = 0;
+  EXPECT(ncclParamGetI16(h, &i16) == ncclSuccess && i16 == 512);
+  EXPECT(ncclParamGetI32(h, &i32) == ncclSuccess && i32 == 512);
+  EXPECT(ncclParamGetI64(h, &i64) == ncclSuccess && i64 == 512);
+  EXPECT(ncclParamGetU16(h, &u16) == ncclSuccess && u16 == 512);
+  EXPECT(ncclParamGetU32(h, &u32) == ncclSuccess && u32 == 512);
+  EXPECT(ncclParamGetU64(h, &u64) == ncclSuccess && u64 == 512);
+  i8 = 9;
+  EXPECT(ncclParamGetI8(h, &i8) == ncclInvalidArgument && i8 == 9);
+  EXPECT(last_error_has("NCCL_NTHREADS", "512"));
+  EXPECT(ncclParamGetU8(h, &u8) == ncclInvalidArgument);
+  setenv("NCCL_NTHREADS", "-128", 1);
+  EXPECT(ncclParamGetI8(h, &i8) == ncclSuccess && i8 == -128);
+  EXPECT(ncclParamGetU64(h, &u64) == ncclInvalidArgument);
+  EXPECT(ncclParamGetU8(h, &u8) == ncclInvalidArgument);
+  setenv("NCCL_NTHREADS", "0x100000000", 1); /* 2^32, as the library reads it (base prefixes too) */
+  EXPECT(ncclParamGetU32(h, &u32) == ncclInvalidArgument);
+  EXPECT(ncclParamGetI32(h, &i32) == ncclInvalidArgument);
+  EXPECT(ncclParamGetI64(h, &i64) == ncclSuccess && i64 == 4294967296ll);
+  EXPECT(ncclParamGetU64(h, &u64) == ncclSuccess && u64 == 4294967296ull);
+  setenv("NCCL_NTHREADS", "255", 1);
+  EXPECT(ncclParamGetU8(h, &u8) == ncclSuccess && u8 == 255);
+  EXPECT(ncclParamGetI8(h, &i8) == ncclInvalidArgument);
+  unsetenv("NCCL_NTHREADS");
+  /* No value at all: unset and without default. */
+  EXPECT(ncclParamGetI32(bind("NCCL_MIN_NCHANNELS"), &i32) == ncclInvalidUsage);
+  EXPECT(last_error_has("NCCL_MIN_NCHANNELS", "unset"));
+  /* A string parameter has no integer getter. */
+  EXPECT(ncclParamGetI64(bind("WEFT_BACKEND"), &i64) == ncclInvalidArgument);
+  EXPECT(last_error_has("WEFT_BACKEND", "string"));
+}
+
+static void test_api_strings(void) {
+  const char* str = NULL;
+  EXPECT(ncclParamGetStr(bind("WEFT_BACKEND"), &str) == ncclSuccess && str_is(str, "auto"));
+  setenv("WEFT_BACKEND", "host", 1);
+  const char* again = NULL;
+  EXPECT(ncclParamGetStr(bind("WEFT_BACKEND"), &again) == ncclSuccess && str_is(again, "host"));
+  unsetenv("WEFT_BACKEND");
+  str = (const char*)"x";
+  EXPECT(ncclParamGetStr(bind("NCCL_TOPO_FILE"), &str) == ncclSuccess && str == NULL); /* unset */
+  EXPECT(ncclParamGetStr(bind("NCCL_NTHREADS"), &str) == ncclInvalidArgument);
+  EXPECT(ncclParamGetStr(bind("NCCL_NTHREADS"), NULL) == ncclInvalidArgument);
+
+  /* By key, as text: integers as the library reads them. */
+  const char* v = NULL;
+  int len = -1;
+  EXPECT(ncclParamGetParameter("NCCL_NTHREADS", &v, &len) == ncclSuccess && str_is(v, "512") && len == 3);
+  setenv("NCCL_NTHREADS", "0x100", 1);
+  EXPECT(ncclParamGetParameter("NCCL_NTHREADS", &v, &len) == ncclSuccess && str_is(v, "256") && len == 3);
+  unsetenv("NCCL_NTHREADS");
+  EXPECT(ncclParamGetParameter("NCCL_DEBUG_TIMESTAMP_FORMAT", &v, &len) == ncclSuccess &&
+         str_is(v, "[%F %T] ") && len == 8);
+  EXPECT(ncclParamGetParameter("NCCL_TOPO_FILE", &v, &len) == ncclSuccess && v == NULL && len == 0);
+  v = (const char*)"x";
+  len = 5;
+  EXPECT(ncclParamGetParameter("NCCL_NO_SUCH", &v, &len) == ncclInvalidArgument && v == NULL && len == 0);
+  EXPECT(last_error_has("NCCL_NO_SUCH", NULL));
+  EXPECT(ncclParamGetParameter(NULL, &v, &len) == ncclInvalidArgument);
+  EXPECT(ncclParamGetParameter("NCCL_NTHREADS", NULL, &len) == ncclInvalidArgument);
+}
+
+/* Raw bytes: an integer is its int64_t, a string its bytes and NUL, unset nothing; len is what the
+ * value needs, also when the buffer is too small. */
+static void test_api_raw(void) {
+  unsigned char raw[64];
+  int len = -1;
+  int64_t x = 0;
+  ncclParamHandle_t h = bind("NCCL_NTHREADS");
+  EXPECT(ncclParamGet(h, raw, sizeof(raw), &len) == ncclSuccess && len == 8);
+  memcpy(&x, raw, sizeof(x));
+  EXPECT_EQ_INT(x, 512);
+  len = -1;
+  EXPECT(ncclParamGet(h, raw, 4, &len) == ncclInvalidArgument && len == 8);
+  EXPECT(last_error_has("maxLen 4", "NCCL_NTHREADS"));
+  len = -1;
+  EXPECT(ncclParamGet(h, NULL, 0, &len) == ncclInvalidArgument && len == 8); /* a size query, refused */
+  len = -1;
+  EXPECT(ncclParamGet(h, NULL, 8, &len) == ncclInvalidArgument && len == -1);
+  EXPECT(ncclParamGet(h, raw, -1, &len) == ncclInvalidArgument && len == -1);
+  EXPECT(ncclParamGet(h, raw, 8, NULL) == ncclInvalidArgument);
+  EXPECT(ncclParamGet(bind("WEFT_BACKEND"), raw, sizeof(raw), &len) == ncclSuccess && len == 5 &&
+         memcmp(raw, "auto", 5) == 0);
+  EXPECT(ncclParamGet(bind("NCCL_TOPO_FILE"), raw, sizeof(raw), &len) == ncclSuccess && len == 0);
+  EXPECT(ncclParamGet(bind("NCCL_TOPO_FILE"), NULL, 0, &len) == ncclSuccess && len == 0);
+}
+
+static void test_api_keys_dump(void) {
+  const char** keys = NULL;
+  const char** again = NULL;
+  int n = -1, m = -1;
+  EXPECT(ncclParamGetAllParameterKeys(&keys, &n) == ncclSuccess && n == weft_param_count());
+  EXPECT(ncclParamGetAllParameterKeys(&again, &m) == ncclSuccess && again == keys && m == n);
+  for (int i = 0; keys && i < n; i++) EXPECT(str_is(keys[i], weft_param_at(i)->name));
+  EXPECT(ncclParamGetAllParameterKeys(NULL, &n) == ncclInvalidArgument);
+  EXPECT(ncclParamGetAllParameterKeys(&keys, NULL) == ncclInvalidArgument);
+
+  /* The dump goes to stdout: catch it in a file. */
+  char path[300];
+  snprintf(path, sizeof(path), "%s/dump.txt", tmpdir);
+  fflush(stdout);
+  int saved = dup(1);
+  FILE* f = fopen(path, "w+");
+  EXPECT(f != NULL && saved >= 0);
+  if (f == NULL || saved < 0) return;
+  setenv("WEFT_TIMEOUT", "77", 1);
+  dup2(fileno(f), 1);
+  ncclParamDumpAll();
+  dup2(saved, 1);
+  close(saved);
+  unsetenv("WEFT_TIMEOUT");
+  char text[65536];
+  rewind(f);
+  size_t got = fread(text, 1, sizeof(text) - 1, f);
+  text[got] = 0;
+  fclose(f);
+  unlink(path);
+  char head[64];
+  snprintf(head, sizeof(head), "Parameters (%d):", weft_param_count());
+  EXPECT_MSG(strncmp(text, head, strlen(head)) == 0, "%.80s", text);
+  EXPECT(strstr(text, "NCCL_NTHREADS") && strstr(text, "[default]") && strstr(text, "Threads per block"));
+  const char* t = strstr(text, "WEFT_TIMEOUT");
+  EXPECT(t != NULL && strstr(t, "77") && strstr(t, "[env]"));
+}
+
 int main(void) {
   clear_env();
   if (mkdtemp(tmpdir) == NULL) {
@@ -173,6 +350,13 @@ int main(void) {
   test_defaults();
   test_text();
   test_files();
+  weft_param_reload();
+  weft_param_load_text("");
+  test_api_bind();
+  test_api_ints();
+  test_api_strings();
+  test_api_raw();
+  test_api_keys_dump();
   rmdir(tmpdir);
   weft_param_reload();
   return test_finish("test_param");

@@ -1,7 +1,6 @@
 /* weft-info: prints Weft's version, the NCCL API level, the backends built and usable here, and
  * every parameter with its value, source (default / file / env) and help. --json for scripts. */
 #include <dlfcn.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,14 +36,6 @@ static struct cuda_state probe_cuda(void) {
   }
   /* Not closed: some drivers do not support being unloaded after cuInit. */
   return s;
-}
-
-/* The value a parameter has now, as text; NULL when unset and without default. */
-static const char* param_value(const struct weft_param_def* def, char* buf, size_t size) {
-  const char* raw = weft_param_str(def->name);
-  if (raw == NULL || def->type != WEFT_PARAM_INT) return raw;
-  snprintf(buf, size, "%" PRId64, weft_param_int(def->name));
-  return buf;
 }
 
 static void json_string(const char* s) {
@@ -83,14 +74,7 @@ static void print_text(const struct cuda_state* cuda) {
          NCCL_VERSION_CODE, version);
   printf("Backends:\n  host   built, usable\n");
   printf("  cuda   %s; %s\n", cuda->built ? "built" : "not built", cuda_text(cuda, buf, sizeof(buf)));
-  printf("Parameters (%d):\n", weft_param_count());
-  for (int i = 0; i < weft_param_count(); i++) {
-    const struct weft_param_def* def = weft_param_at(i);
-    const char* v = param_value(def, buf, sizeof(buf));
-    printf("  %-32s %-16s [%s]\n", def->name, v ? v : "(unset)",
-           weft_param_source_name(weft_param_source(def->name)));
-    printf("      %s\n", def->help);
-  }
+  weft_param_dump(stdout); /* the same text as ncclParamDumpAll */
 }
 
 static void print_json(const struct cuda_state* cuda) {
@@ -110,7 +94,7 @@ static void print_json(const struct cuda_state* cuda) {
     printf("%s\n  {\"name\": ", i ? "," : "");
     json_string(def->name);
     printf(", \"type\": \"%s\", \"value\": ", def->type == WEFT_PARAM_INT ? "int" : "string");
-    json_string(param_value(def, buf, sizeof(buf)));
+    json_string(weft_param_value_text(def, buf, sizeof(buf)));
     printf(", \"default\": ");
     json_string(def->default_value);
     printf(", \"source\": \"%s\", \"help\": ", weft_param_source_name(weft_param_source(def->name)));
