@@ -11,6 +11,10 @@
 
 struct weft_bootstrap;
 
+/* Bytes at the start of an ncclUniqueId that the bootstrap fills and reads; the rest is zero and
+ * free for the caller (ncclCommGetUniqueId describes the parent communicator there). */
+#define WEFT_BOOTSTRAP_ID_BYTES 64
+
 /* Fill id with a random 64-bit magic and the address of a root listener that runs in a
  * thread of this process. With NCCL_COMM_ID=host:port set, every rank derives the same id
  * (fixed magic) and rank 0 starts the root at that address during weft_bootstrap_init. */

@@ -12,8 +12,8 @@
 #include "util/log.h"
 #include "util/param.h"
 
-_Static_assert(sizeof(struct weft_bootstrap_handle) <= NCCL_UNIQUE_ID_BYTES,
-               "handle must fit in ncclUniqueId");
+_Static_assert(sizeof(struct weft_bootstrap_handle) <= WEFT_BOOTSTRAP_ID_BYTES,
+               "handle must fit in the bootstrap's part of ncclUniqueId");
 
 static ncclResult_t random_magic(uint64_t* magic) {
   do {

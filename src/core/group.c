@@ -109,6 +109,15 @@ static ncclResult_t run_jobs(struct weft_async_job* jobs) {
 }
 
 static ncclResult_t launch_one(struct ncclComm* comm) {
+  /* Read after launches_in_flight was raised: a concurrent ncclCommRevoke either waits for this
+   * launch (and its abort flag stops it) or has already marked the comm, which is seen here. */
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&comm->revoked, __ATOMIC_SEQ_CST)) {
+    WEFT_WARN("comm %p rank %d was revoked while this group was queued; its operations are dropped",
+              (void*)comm, comm->rank);
+    weft_enqueue_discard(comm);
+    return ncclInvalidUsage;
+  }
   ncclResult_t res = weft_enqueue_launch(comm);
   if (WEFT_FAILED(res)) weft_comm_set_async_error(comm, res);
   return res;

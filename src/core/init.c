@@ -215,6 +215,11 @@ static ncclResult_t init_rank(ncclComm_t* newcomm, int nranks, int nids, const n
   return res;
 }
 
+ncclResult_t weft_comm_init_rank(ncclComm_t* newcomm, int nranks, const ncclUniqueId* id, int rank,
+                                 ncclConfig_t* config) {
+  return init_rank(newcomm, nranks, 1, id, rank, weft_current_device(), config);
+}
+
 WEFT_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
          ncclConfig_t* config) {
   return init_rank(comm, nranks, 1, &commId, rank, weft_current_device(), config);

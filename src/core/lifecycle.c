@@ -16,7 +16,7 @@
 
 int weft_current_device(void) { return weft_cuda_current_device(); }
 
-ncclResult_t weft_comm_check(const struct ncclComm* comm, const char* caller) {
+ncclResult_t weft_comm_check_parent(const struct ncclComm* comm, const char* caller) {
   if (comm == NULL) {
     WEFT_WARN("%s: comm is NULL", caller);
     return ncclInvalidArgument;
@@ -29,7 +29,8 @@ ncclResult_t weft_comm_check(const struct ncclComm* comm, const char* caller) {
   ncclResult_t state = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
   if (state == ncclInProgress) {
     WEFT_WARN(
-        "%s: comm %p rank %d is still initializing; wait until ncclCommGetAsyncError reports ncclSuccess",
+        "%s: comm %p rank %d is still initializing (or being revoked); wait until ncclCommGetAsyncError "
+        "reports ncclSuccess",
         caller, (const void*)comm, comm->rank);
     return ncclInvalidArgument;
   }
@@ -39,6 +40,17 @@ ncclResult_t weft_comm_check(const struct ncclComm* comm, const char* caller) {
     return state;
   }
   return ncclSuccess;
+}
+
+ncclResult_t weft_comm_check(const struct ncclComm* comm, const char* caller) {
+  if (comm != NULL && comm->magic == WEFT_COMM_MAGIC && __atomic_load_n(&comm->revoked, __ATOMIC_ACQUIRE)) {
+    WEFT_WARN(
+        "%s: comm %p rank %d was revoked (ncclCommRevoke or NCCL_SHRINK_ABORT); only ncclCommDestroy, "
+        "ncclCommSplit or ncclCommShrink may follow",
+        caller, (const void*)comm, comm->rank);
+    return ncclInvalidUsage;
+  }
+  return weft_comm_check_parent(comm, caller);
 }
 
 void weft_comm_set_async_error(struct ncclComm* comm, ncclResult_t res) {
@@ -69,6 +81,7 @@ void weft_comm_free(struct ncclComm* comm) {
   free(comm->local_ranks);
   free(comm->rank_to_node);
   free(comm->user_ops);
+  free(comm->suspended_usage);
   for (struct weft_task* t = comm->tasks.head; t;) {
     struct weft_task* next = t->next;
     free(t);
@@ -127,6 +140,10 @@ WEFT_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
     WEFT_WARN("ncclCommFinalize: comm %p rank %d is already finalized", (void*)comm, comm->rank);
     return ncclInvalidUsage;
   }
+  if (comm->revoked) {
+    WEFT_WARN("ncclCommFinalize: comm %p rank %d was revoked; destroy it instead", (void*)comm, comm->rank);
+    return ncclInvalidUsage;
+  }
   comm->finalized = 1;
   if (comm->backend == WEFT_BACKEND_CUDA && comm->cuda != NULL) return weft_cuda_flush(comm);
   return ncclSuccess;
@@ -136,7 +153,8 @@ WEFT_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   if (comm == NULL) return ncclSuccess; /* NCCL accepts NULL here */
   WEFT_CHECK(check_exists(comm, "ncclCommDestroy"));
   /* Destroying a comm that is still initializing in the background stops that init. */
-  if (__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE) == ncclInProgress)
+  /* A revoked comm's peers may be gone or mid-operation: tear it down locally, as an abort does. */
+  if (__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE) == ncclInProgress || comm->revoked)
     __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
   while (__atomic_load_n(&comm->launches_in_flight, __ATOMIC_ACQUIRE) > 0) sched_yield();
   if (weft_comm_claim(comm)) weft_comm_free(comm);

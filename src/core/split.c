@@ -1,6 +1,7 @@
 /* ncclCommSplit: ranks exchange (color, key) over the parent's bootstrap; ranks of one color
  * form a new communicator ordered by key, then parent rank. The exchange itself is part of the
- * (possibly grouped or background) job, since all parent ranks must reach it together. */
+ * (possibly grouped or background) job, since all parent ranks must reach it together. The
+ * child's allocation, setup and job start are shared with shrink and grow (split.h). */
 #include <stdlib.h>
 
 #include "bootstrap/bootstrap.h"
@@ -8,6 +9,7 @@
 #include "core/group.h"
 #include "core/init.h"
 #include "core/peers.h"
+#include "core/split.h"
 #include "util/check.h"
 
 struct split_job {
@@ -47,6 +49,13 @@ static ncclResult_t assign_ranks(const struct color_key* all, int nranks, int me
   return ncclSuccess;
 }
 
+ncclResult_t weft_child_setup(struct ncclComm* child, struct ncclComm* parent, const int* parent_ranks,
+                              int index, uint64_t tag) {
+  uint64_t salt[3] = {parent->comm_hash, (uint64_t)index, tag};
+  child->comm_hash = weft_hash_bytes(salt, sizeof(salt), 0x5b1d);
+  return weft_comm_setup(child, NULL, 0, parent, parent_ranks);
+}
+
 static ncclResult_t split_run(struct weft_async_job* base) {
   struct split_job* job = (struct split_job*)base;
   struct ncclComm* parent = job->parent;
@@ -60,11 +69,9 @@ static ncclResult_t split_run(struct weft_async_job* base) {
     res = assign_ranks(all, parent->nranks, parent->rank, &parent_ranks, &comm->rank, &comm->nranks);
   free(all);
   if (res != ncclSuccess || job->color == NCCL_SPLIT_NOCOLOR) return res;
-  uint64_t salt[3] = {parent->comm_hash, (uint64_t)job->split_index, (uint64_t)(uint32_t)job->color};
-  comm->comm_hash = weft_hash_bytes(salt, sizeof(salt), 0x5b1d);
   WEFT_INFO(WEFT_INIT, "comm %p split from comm %p rank %d color %d key %d -> rank %d of %d", (void*)comm,
             (void*)parent, parent->rank, job->color, job->key, comm->rank, comm->nranks);
-  res = weft_comm_setup(comm, NULL, 0, parent, parent_ranks);
+  res = weft_child_setup(comm, parent, parent_ranks, job->split_index, (uint64_t)(uint32_t)job->color);
   free(parent_ranks);
   return res;
 }
@@ -82,16 +89,36 @@ static void split_done(struct weft_async_job* base, ncclResult_t res) {
   free(job);
 }
 
+ncclResult_t weft_child_alloc(struct ncclComm* parent, int rank, int nranks, ncclConfig_t* config,
+                              struct ncclComm** out) {
+  return weft_comm_alloc(rank, nranks, parent->cuda_dev, config ? config : &parent->config, out);
+}
+
+ncclResult_t weft_child_start(struct weft_async_job* job, ncclComm_t* newcomm) {
+  struct ncclComm* child = job->comm;
+  *newcomm = child;
+  if (weft_group_depth() > 0) {
+    weft_group_add_job(job);
+    return ncclSuccess;
+  }
+  ncclResult_t res = job->run(job);
+  job->done(job, res);
+  if (WEFT_FAILED(res)) {
+    *newcomm = NULL;
+    weft_comm_free(child);
+  }
+  return res;
+}
+
 WEFT_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
          ncclConfig_t* config) {
-  WEFT_CHECK(weft_comm_check(comm, "ncclCommSplit"));
+  WEFT_CHECK(weft_comm_check_parent(comm, "ncclCommSplit"));
   WEFT_ARG_CHECK(newcomm != NULL, "newcomm is NULL");
   WEFT_ARG_CHECK(color >= 0 || color == NCCL_SPLIT_NOCOLOR, "color %d must be >= 0 or NCCL_SPLIT_NOCOLOR",
                  color);
   *newcomm = NULL;
-  /* The child inherits the parent's config unless one is given. */
   struct ncclComm* child = NULL;
-  WEFT_CHECK(weft_comm_alloc(0, 1, comm->cuda_dev, config ? config : &comm->config, &child));
+  WEFT_CHECK(weft_child_alloc(comm, 0, 1, config, &child));
   struct split_job* job = calloc(1, sizeof(*job));
   if (job == NULL) {
     weft_comm_free(child);
@@ -103,17 +130,5 @@ WEFT_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
                             .color = color,
                             .key = key,
                             .split_index = comm->split_count++};
-  *newcomm = child;
-  if (weft_group_depth() > 0) {
-    weft_group_add_job(&job->base);
-    return ncclSuccess;
-  }
-  ncclResult_t res = split_run(&job->base);
-  int failed = WEFT_FAILED(res);
-  split_done(&job->base, res);
-  if (failed) {
-    *newcomm = NULL;
-    weft_comm_free(child);
-  }
-  return res;
+  return weft_child_start(&job->base, newcomm);
 }
