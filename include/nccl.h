@@ -230,7 +230,7 @@ typedef enum {
 
 /* What ncclCommMemStats reports. */
 typedef enum {
-  ncclStatGpuMemSuspend = 0,   /* bytes a suspend would release */
+  ncclStatGpuMemSuspend = 0,   /* bytes a suspend releases (while suspended: those it released) */
   ncclStatGpuMemSuspended = 1, /* 1 while suspended, else 0 */
   ncclStatGpuMemPersist = 2,   /* bytes held whether suspended or not */
   ncclStatGpuMemTotal = 3      /* all bytes the communicator holds */

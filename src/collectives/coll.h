@@ -11,5 +11,10 @@ struct ncclComm;
 ncclResult_t weft_coll_comm_init(struct ncclComm* comm);
 /* Called by ncclCommDestroy/Abort; must work on a half-built or aborted comm. */
 void weft_coll_comm_fini(struct ncclComm* comm);
+/* ncclCommSuspend: wait for the comm's work, then (after a barrier: collective) release its
+ * buffers; the comm stays valid. ncclCommResume (collective): build them again, reconnecting
+ * every connector that existed, so operations after it run as before. */
+ncclResult_t weft_coll_comm_suspend(struct ncclComm* comm);
+ncclResult_t weft_coll_comm_resume(struct ncclComm* comm);
 
 #endif

@@ -8,6 +8,7 @@
 #include "collectives/redop.h"
 #include "core/comm.h"
 #include "core/group.h"
+#include "core/suspend.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -97,7 +98,7 @@ static ncclResult_t validate_and_build(const struct weft_call* call, weft_call_c
                                        weft_call_build_fn build) {
   struct ncclComm* comm = call->comm;
   struct weft_redop op = {.kind = WEFT_OP_SUM, .user_op = ncclSum};
-  WEFT_CHECK(weft_comm_check(comm, call->name));
+  WEFT_CHECK(weft_comm_check_active(comm, call->name));
   WEFT_INFO(WEFT_COLL,
             "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] "
             "stream %p",

@@ -223,6 +223,17 @@ const struct weft_mem_reg* weft_mem_reg_find(const struct ncclComm* comm, const 
   return found;
 }
 
+void weft_mem_reg_usage(const struct ncclComm* comm, uint64_t* count, uint64_t* bytes) {
+  *count = *bytes = 0;
+  pthread_mutex_lock(&mem_lock);
+  for (struct weft_mem_reg* r = regs; r; r = r->next) {
+    if (r->comm != comm) continue;
+    (*count)++;
+    *bytes += r->size;
+  }
+  pthread_mutex_unlock(&mem_lock);
+}
+
 void weft_mem_comm_fini(struct ncclComm* comm) {
   if (comm == NULL) return;
   pthread_mutex_lock(&mem_lock);

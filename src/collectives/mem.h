@@ -46,6 +46,8 @@ struct weft_mem_reg {
 
 /* The registration of comm covering [addr, addr+len), or NULL. */
 const struct weft_mem_reg* weft_mem_reg_find(const struct ncclComm* comm, const void* addr, size_t len);
+/* How many registrations comm has and the bytes of user memory they cover (memory accounting). */
+void weft_mem_reg_usage(const struct ncclComm* comm, uint64_t* count, uint64_t* bytes);
 /* Drop every registration of comm (communicator teardown). NULL-safe. */
 void weft_mem_comm_fini(struct ncclComm* comm);
 

@@ -55,6 +55,16 @@ void weft_cuda_device_desc(int dev, char* buf, size_t len) {
   snprintf(buf, len, "%s, busId %04x:%02x:%02x.0", p.name, p.pciDomainID, p.pciBusID, p.pciDeviceID);
 }
 
+int64_t weft_cuda_device_busid(int dev) {
+  struct cudaDeviceProp p;
+  if (!weft_cuda_usable() || cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  /* domain:bus:device.0 as one number, the way weft_topo_busid_parse reads "0000:18:00.0" */
+  return ((int64_t)p.pciDomainID << 20) | ((int64_t)p.pciBusID << 12) | ((int64_t)p.pciDeviceID << 4);
+}
+
 int weft_cuda_current_device(void) {
   int dev = 0;
   if (!weft_cuda_usable() || cudaGetDevice(&dev) != cudaSuccess) return 0;
@@ -67,6 +77,10 @@ int weft_cuda_current_device(void) { return 0; }
 void weft_cuda_device_desc(int dev, char* buf, size_t len) {
   (void)dev;
   snprintf(buf, len, "?");
+}
+int64_t weft_cuda_device_busid(int dev) {
+  (void)dev;
+  return -1;
 }
 #endif
 

@@ -4,6 +4,7 @@
 #define WEFT_UTIL_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nccl.h"
 
@@ -16,6 +17,9 @@ const char* weft_cuda_unusable_reason(void);
 
 /* Device dev's name and PCI bus id for logs ("?" when unknown); buf holds at least 64 bytes. */
 void weft_cuda_device_desc(int dev, char* buf, size_t len);
+
+/* Device dev's PCI bus id as weft_topo_busid_parse gives it for "0000:18:00.0"; -1 unknown. */
+int64_t weft_cuda_device_busid(int dev);
 
 /* Whether WEFT_BACKEND selects the CUDA backend: "cuda", or "auto" with a usable device. */
 int weft_cuda_selected(void);

@@ -9,6 +9,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/agree.h"
+#include "collectives/memstat.h"
 #include "core/comm.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -329,6 +330,7 @@ static void free_state(struct weft_bootstrap* bs, int rank, int nranks, struct w
   release_connectors(bs, rank, nranks, s);
   free(s->p2p_send_mem);
   free(s->p2p_recv_mem);
+  free(s->restore_p2p);
   weft_cuda_devcomm_free(s);
   if (s->host) cudaFreeHost(s->host);
   if (s->last_event) cudaEventDestroy(s->last_event);
@@ -367,6 +369,18 @@ static void reap_later(struct ncclComm* comm, struct weft_cuda_state* s) {
   pthread_attr_destroy(&attr);
 }
 
+void weft_cuda_stop(struct ncclComm* comm) {
+  struct weft_cuda_state* s = comm ? comm->cuda : NULL;
+  if (s == NULL || s->host == NULL) return;
+  s->host->abort = 1;
+  __sync_synchronize();
+  int caller = -1;
+  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
+  cudaSetDevice(s->dev);
+  weft_cuda_flush(comm);
+  if (caller >= 0 && caller != s->dev) cudaSetDevice(caller);
+}
+
 void weft_cuda_comm_fini(struct ncclComm* comm) {
   struct weft_cuda_state* s = comm ? comm->cuda : NULL;
   if (s == NULL) return;
@@ -393,12 +407,120 @@ void weft_cuda_comm_fini(struct ncclComm* comm) {
   if (caller >= 0 && caller != dev) cudaSetDevice(caller);
 }
 
+ncclResult_t weft_cuda_comm_drain(struct ncclComm* comm) {
+  struct weft_cuda_state* s = comm->cuda;
+  int caller = -1;
+  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
+  cudaSetDevice(s->dev);
+  ncclResult_t res = ncclSuccess;
+  /* Replays of graphs that captured this comm's launches run on streams it never sees. */
+  if (s->captured) WEFT_CUDACHECK_GOTO(cudaDeviceSynchronize(), res, out);
+  res = weft_cuda_flush(comm);
+out:
+  if (caller >= 0 && caller != s->dev) cudaSetDevice(caller);
+  return res;
+}
+
+/* Work lists no kernel reads any more (drained); a captured one is its graph's for good. */
+static void free_idle_wlists(struct weft_cuda_state* s) {
+  for (struct weft_cuda_wlist** at = &s->wlists; *at;) {
+    struct weft_cuda_wlist* l = *at;
+    if (l->captured) {
+      at = &l->next;
+      continue;
+    }
+    *at = l->next;
+    cudaFree(l->dev);
+    if (l->done) cudaEventDestroy(l->done);
+    free(l);
+  }
+}
+
+/* The connectors go the way teardown sends them (peers' memory closed, then own memory freed once
+ * its importer says it closed it); the device state stays where it is, since kernel arguments
+ * (captured graphs' too) point at it, and gets the new connectors at resume. */
+ncclResult_t weft_cuda_comm_suspend(struct ncclComm* comm) {
+  struct weft_cuda_state* s = comm->cuda;
+  int k = comm->nranks;
+  uint8_t* flags = calloc(2 * (size_t)k, 1);
+  if (flags == NULL) {
+    WEFT_WARN("comm %p rank %d: out of memory suspending the communicator", (void*)comm, comm->rank);
+    return ncclSystemError;
+  }
+  for (int p = 0; p < k; p++) {
+    flags[p] = s->p2p_send_mem[p] != NULL;
+    flags[k + p] = s->p2p_recv_mem[p] != NULL;
+  }
+  int caller = -1;
+  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
+  cudaSetDevice(s->dev);
+  release_connectors(comm->bootstrap, comm->rank, k, s);
+  free_idle_wlists(s);
+  cudaGetLastError(); /* like teardown's: not the application's next error */
+  if (caller >= 0 && caller != s->dev) cudaSetDevice(caller);
+  free(s->restore_p2p);
+  s->restore_p2p = flags;
+  return ncclSuccess;
+}
+
+/* Send/recv entries start unconnected (zeros), as after init, until restored or first used. */
+static ncclResult_t resume_on_device(struct ncclComm* comm, struct weft_cuda_state* s) {
+  size_t conns = (size_t)comm->nranks * sizeof(struct weft_cuda_conn);
+  WEFT_CUDACHECK(cudaMemsetAsync(s->mirror.p2p_send, 0, 2 * conns, s->setup_stream));
+  WEFT_CUDACHECK(cudaStreamSynchronize(s->setup_stream));
+  if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));
+  if (s->restore_p2p == NULL) return ncclSuccess;
+  return weft_cuda_p2p_connect(comm, s->restore_p2p, s->restore_p2p + comm->nranks);
+}
+
+ncclResult_t weft_cuda_comm_resume(struct ncclComm* comm) {
+  struct weft_cuda_state* s = comm->cuda;
+  int caller = -1;
+  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
+  cudaSetDevice(s->dev);
+  ncclResult_t res = resume_on_device(comm, s);
+  free(s->restore_p2p);
+  s->restore_p2p = NULL;
+  if (caller >= 0 && caller != s->dev) cudaSetDevice(caller);
+  return res;
+}
+
+/* Own connectors (the receiving side's; a peer's are counted by that peer), work lists and the
+ * device state. The host-mapped flags are pinned host memory the GPU maps: state. */
+static void add_p2p(struct weft_mem_usage* u, const struct weft_p2p_mem* m) {
+  if (m != NULL && m->owner) u->suspendable[WEFT_MEM_DEVICE] += m->size;
+}
+
+void weft_cuda_mem_usage(const struct ncclComm* comm, struct weft_mem_usage* u) {
+  const struct weft_cuda_state* s = comm->cuda;
+  if (s == NULL) return;
+  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++) add_p2p(u, s->ring_recv_mem[c]);
+  for (int p = 0; s->p2p_recv_mem && p < comm->nranks; p++) add_p2p(u, s->p2p_recv_mem[p]);
+  for (const struct weft_cuda_wlist* l = s->wlists; l; l = l->next) {
+    uint64_t bytes = (uint64_t)l->cap * sizeof(struct weft_cuda_work);
+    if (l->captured)
+      u->persist[WEFT_MEM_DEVICE] += bytes;
+    else
+      u->suspendable[WEFT_MEM_STAGING] += bytes;
+  }
+  if (s->devcomm != NULL)
+    u->persist[WEFT_MEM_DEVICE] +=
+        sizeof(struct weft_cuda_devcomm) + 2 * (uint64_t)comm->nranks * sizeof(struct weft_cuda_conn);
+  if (s->host != NULL) u->persist[WEFT_MEM_STATE] += sizeof(*s->host);
+}
+
 #else /* no CUDA backend in this build */
+
+ncclResult_t weft_cuda_comm_drain(struct ncclComm* comm) { return weft_cuda_comm_init(comm); }
+ncclResult_t weft_cuda_comm_suspend(struct ncclComm* comm) { return weft_cuda_comm_init(comm); }
+ncclResult_t weft_cuda_comm_resume(struct ncclComm* comm) { return weft_cuda_comm_init(comm); }
+void weft_cuda_mem_usage(const struct ncclComm* comm, struct weft_mem_usage* u) { (void)comm, (void)u; }
 
 ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
   WEFT_WARN("comm %p rank %d: the CUDA backend is not built in (CUDA=0)", (void*)comm, comm->rank);
   return ncclInvalidUsage;
 }
 void weft_cuda_comm_fini(struct ncclComm* comm) { (void)comm; }
+void weft_cuda_stop(struct ncclComm* comm) { (void)comm; }
 
 #endif

@@ -16,8 +16,21 @@ ncclResult_t weft_cuda_comm_init(struct ncclComm* comm);
 /* Waits for the comm's kernels (raising the device abort flag first when the comm is aborted)
  * and frees its device state. NULL-safe, works on a half-built comm. */
 void weft_cuda_comm_fini(struct ncclComm* comm);
+/* Stop the comm's kernels (raise the device abort flag) and wait until its launched work has
+ * ended; the comm keeps its device state for a later destroy (ncclCommRevoke). */
+void weft_cuda_stop(struct ncclComm* comm);
+/* Suspend and resume (collectives/coll.h): drain waits for every kernel of the comm (graph
+ * replays included); suspend then frees the connectors and idle work lists, keeping the device
+ * state at its address so captured graphs replay after resume; resume reconnects. */
+ncclResult_t weft_cuda_comm_drain(struct ncclComm* comm);
+ncclResult_t weft_cuda_comm_suspend(struct ncclComm* comm);
+ncclResult_t weft_cuda_comm_resume(struct ncclComm* comm);
 /* Launch tasks (the group's, in call order) on their stream; returns once enqueued. */
 ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks);
+/* The planner settings of the CUDA launch (NCCL_PROTO, channel bounds, channels connected);
+ * NULL without CUDA state. */
+struct weft_plan_params;
+const struct weft_plan_params* weft_cuda_plan_params(const struct ncclComm* comm);
 
 /* The first error a kernel of this comm reported (a wait that timed out), as the comm's async
  * error, with a WARN (once) naming the operation, peer and channel; ncclSuccess when none. */

@@ -53,17 +53,20 @@ static void plan_coll(const struct ncclComm* comm, const struct weft_cuda_state*
   size_t bytes = t->count * es;
   if (t->coll == WEFT_COLL_ALLGATHER || t->coll == WEFT_COLL_REDUCESCATTER) bytes *= (size_t)comm->nranks;
   fill_common(w, t);
-  const struct weft_plan_params* env = &s->env;
+  /* A nccl*Config call's selection and channel bounds, the same way plan.c applies them. */
+  struct weft_plan_params narrowed = s->env;
+  weft_plan_narrow(&narrowed, &t->opts);
+  const struct weft_plan_params* env = &narrowed;
   w->proto = (env->ll_ok && (bytes <= LL_MAX_BYTES || !env->simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
   int n = (int)(bytes / BYTES_PER_CHANNEL) + 1;
   if (env->min_channels > 0 && n < env->min_channels) n = env->min_channels;
   if (n > s->nchannels) n = s->nchannels;
-  if (n < 1) n = 1;
+  n = weft_plan_bound_channels(&t->opts, n, s->nchannels);
   w->nchannels = n;
   w->chunk = chunk_elems(w->proto, s, es);
-  WEFT_INFO(WEFT_TUNING, "coll %d seq %llu: %zu bytes, Ring %s, %d channel(s), chunk %llu elements (CUDA)",
+  WEFT_INFO(WEFT_TUNING, "coll %d seq %llu: %zu bytes, Ring %s, %d channel(s), chunk %llu elements (CUDA)%s",
             (int)t->coll, (unsigned long long)t->seq, bytes, w->proto == WEFT_PROTO_LL ? "LL" : "Simple", n,
-            (unsigned long long)w->chunk);
+            (unsigned long long)w->chunk, t->opts.sig ? " (per-call config)" : "");
 }
 
 static void plan_p2p(const struct weft_cuda_state* s, const struct weft_task* t, int block,
@@ -228,6 +231,24 @@ static ncclResult_t upload_works(struct weft_cuda_state* s, const struct weft_cu
   return weft_cuda_copy_now(s, (*out)->dev, w, (size_t)n * sizeof(*w));
 }
 
+/* ncclCollConfig_t.launchCompletionEvent: recorded on the launch stream right after the kernel
+ * that carries the call (one kernel per group, so every event of the group marks the same point). */
+static ncclResult_t record_completion(const struct ncclComm* comm, const struct weft_task* tasks,
+                                      cudaStream_t stream) {
+  for (const struct weft_task* t = tasks; t; t = t->next) {
+    if (t->opts.completion_event == NULL || t->count == 0) continue;
+    cudaError_t err = cudaEventRecord(t->opts.completion_event, stream);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      WEFT_WARN("comm %p rank %d: recording launchCompletionEvent %p of call %llu failed: %s", (void*)comm,
+                comm->rank, (void*)t->opts.completion_event, (unsigned long long)t->seq,
+                cudaGetErrorString(err));
+      return ncclInvalidArgument;
+    }
+  }
+  return ncclSuccess;
+}
+
 /* Plan every task and launch them as one kernel: the work list in the kernel arguments when it
  * fits, else in device memory. A group split over several kernels could deadlock (a send in one
  * kernel, its receive in the next, each rank waiting in a different one). */
@@ -259,6 +280,7 @@ static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks,
               comm->rank, n);
   }
   if (res == ncclSuccess) res = launch_batch(s, &args, nblocks, stream);
+  if (res == ncclSuccess) res = record_completion(comm, tasks, stream);
   if (l != NULL && !l->captured) {
     cudaError_t err = res == ncclSuccess ? cudaEventRecord(l->done, stream) : cudaSuccess;
     if (err != cudaSuccess) l->captured = 1; /* cannot tell when it is free: never reuse it */
@@ -343,6 +365,10 @@ static ncclResult_t launch_on_device(struct ncclComm* comm, struct weft_cuda_sta
   return ncclSuccess;
 }
 
+const struct weft_plan_params* weft_cuda_plan_params(const struct ncclComm* comm) {
+  return comm->cuda ? &comm->cuda->env : NULL;
+}
+
 /* Launch on the comm's device and give the caller back its current device, as NCCL does: a
  * thread driving comms on several GPUs keeps the device it selected. */
 ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
@@ -359,6 +385,11 @@ ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
 }
 
 #else /* no CUDA backend in this build */
+
+const struct weft_plan_params* weft_cuda_plan_params(const struct ncclComm* comm) {
+  (void)comm;
+  return NULL;
+}
 
 ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
   (void)tasks;

@@ -43,6 +43,7 @@ struct weft_cuda_state {
   struct weft_cuda_wlist* wlists;    /* device work lists of groups over WEFT_CUDA_MAX_WORKS */
   struct weft_p2p_mem *ring_send_mem[WEFT_CUDA_MAX_CHANNELS], *ring_recv_mem[WEFT_CUDA_MAX_CHANNELS];
   struct weft_p2p_mem **p2p_send_mem, **p2p_recv_mem; /* [nranks] */
+  uint8_t* restore_p2p; /* suspended: the p2p pairs to reconnect at resume ([nranks] sends, receives) */
 };
 
 /* Connect the p2p connectors this launch needs (both sides of each pair call it). */

@@ -12,8 +12,6 @@
 #include "collectives/plan.h"
 #include "util/log.h"
 
-#define STACK_BYTES (256 * 1024) /* ring bodies are shallow; WARN formatting is the deepest */
-
 struct chan_co {
   ucontext_t ctx;
   void* stack;
@@ -71,14 +69,14 @@ static void co_main(void) {
 
 static ncclResult_t co_init(struct weft_host_sched* s, int c, void** stack) {
   struct chan_co* co = &s->co[c];
-  if (*stack == NULL) *stack = malloc(STACK_BYTES);
+  if (*stack == NULL) *stack = malloc(WEFT_HOST_STACK_BYTES);
   co->stack = *stack;
   if (co->stack == NULL || getcontext(&co->ctx) != 0) {
     WEFT_WARN("Rank %d: cannot set up channel %d for interleaved execution", s->waiter->rank, c);
     return ncclSystemError;
   }
   co->ctx.uc_stack.ss_sp = co->stack;
-  co->ctx.uc_stack.ss_size = STACK_BYTES;
+  co->ctx.uc_stack.ss_size = WEFT_HOST_STACK_BYTES;
   co->ctx.uc_link = &s->main;
   makecontext(&co->ctx, co_main, 0);
   return ncclSuccess;

@@ -9,6 +9,9 @@
 #include "nccl.h"
 #include "transport/connector.h"
 
+/* Coroutine stack per channel: ring bodies are shallow; WARN formatting is the deepest. */
+#define WEFT_HOST_STACK_BYTES (256 * 1024)
+
 struct weft_host_sched;
 
 /* Run works[0..n) (channel c on send[c]/recv[c]) interleaved; returns the first error.
