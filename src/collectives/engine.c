@@ -16,7 +16,9 @@
 #include "collectives/host/interleave.h"
 #include "collectives/host/wait.h"
 #include "collectives/mem.h"
+#include "collectives/rma.h"
 #include "collectives/tree.h"
+#include "collectives/window.h"
 #include "core/comm.h"
 #include "core/group.h"
 #include "proxy/proxy.h"
@@ -145,6 +147,93 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* 
   return ncclSuccess;
 }
 
+/* Point-to-point and tree connectors that existed when the comm was suspended are connected
+ * again at resume: their peers had them too (both sides of a pair connect together, and every
+ * rank connects its trees at the same collective), so every rank restores the same pairs. */
+static ncclResult_t restore_lazy(struct ncclComm* comm, struct weft_coll_state* s) {
+  ncclResult_t res = ncclSuccess;
+  if (s->restore_p2p != NULL)
+    res = weft_engine_p2p_connect(comm, s->restore_p2p, s->restore_p2p + comm->nranks);
+  free(s->restore_p2p);
+  s->restore_p2p = NULL;
+  if (res == ncclSuccess && s->restore_tree)
+    res = weft_tree_connect(comm, s->pp.nchannels, s->simple_bytes, s->ll_bytes, &s->tree);
+  s->restore_tree = 0;
+  return res;
+}
+
+/* The comm's buffers: the ring connectors of every channel, the direct paths' boards, and what
+ * restore_lazy brings back. Init and ncclCommResume both build them here (collective: every
+ * rank calls it together); buffers_release undoes it for ncclCommSuspend and teardown. */
+static ncclResult_t buffers_create(struct ncclComm* comm, struct weft_coll_state* s) {
+  if (comm->nranks > 1) {
+    WEFT_CHECK(connect_ring(comm, s));
+    find_peer_causes(comm, s);
+  }
+  /* Network rings only: there a step's wire time is long enough to hide another channel's work. */
+  s->interleave = comm->nranks > 1 && weft_param_int("WEFT_NET_INTERLEAVE") != 0 &&
+                  (s->send_mem[0]->transport != NULL || s->recv_mem[0]->transport != NULL);
+  WEFT_CHECK(weft_host_direct_init(comm, &s->direct));
+  return restore_lazy(comm, s);
+}
+
+/* NULL-safe on every part, so a half-built or already released comm is fine. */
+static void buffers_release(struct ncclComm* comm, struct weft_coll_state* s) {
+  weft_host_direct_fini(s->direct);
+  s->direct = NULL;
+  weft_host_interleave_free(s->co_stacks, WEFT_PLAN_MAX_CHANNELS);
+  weft_tree_free(s->tree);
+  s->tree = NULL;
+  for (int c = 0; c < WEFT_PLAN_MAX_CHANNELS; c++) {
+    weft_conn_mem_release(s->send_mem[c]);
+    weft_conn_mem_release(s->recv_mem[c]);
+    s->send_mem[c] = s->recv_mem[c] = NULL;
+    memset(&s->send[c], 0, sizeof(s->send[c]));
+    memset(&s->recv[c], 0, sizeof(s->recv[c]));
+  }
+  for (int p = 0; s->p2p && p < comm->nranks; p++) {
+    weft_conn_mem_release(s->p2p[p].send_mem);
+    weft_conn_mem_release(s->p2p[p].recv_mem);
+    memset(&s->p2p[p], 0, sizeof(s->p2p[p]));
+  }
+  if (s->peer_cause) memset(s->peer_cause, 0, comm->nranks * sizeof(*s->peer_cause)); /* in connector pages */
+  free(s->restore_p2p);
+  s->restore_p2p = NULL;
+}
+
+/* Note what restore_lazy must bring back, then release. Nothing is released on failure. */
+static ncclResult_t host_suspend(struct ncclComm* comm, struct weft_coll_state* s) {
+  int k = comm->nranks;
+  uint8_t* flags = calloc(2 * (size_t)k, 1);
+  if (flags == NULL) {
+    WEFT_WARN("comm %p rank %d: out of memory suspending the communicator", (void*)comm, comm->rank);
+    return ncclSystemError;
+  }
+  for (int p = 0; p < k; p++) {
+    flags[p] = s->p2p[p].send_mem != NULL;
+    flags[k + p] = s->p2p[p].recv_mem != NULL;
+  }
+  int tree = s->tree != NULL;
+  buffers_release(comm, s);
+  s->restore_p2p = flags;
+  s->restore_tree = tree;
+  return ncclSuccess;
+}
+
+ncclResult_t weft_coll_comm_suspend(struct ncclComm* comm) {
+  /* CUDA kernels write into peers' connectors: every rank's must have ended (waited for here)
+   * before any rank frees memory (after the barrier). Host work ends with each call. */
+  if (comm->backend == WEFT_BACKEND_CUDA) WEFT_CHECK(weft_cuda_comm_drain(comm));
+  WEFT_CHECK(weft_bootstrap_barrier(comm->bootstrap));
+  if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_comm_suspend(comm);
+  return host_suspend(comm, comm->coll);
+}
+
+ncclResult_t weft_coll_comm_resume(struct ncclComm* comm) {
+  if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_comm_resume(comm);
+  return buffers_create(comm, comm->coll);
+}
+
 ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_comm_init(comm);
   struct weft_coll_state* s = calloc(1, sizeof(*s));
@@ -170,12 +259,7 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   WEFT_CHECK(weft_plan_agree(comm, &s->pp, s->simple_bytes, s->ll_bytes)); /* before connecting channels */
   s->send_by_ref = weft_param_int("WEFT_NET_SEND_BY_REF") != 0;
   init_watch(comm, s);
-  if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));
-  if (comm->nranks > 1) find_peer_causes(comm, s);
-  /* Network rings only: there a step's wire time is long enough to hide another channel's work. */
-  s->interleave = comm->nranks > 1 && weft_param_int("WEFT_NET_INTERLEAVE") != 0 &&
-                  (s->send_mem[0]->transport != NULL || s->recv_mem[0]->transport != NULL);
-  WEFT_CHECK(weft_host_direct_init(comm, &s->direct));
+  WEFT_CHECK(buffers_create(comm, s));
   /* Parameters are read once per communicator: lookups cost microseconds per launch. */
   weft_waiter_init(&s->waiter, &comm->abort_flag, comm->rank, comm->nranks);
   WEFT_INFO(WEFT_INIT, "comm %p rank %d: %d ring channel(s), Simple %zu and LL %zu bytes per connector",
@@ -184,21 +268,13 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
 }
 
 void weft_coll_comm_fini(struct ncclComm* comm) {
-  weft_mem_comm_fini(comm); /* registrations of ncclCommRegister die with the comm */
+  weft_mem_comm_fini(comm);    /* registrations of ncclCommRegister die with the comm */
+  weft_window_comm_fini(comm); /* so do windows and the signal boards */
+  weft_rma_comm_fini(comm);
   weft_cuda_comm_fini(comm);
   struct weft_coll_state* s = comm ? comm->coll : NULL;
   if (s == NULL) return;
-  weft_host_direct_fini(s->direct);
-  weft_host_interleave_free(s->co_stacks, WEFT_PLAN_MAX_CHANNELS);
-  weft_tree_free(s->tree);
-  for (int c = 0; c < WEFT_PLAN_MAX_CHANNELS; c++) {
-    weft_conn_mem_release(s->send_mem[c]);
-    weft_conn_mem_release(s->recv_mem[c]);
-  }
-  for (int p = 0; s->p2p && p < comm->nranks; p++) {
-    weft_conn_mem_release(s->p2p[p].send_mem);
-    weft_conn_mem_release(s->p2p[p].recv_mem);
-  }
+  buffers_release(comm, s);
   free(s->p2p);
   free(s->watch);
   free(s->peer_cause);
@@ -232,13 +308,20 @@ out:
   return res;
 }
 
+const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* comm, int* tree_impl) {
+  *tree_impl = comm->backend != WEFT_BACKEND_CUDA;
+  if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_plan_params(comm);
+  return comm->coll ? &comm->coll->pp : NULL;
+}
+
 static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct weft_waiter* w) {
   struct weft_coll_state* s = comm->coll;
   w->opname = weft_coll_name(t->coll);
   w->seq = t->seq;
   w->warned = 0;
   int handled = 0;
-  WEFT_CHECK(weft_host_direct_run(s->direct, t, w, &handled));
+  /* A call's own selection (nccl*Config) is the planner's to meet: the direct paths bypass it. */
+  if (t->opts.sig == 0) WEFT_CHECK(weft_host_direct_run(s->direct, t, w, &handled));
   if (handled) return ncclSuccess;
   struct weft_plan plan;
   WEFT_CHECK(weft_plan_coll(&s->pp, t, &plan));
@@ -295,11 +378,34 @@ static ncclResult_t match_self(const struct ncclComm* comm, struct weft_task* ta
   return ncclInvalidUsage;
 }
 
+void weft_engine_waiter(struct ncclComm* comm, struct weft_waiter* w) {
+  *w = comm->coll->waiter;
+  w->async_result = &comm->async_result;
+  w->peers = comm->peers;
+  w->watch = comm->coll->watch;
+  w->cause = &comm->cause;
+  w->peer_cause = comm->coll->peer_cause;
+}
+
 ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
+  /* One-sided operations first, in call order, as NCCL plans them (collectives/rma.c). */
+  ncclResult_t rma = weft_rma_launch(comm);
+  if (rma != ncclSuccess) {
+    weft_enqueue_discard(comm);
+    return rma;
+  }
   struct weft_task* tasks = comm->tasks.head;
   memset(&comm->tasks, 0, sizeof(comm->tasks));
   if (tasks == NULL) return ncclSuccess;
+  /* Queued in a group before a suspend of the same group ran: the buffers are gone. */
+  if (__atomic_load_n(&comm->suspend_released, __ATOMIC_ACQUIRE)) {
+    WEFT_WARN("comm %p rank %d: operations (seq %llu on) launched on a suspended communicator", (void*)comm,
+              comm->rank, (unsigned long long)tasks->seq);
+    free_tasks(tasks);
+    return ncclInvalidUsage;
+  }
   ncclResult_t matched = match_self(comm, tasks);
+  if (matched == ncclSuccess) matched = weft_plan_agree_calls(comm, tasks);
   if (matched != ncclSuccess) {
     free_tasks(tasks);
     return matched;
@@ -323,12 +429,7 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
     return ncclSystemError;
   }
   struct weft_waiter w;
-  w = comm->coll->waiter;
-  w.async_result = &comm->async_result;
-  w.peers = comm->peers;
-  w.watch = comm->coll->watch;
-  w.cause = &comm->cause;
-  w.peer_cause = comm->coll->peer_cause;
+  weft_engine_waiter(comm, &w);
   /* Collectives in call order first (the same order on every rank), then point-to-point. */
   ncclResult_t res = ncclSuccess;
   for (struct weft_task* t = tasks; t && res == ncclSuccess; t = t->next) {
@@ -347,6 +448,7 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
 
 void weft_enqueue_discard(struct ncclComm* comm) {
   if (comm == NULL) return;
+  weft_rma_discard(comm);
   free_tasks(comm->tasks.head);
   memset(&comm->tasks, 0, sizeof(comm->tasks));
 }

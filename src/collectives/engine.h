@@ -31,6 +31,10 @@ struct weft_coll_state {
   int send_by_ref;              /* network sends may read user buffers in place (WEFT_NET_SEND_BY_REF) */
   void* co_stacks[WEFT_PLAN_MAX_CHANNELS]; /* their coroutine stacks, kept between collectives */
   struct weft_cause** peer_cause; /* [nranks]: shared pages where ring neighbours say why they gave up */
+  /* Suspended comm: the p2p pairs ([nranks] sends, then [nranks] receives) and whether the trees
+   * were connected, for ncclCommResume to connect again; NULL/0 otherwise. */
+  uint8_t* restore_p2p;
+  int restore_tree;
 };
 
 /* Connect p2p connectors for the peers this launch sends to (send_to[p]) and receives from
@@ -45,5 +49,10 @@ ncclResult_t weft_engine_connect_peers(struct ncclComm* comm, int n, const int* 
 /* Run the launch's send/recv tasks (call order) to completion, all progressing together. */
 struct weft_waiter;
 ncclResult_t weft_host_p2p_run(struct ncclComm* comm, struct weft_task** tasks, int n, struct weft_waiter* w);
+/* The planner settings comm's collectives are planned with (host: the engine's; CUDA: the CUDA
+ * backend's) and whether that backend runs Tree; NULL before the engine is set up. */
+const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* comm, int* tree_impl);
+/* The waiter a launch of comm starts from: the comm's parameters, its peers and their causes. */
+void weft_engine_waiter(struct ncclComm* comm, struct weft_waiter* w);
 
 #endif

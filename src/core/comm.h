@@ -32,8 +32,10 @@ struct weft_peer_info {
 
 struct weft_coll_state; /* owned by collectives/ */
 struct weft_cuda_state; /* owned by collectives/cuda */
+struct weft_rma_state;  /* collectives/rma.h: windows' signals, queued one-sided operations */
 struct weft_comm_topo;  /* core/topology.c: system, rings, trees, tuning */
 struct weft_bootstrap;
+struct weft_mem_usage; /* collectives/memstat.h */
 
 struct ncclComm {
   uint64_t magic;
@@ -70,6 +72,8 @@ struct ncclComm {
   /* Tasks queued by collective/p2p calls of the current group; launched at group end. */
   struct weft_task_queue tasks;
   uint64_t next_seq;
+  /* The per-call selection (nccl*Config) every rank last agreed on (collectives/agree.c). */
+  uint64_t sel_agreed;
   int in_group; /* already listed in this thread's group */
   /* User reduction ops (ncclRedOpCreatePreMulSum), owned by collectives/. */
   struct weft_redop* user_ops;
@@ -78,13 +82,32 @@ struct ncclComm {
   struct weft_coll_state* coll;
   struct weft_cuda_state* cuda; /* CUDA backend state, owned by collectives/cuda */
   struct weft_comm_topo* topo;  /* NULL when the topology could not be modelled */
+  struct weft_rma_state* rma;   /* NULL until the first window or one-sided operation */
 
   /* Split bookkeeping: children made from this comm, so splits get distinct hashes. */
   int split_count;
+
+  /* ncclCommSuspend / ncclCommResume (core/suspend.c). suspend_requested: suspended as far as
+   * later calls are concerned (set by the call, even when a group defers the work to its end);
+   * suspend_queued: that work still waits for the end of the caller's group; suspend_released:
+   * the buffers are released now, and suspended_usage says what they were. */
+  int suspend_requested, suspend_queued;
+  volatile int suspend_released;
+  struct weft_mem_usage* suspended_usage;
+
+  /* ncclCommRevoke (or a shrink with NCCL_SHRINK_ABORT) stopped this comm's operations: its
+   * connectors may be mid-operation, so only destroy, split and shrink may follow. */
+  volatile int revoked;
+  /* ncclCommGetUniqueId: the id a later ncclCommGrow of this comm consumes. */
+  int grow_id_pending;
+  ncclUniqueId grow_id;
 };
 
-/* Checks that comm is a live communicator; WARNs naming the caller on failure. */
+/* Checks that comm is a live, initialized, healthy and not revoked communicator; WARNs naming
+ * the caller on failure. */
 ncclResult_t weft_comm_check(const struct ncclComm* comm, const char* caller);
+/* The same, but a revoked comm passes: what split and shrink require of their parent. */
+ncclResult_t weft_comm_check_parent(const struct ncclComm* comm, const char* caller);
 /* The abort flag, or a fatal async error, as a result for waits to return. */
 /* Whether peer is a thread of this process (its memory is ours: no shared segments needed). */
 static inline int weft_comm_same_process(const struct ncclComm* comm, int peer) {

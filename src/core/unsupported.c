@@ -8,39 +8,6 @@
 struct ncclGinOutboxHandle;
 struct ncclGinInboxA2AHandle;
 
-WEFT_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  (void)comm;
-  (void)excludeRanksList;
-  (void)excludeRanksCount;
-  (void)newcomm;
-  (void)config;
-  (void)shrinkFlags;
-  return weft_unsupported("ncclCommShrink");
-}
-
-WEFT_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
-  (void)comm;
-  (void)revokeFlags;
-  return weft_unsupported("ncclCommRevoke");
-}
-
-WEFT_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
-         int winFlags) {
-  (void)comm;
-  (void)buff;
-  (void)size;
-  (void)win;
-  (void)winFlags;
-  return weft_unsupported("ncclCommWindowRegister");
-}
-
-WEFT_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
-  (void)comm;
-  (void)win;
-  return weft_unsupported("ncclCommWindowDeregister");
-}
-
 WEFT_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
   (void)simInfo;
   return weft_unsupported("ncclGroupSimulateEnd");
@@ -93,43 +60,6 @@ WEFT_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots, nccl
   (void)outHandle;
   (void)outReq;
   return weft_unsupported("ncclLLA2ACreateRequirement");
-}
-
-WEFT_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm) {
-  (void)comm;
-  weft_unsupported("ncclTeamWorld");
-  ncclTeam_t none = {0, -1, 0};
-  return none;
-}
-
-WEFT_API(ncclTeam_t, ncclTeamLsa, ncclComm_t comm) {
-  (void)comm;
-  weft_unsupported("ncclTeamLsa");
-  ncclTeam_t none = {0, -1, 0};
-  return none;
-}
-
-WEFT_API(ncclTeam_t, ncclTeamRail, ncclComm_t comm) {
-  (void)comm;
-  weft_unsupported("ncclTeamRail");
-  ncclTeam_t none = {0, -1, 0};
-  return none;
-}
-
-WEFT_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam_t team, int rank) {
-  (void)comm;
-  (void)team;
-  (void)rank;
-  weft_unsupported("ncclTeamRankToWorld");
-  return -1;
-}
-
-WEFT_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t team, int rank) {
-  (void)comm;
-  (void)team;
-  (void)rank;
-  weft_unsupported("ncclTeamRankToLsa");
-  return -1;
 }
 
 WEFT_API(ncclResult_t, ncclSetEncryption, const ncclEncryptionConfig_t* config) {
