@@ -38,7 +38,7 @@ static void fill(const struct ncclComm* comm, ncclCommProperties_t* p) {
   p->deviceApiSupport = false;
   p->multimemSupport = false;
   p->ginType = NCCL_GIN_TYPE_NONE;
-  p->nLsaTeams = 0;          /* no device API: no LSA teams to offer */
+  p->nLsaTeams = 0; /* no device API: no LSA teams to offer */
   /* ncclPutSignal / ncclSignal / ncclWaitSignal: real between ranks of one host (host backend) */
   p->hostRmaSupport = comm->backend == WEFT_BACKEND_HOST;
   p->railedGinType = NCCL_GIN_TYPE_NONE;

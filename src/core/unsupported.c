@@ -74,7 +74,8 @@ WEFT_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, ncclWindow_t window, siz
   return weft_unsupported("ncclGetLsaMultimemDevicePointer");
 }
 
-WEFT_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t offset, ncclMultimemHandle_t multimem, void** outPtr) {
+WEFT_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t offset,
+         ncclMultimemHandle_t multimem, void** outPtr) {
   (void)window;
   (void)offset;
   (void)multimem;
@@ -82,7 +83,8 @@ WEFT_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t
   return weft_unsupported("ncclGetMultimemDevicePointer");
 }
 
-WEFT_API(ncclResult_t, ncclGetMultimemDeviceLeInfo, ncclWindow_t window, size_t offset, ncclCftLeId* leId, size_t* leOffset) {
+WEFT_API(ncclResult_t, ncclGetMultimemDeviceLeInfo, ncclWindow_t window, size_t offset, ncclCftLeId* leId,
+         size_t* leOffset) {
   (void)window;
   (void)offset;
   (void)leId;
@@ -90,7 +92,8 @@ WEFT_API(ncclResult_t, ncclGetMultimemDeviceLeInfo, ncclWindow_t window, size_t 
   return weft_unsupported("ncclGetMultimemDeviceLeInfo");
 }
 
-WEFT_API(ncclResult_t, ncclGetCftDeviceLeInfo, ncclWindow_t window, size_t offset, int peerCft, ncclTeam_t cftTeam, ncclCftLeId* leId, size_t* leOffset) {
+WEFT_API(ncclResult_t, ncclGetCftDeviceLeInfo, ncclWindow_t window, size_t offset, int peerCft,
+         ncclTeam_t cftTeam, ncclCftLeId* leId, size_t* leOffset) {
   (void)window;
   (void)offset;
   (void)peerCft;
@@ -100,7 +103,8 @@ WEFT_API(ncclResult_t, ncclGetCftDeviceLeInfo, ncclWindow_t window, size_t offse
   return weft_unsupported("ncclGetCftDeviceLeInfo");
 }
 
-WEFT_API(ncclResult_t, ncclGetPeerDeviceLeInfo, ncclWindow_t window, size_t offset, int peerWorld, ncclCftLeId* leId, size_t* leOffset) {
+WEFT_API(ncclResult_t, ncclGetPeerDeviceLeInfo, ncclWindow_t window, size_t offset, int peerWorld,
+         ncclCftLeId* leId, size_t* leOffset) {
   (void)window;
   (void)offset;
   (void)peerWorld;
@@ -124,8 +128,8 @@ WEFT_API(ncclTeam_t, ncclTeamCftMultimem, ncclComm_t comm) {
   return none;
 }
 
-WEFT_API(ncclResult_t, ncclGinOutboxCreateRequirement, int nBlocks, int size_log2, struct ncclGinOutboxHandle* outHandle,
-         ncclDevResourceRequirements_t* outReq) {
+WEFT_API(ncclResult_t, ncclGinOutboxCreateRequirement, int nBlocks, int size_log2,
+         struct ncclGinOutboxHandle* outHandle, ncclDevResourceRequirements_t* outReq) {
   (void)nBlocks;
   (void)size_log2;
   (void)outHandle;

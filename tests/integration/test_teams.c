@@ -19,17 +19,17 @@ static void hosts_setup(int rank, int nranks) {
   setenv("WEFT_HOSTID", h, 1);
 }
 
-#define WANT(cond, ...)                                      \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      fprintf(stderr, "FAILED rank %d: %s: ", me, #cond);    \
-      fprintf(stderr, __VA_ARGS__);                          \
-      fprintf(stderr, "\n");                                 \
-      bad++;                                                 \
-    }                                                        \
+#define WANT(cond, ...)                                   \
+  do {                                                    \
+    if (!(cond)) {                                        \
+      fprintf(stderr, "FAILED rank %d: %s: ", me, #cond); \
+      fprintf(stderr, __VA_ARGS__);                       \
+      fprintf(stderr, "\n");                              \
+      bad++;                                              \
+    }                                                     \
   } while (0)
 
-#define WANT_TEAM(t, n, r, s) \
+#define WANT_TEAM(t, n, r, s)                                                                             \
   WANT((t).nRanks == (n) && (t).rank == (r) && (t).stride == (s), "team {%d, %d, %d}, want {%d, %d, %d}", \
        (t).nRanks, (t).rank, (t).stride, (n), (r), (s))
 
