@@ -446,6 +446,40 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
   return res;
 }
 
+static ncclResult_t predict_task(const struct ncclComm* comm, const struct weft_task* t, float* time_us) {
+  if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_predict(comm, t, time_us);
+  if (comm->coll == NULL) {
+    WEFT_WARN("comm %p rank %d: a group simulated on a communicator that is not initialized", (void*)comm,
+              comm->rank);
+    return ncclInvalidUsage;
+  }
+  if (weft_plan_predict(&comm->coll->pp, t, time_us)) return ncclSuccess;
+  /* The planner's defaults choose without predicting; inventing a time would mislead the caller. */
+  WEFT_WARN(
+      "comm %p rank %d: no tuning model for this communicator (see NCCL_DEBUG_SUBSYS=INIT,GRAPH); "
+      "%s seq %llu cannot be simulated",
+      (void*)comm, comm->rank, weft_coll_name(t->coll), (unsigned long long)t->seq);
+  return ncclInvalidUsage;
+}
+
+/* Sends, receives, one-sided and empty operations have no tuning prediction (NCCL's simulation
+ * times only what its tuner sizes), so they add nothing. */
+ncclResult_t weft_enqueue_simulate(struct ncclComm* comm, float* time_us) {
+  *time_us = 0;
+  ncclResult_t res = ncclSuccess;
+  for (struct weft_task* t = comm->tasks.head; t && res == ncclSuccess; t = t->next) {
+    if (t->coll == WEFT_COLL_SEND || t->coll == WEFT_COLL_RECV || t->count == 0) continue;
+    float us = 0;
+    res = predict_task(comm, t, &us);
+    if (res != ncclSuccess) break;
+    WEFT_INFO(WEFT_TUNING, "%s seq %llu: %zu bytes simulated, %.3f us predicted", weft_coll_name(t->coll),
+              (unsigned long long)t->seq, weft_plan_task_bytes(t, comm->nranks), us);
+    *time_us += us;
+  }
+  weft_enqueue_discard(comm);
+  return res;
+}
+
 void weft_enqueue_discard(struct ncclComm* comm) {
   if (comm == NULL) return;
   weft_rma_discard(comm);

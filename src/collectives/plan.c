@@ -115,7 +115,8 @@ int weft_plan_can_meet(const struct weft_plan_params* pp, int coll, int tree_imp
 
 /* The communicator's tuning model (graph/tuning.c via core/), the same code for CPU and GPU. */
 static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t bytes,
-                        const struct weft_call_opts* o, int* algo, int* proto, int* nchannels) {
+                        const struct weft_call_opts* o, int* algo, int* proto, int* nchannels,
+                        float* time_us) {
   struct weft_tuned tuned;
   if (pp->comm == NULL || !weft_comm_tuned_choice(pp->comm, coll, bytes, algos_of(o), protos_of(o), &tuned))
     return 0;
@@ -126,6 +127,7 @@ static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t byte
   *algo = tree ? WEFT_PLAN_TREE : WEFT_PLAN_RING;
   *proto = tuned.ll ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
   *nchannels = n < 1 ? 1 : n;
+  *time_us = tuned.time_us;
   return 1;
 }
 
@@ -151,10 +153,19 @@ static void choose_default(const struct weft_plan_params* env, int coll, size_t 
 
 ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes,
                               const struct weft_call_opts* opts, int* algo, int* proto, int* nchannels) {
-  if (!choose_tuned(pp, coll, bytes, opts, algo, proto, nchannels))
+  float time_us; /* weft_plan_predict's concern */
+  if (!choose_tuned(pp, coll, bytes, opts, algo, proto, nchannels, &time_us))
     choose_default(pp, coll, bytes, opts, algo, proto, nchannels);
   *nchannels = weft_plan_bound_channels(opts, *nchannels, pp->nchannels);
   return ncclSuccess;
+}
+
+/* The prediction is the one weft_plan_choose acts on: the model's time for the algorithm and
+ * protocol it picks first, so a simulated group and a launched one agree. */
+int weft_plan_predict(const struct weft_plan_params* pp, const struct weft_task* task, float* time_us) {
+  int algo, proto, nchannels;
+  size_t bytes = weft_plan_task_bytes(task, pp->nranks);
+  return choose_tuned(pp, task->coll, bytes, &task->opts, &algo, &proto, &nchannels, time_us);
 }
 
 ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft_task* task,
@@ -162,8 +173,7 @@ ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft
   size_t es = weft_dt_size(task->dtype);
   int k = pp->nranks;
   size_t total = task->count; /* elements each channel split applies to */
-  size_t bytes = total * es;
-  if (task->coll == WEFT_COLL_ALLGATHER || task->coll == WEFT_COLL_REDUCESCATTER) bytes *= (size_t)k;
+  size_t bytes = weft_plan_task_bytes(task, k);
   memset(plan, 0, sizeof(*plan));
   WEFT_CHECK(
       weft_plan_choose(pp, task->coll, bytes, &task->opts, &plan->algo, &plan->proto, &plan->nchannels));

@@ -47,6 +47,17 @@ int weft_plan_can_meet(const struct weft_plan_params* pp, int coll, int tree_imp
 void weft_plan_narrow(struct weft_plan_params* pp, const struct weft_call_opts* opts);
 /* n channels bounded by a call's minCTAs/maxCTAs, then by the connected ones (both planners). */
 int weft_plan_bound_channels(const struct weft_call_opts* opts, int n, int connected);
+/* Bytes of a collective task as NCCL sizes it for tuning: the buffer, or the gathered size for
+ * all-gather and reduce-scatter. */
+static inline size_t weft_plan_task_bytes(const struct weft_task* task, int nranks) {
+  size_t bytes = task->count * weft_dt_size(task->dtype);
+  if (task->coll == WEFT_COLL_ALLGATHER || task->coll == WEFT_COLL_REDUCESCATTER) bytes *= (size_t)nranks;
+  return bytes;
+}
+/* 1 with *time_us set to the tuning model's predicted time (µs) of the algorithm and protocol the
+ * planner picks for task; 0 when the comm has no tuning model (the planner's defaults predict
+ * nothing). For ncclGroupSimulateEnd: nothing is planned into work or run. */
+int weft_plan_predict(const struct weft_plan_params* pp, const struct weft_task* task, float* time_us);
 ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft_task* task,
                             struct weft_plan* plan);
 /* Reads the planner's environment into pp (once per communicator, off the per-call path). */

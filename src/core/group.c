@@ -10,6 +10,8 @@
 #include "core/comm.h"
 #include "util/check.h"
 
+#define WEFT_SIM_INFO_MAGIC 0x74685283u /* NCCL_SIM_INFO_INITIALIZER's */
+
 struct group_state {
   int depth;
   ncclResult_t error;
@@ -235,25 +237,104 @@ static ncclResult_t launch_comms(struct ncclComm** comms, int n, ncclResult_t er
   return res;
 }
 
+/* Ends the outermost group: takes this thread's group state first (jobs and launches may
+ * themselves use groups on this thread), runs the deferred jobs, and returns the group's error
+ * (a latched one, else the jobs'). The caller launches or simulates done->comms, then frees them. */
+static ncclResult_t end_outermost(struct group_state* done) {
+  *done = group;
+  group.jobs = NULL;
+  group.comms = NULL;
+  group.ncomms = group.comms_capacity = 0;
+  group.error = ncclSuccess;
+  for (int i = 0; i < done->ncomms; i++) done->comms[i]->in_group = 0;
+  ncclResult_t res = run_jobs(done->jobs);
+  return WEFT_FAILED(done->error) ? done->error : res;
+}
+
 ncclResult_t weft_group_leave(void) {
   if (group.depth == 0) {
     WEFT_WARN("ncclGroupEnd called without a matching ncclGroupStart");
     return ncclInvalidUsage;
   }
   if (--group.depth > 0) return ncclSuccess;
-  /* Take the state first: jobs and launches may themselves use groups on this thread. */
-  struct group_state done = group;
-  group.jobs = NULL;
-  group.comms = NULL;
-  group.ncomms = group.comms_capacity = 0;
-  group.error = ncclSuccess;
-  for (int i = 0; i < done.ncomms; i++) done.comms[i]->in_group = 0;
-  ncclResult_t res = run_jobs(done.jobs);
-  ncclResult_t error = WEFT_FAILED(done.error) ? done.error : res;
+  struct group_state done;
+  ncclResult_t error = end_outermost(&done);
   ncclResult_t launched = launch_comms(done.comms, done.ncomms, error);
   free(done.comms);
   if (WEFT_FAILED(error)) return error;
   return launched;
+}
+
+/* Each comm's queued collectives add up; comms of one group run side by side, so the group takes
+ * as long as its slowest comm. Every comm's queue is dropped, whatever fails. The in-flight count
+ * keeps an abort from another thread from freeing a comm's planner state under the prediction. */
+static ncclResult_t simulate_comms(struct ncclComm** comms, int n, ncclResult_t error, float* time_us) {
+  *time_us = 0;
+  ncclResult_t res = error;
+  for (int i = 0; i < n; i++) {
+    if (WEFT_FAILED(res)) {
+      weft_enqueue_discard(comms[i]);
+      continue;
+    }
+    float us = 0;
+    __atomic_add_fetch(&comms[i]->launches_in_flight, 1, __ATOMIC_ACQ_REL);
+    res = weft_enqueue_simulate(comms[i], &us);
+    __atomic_sub_fetch(&comms[i]->launches_in_flight, 1, __ATOMIC_ACQ_REL);
+    if (us > *time_us) *time_us = us;
+  }
+  return res;
+}
+
+/* Read size first: a caller's older, smaller struct must not be read past its end. */
+static ncclResult_t check_sim_info(const ncclSimInfo_t* info) {
+  if (info == NULL) {
+    WEFT_WARN(
+        "ncclGroupSimulateEnd: simInfo is NULL (initialize an ncclSimInfo_t with NCCL_SIM_INFO_INITIALIZER)");
+    return ncclInvalidArgument;
+  }
+  if (info->size < sizeof(ncclSimInfo_t)) {
+    WEFT_WARN(
+        "ncclGroupSimulateEnd: simInfo->size is %zu, smaller than ncclSimInfo_t (%zu bytes); initialize it "
+        "with NCCL_SIM_INFO_INITIALIZER",
+        info->size, sizeof(ncclSimInfo_t));
+    return ncclInvalidArgument;
+  }
+  if (info->magic != WEFT_SIM_INFO_MAGIC) {
+    WEFT_WARN(
+        "ncclGroupSimulateEnd: simInfo->magic is 0x%x, not 0x%x; initialize it with "
+        "NCCL_SIM_INFO_INITIALIZER",
+        info->magic, WEFT_SIM_INFO_MAGIC);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+/* As NCCL: outside a group it is a usage error; an inner level only closes that level (the
+ * outer ncclGroupEnd still runs the operations); a bad simInfo fails the group like any error
+ * inside it, so its operations are dropped. */
+ncclResult_t weft_group_simulate_end(ncclSimInfo_t* info) {
+  if (group.depth == 0) {
+    WEFT_WARN("ncclGroupSimulateEnd called without a matching ncclGroupStart");
+    return ncclInvalidUsage;
+  }
+  ncclResult_t bad = check_sim_info(info);
+  if (WEFT_FAILED(bad)) {
+    weft_group_set_error(bad);
+    weft_group_leave();
+    return bad;
+  }
+  if (--group.depth > 0) {
+    WEFT_INFO(WEFT_TUNING, "ncclGroupSimulateEnd inside a nested group closes one level; nothing simulated");
+    return ncclSuccess;
+  }
+  struct group_state done;
+  ncclResult_t error = end_outermost(&done);
+  float us = 0;
+  ncclResult_t res = simulate_comms(done.comms, done.ncomms, error, &us);
+  free(done.comms);
+  if (WEFT_FAILED(res)) return res;
+  info->estimatedTime = us;
+  return ncclSuccess;
 }
 
 WEFT_API(ncclResult_t, ncclGroupStart, void) {
@@ -262,3 +343,7 @@ WEFT_API(ncclResult_t, ncclGroupStart, void) {
 }
 
 WEFT_API(ncclResult_t, ncclGroupEnd, void) { return weft_group_leave(); }
+
+WEFT_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
+  return weft_group_simulate_end(simInfo);
+}

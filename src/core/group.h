@@ -22,6 +22,9 @@ int weft_group_depth(void);
 void weft_group_enter(void);
 /* Leave one level; at depth 0 runs jobs, then launches every comm that has tasks. */
 ncclResult_t weft_group_leave(void);
+/* ncclGroupSimulateEnd: as weft_group_leave, but the outermost level predicts the queued
+ * collectives' time into info->estimatedTime and drops them instead of launching. */
+ncclResult_t weft_group_simulate_end(ncclSimInfo_t* info);
 void weft_group_add_job(struct weft_async_job* job);
 /* Mark comm as having tasks to launch at group end (idempotent within a group). */
 void weft_group_add_comm(struct ncclComm* comm);
@@ -35,5 +38,8 @@ void weft_group_worker_destroy(struct ncclComm* comm);
  * them without running (after an error in the group). */
 ncclResult_t weft_enqueue_launch(struct ncclComm* comm);
 void weft_enqueue_discard(struct ncclComm* comm);
+/* ncclGroupSimulateEnd: the summed predicted time (µs) of the comm's queued collectives, then
+ * the queue is dropped as by weft_enqueue_discard (nothing runs, on any backend). */
+ncclResult_t weft_enqueue_simulate(struct ncclComm* comm, float* time_us);
 
 #endif

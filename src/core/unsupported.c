@@ -8,11 +8,6 @@
 struct ncclGinOutboxHandle;
 struct ncclGinInboxA2AHandle;
 
-WEFT_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
-  (void)simInfo;
-  return weft_unsupported("ncclGroupSimulateEnd");
-}
-
 WEFT_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequirements_t* reqs,
          ncclDevComm_t* outDevComm) {
   (void)comm;

@@ -27,6 +27,9 @@ ncclResult_t weft_cuda_comm_suspend(struct ncclComm* comm);
 ncclResult_t weft_cuda_comm_resume(struct ncclComm* comm);
 /* Launch tasks (the group's, in call order) on their stream; returns once enqueued. */
 ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks);
+/* ncclGroupSimulateEnd: the tuning model's predicted time (µs) of collective task t as this
+ * backend would run it; nothing is launched. */
+ncclResult_t weft_cuda_predict(const struct ncclComm* comm, const struct weft_task* t, float* time_us);
 /* The planner settings of the CUDA launch (NCCL_PROTO, channel bounds, channels connected);
  * NULL without CUDA state. */
 struct weft_plan_params;

@@ -10,6 +10,7 @@
 #include "collectives/dev_types.h"
 #include "collectives/plan.h"
 #include "core/comm.h"
+#include "core/tuned.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -47,19 +48,22 @@ static void fill_common(struct weft_cuda_work* w, const struct weft_task* t) {
   w->recvbuff = t->recvbuff;
 }
 
+/* LL for small collectives, as far as NCCL_PROTO and a nccl*Config call's selection allow (the
+ * selection narrowed the same way plan.c applies it). */
+static int coll_proto(const struct weft_cuda_state* s, const struct weft_task* t, size_t bytes) {
+  struct weft_plan_params env = s->env;
+  weft_plan_narrow(&env, &t->opts);
+  return (env.ll_ok && (bytes <= LL_MAX_BYTES || !env.simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
+}
+
 static void plan_coll(const struct ncclComm* comm, const struct weft_cuda_state* s, const struct weft_task* t,
                       struct weft_cuda_work* w) {
   size_t es = weft_dt_size(t->dtype);
-  size_t bytes = t->count * es;
-  if (t->coll == WEFT_COLL_ALLGATHER || t->coll == WEFT_COLL_REDUCESCATTER) bytes *= (size_t)comm->nranks;
+  size_t bytes = weft_plan_task_bytes(t, comm->nranks);
   fill_common(w, t);
-  /* A nccl*Config call's selection and channel bounds, the same way plan.c applies them. */
-  struct weft_plan_params narrowed = s->env;
-  weft_plan_narrow(&narrowed, &t->opts);
-  const struct weft_plan_params* env = &narrowed;
-  w->proto = (env->ll_ok && (bytes <= LL_MAX_BYTES || !env->simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
+  w->proto = coll_proto(s, t, bytes);
   int n = (int)(bytes / BYTES_PER_CHANNEL) + 1;
-  if (env->min_channels > 0 && n < env->min_channels) n = env->min_channels;
+  if (s->env.min_channels > 0 && n < s->env.min_channels) n = s->env.min_channels;
   if (n > s->nchannels) n = s->nchannels;
   n = weft_plan_bound_channels(&t->opts, n, s->nchannels);
   w->nchannels = n;
@@ -384,7 +388,36 @@ ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
   return res;
 }
 
+/* This backend runs Ring with its own protocol choice (plan_coll), not the model's pick: the
+ * prediction is the model's time for what would run. */
+ncclResult_t weft_cuda_predict(const struct ncclComm* comm, const struct weft_task* t, float* time_us) {
+  const struct weft_cuda_state* s = comm->cuda;
+  if (s == NULL) {
+    WEFT_WARN("comm %p rank %d: simulated CUDA group on a communicator without CUDA state", (void*)comm,
+              comm->rank);
+    return ncclInternalError;
+  }
+  size_t bytes = weft_plan_task_bytes(t, comm->nranks);
+  unsigned proto = coll_proto(s, t, bytes) == WEFT_PROTO_LL ? WEFT_TUNED_PROTO_LL : WEFT_TUNED_PROTO_SIMPLE;
+  struct weft_tuned tuned;
+  if (!weft_comm_tuned_choice(comm, t->coll, bytes, WEFT_TUNED_ALGO_RING, proto, &tuned)) {
+    WEFT_WARN("comm %p rank %d: no tuning model predicts %s of %zu bytes (Ring %s); cannot simulate it",
+              (void*)comm, comm->rank, weft_coll_name(t->coll), bytes,
+              proto == WEFT_TUNED_PROTO_LL ? "LL" : "Simple");
+    return ncclInvalidUsage;
+  }
+  *time_us = tuned.time_us;
+  return ncclSuccess;
+}
+
 #else /* no CUDA backend in this build */
+
+ncclResult_t weft_cuda_predict(const struct ncclComm* comm, const struct weft_task* t, float* time_us) {
+  (void)t;
+  (void)time_us;
+  WEFT_WARN("comm %p rank %d: the CUDA backend is not built in (CUDA=0)", (void*)comm, comm->rank);
+  return ncclInvalidUsage;
+}
 
 const struct weft_plan_params* weft_cuda_plan_params(const struct ncclComm* comm) {
   (void)comm;
