@@ -114,7 +114,7 @@ $(BUILD)/bin/%: $$(wildcard tools/%/*.c) $(STLIB)
 perf: $(PERF_BINS)
 $(BUILD)/bin/%_perf: perf/%_perf.c $(PERF_COMMON) $(wildcard perf/*.h) $(SHLIB)
 	@mkdir -p $(dir $@)
-	$(CC) -Iinclude -Iperf -std=gnu11 $(OPT) -Wall -Wextra -pthread $(SANFLAGS) $(PERF_CUDA_FLAGS) -o $@ $< $(PERF_COMMON) -L$(BUILD)/lib -lnccl -Wl,-rpath,'$$ORIGIN/../lib' -lm $(PERF_CUDA_LIBS)
+	$(PERF_LINK)
 
 tests: all $(UNIT_BINS) $(INTEG_BINS)
 

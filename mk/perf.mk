@@ -1,6 +1,9 @@
 # Perf binaries on GPUs (perf/device.c): with CUDA on they are built with WEFT_PERF_CUDA and the
 # shared CUDA runtime, as nccl-tests is. They still run without a GPU or driver: perf/device.c
 # probes at run time and falls back to host buffers (WEFT_BACKEND=host forces that).
+# The link of one perf binary ($< its main), shared by the plain and the MPI rules.
+PERF_LINK = $(CC) -Iinclude -Iperf -std=gnu11 $(OPT) -Wall -Wextra -pthread $(SANFLAGS) $(PERF_CUDA_FLAGS) -o $@ $< \
+  $(PERF_COMMON) -L$(BUILD)/lib -lnccl -Wl,-rpath,'$$ORIGIN/../lib' -lm $(PERF_CUDA_LIBS)
 ifeq ($(CUDA),1)
 PERF_CUDA_FLAGS := -DWEFT_PERF_CUDA -isystem $(CUDA_HOME)/include
 PERF_CUDA_LIBS = $(CUDART_SHARED)
@@ -28,7 +31,7 @@ else
 $(PERF_MPI_BINS): $(PERF_STAMP_DIR)/flags$(NAME_SUFFIX)
 $(BUILD)/bin/%_perf$(NAME_SUFFIX): perf/%_perf.c $(PERF_COMMON) $(wildcard perf/*.h) $(SHLIB)
 	@mkdir -p $(dir $@)
-	$(CC) -Iinclude -Iperf -std=gnu11 $(OPT) -Wall -Wextra -pthread $(SANFLAGS) $(PERF_CUDA_FLAGS) -o $@ $< $(PERF_COMMON) -L$(BUILD)/lib -lnccl -Wl,-rpath,'$$ORIGIN/../lib' -lm $(PERF_CUDA_LIBS)
+	$(PERF_LINK)
 endif
 endif
 

@@ -112,11 +112,6 @@ static ncclResult_t grow_run(struct weft_async_job* base) {
   return weft_comm_setup(base->comm, &id, 1, NULL, NULL);
 }
 
-static void grow_done(struct weft_async_job* base, ncclResult_t res) {
-  __atomic_store_n(&base->comm->async_result, res, __ATOMIC_RELEASE);
-  free(base);
-}
-
 static ncclResult_t grow_existing(struct ncclComm* comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
                                   ncclComm_t* newcomm, ncclConfig_t* config) {
   WEFT_CHECK(weft_comm_check(comm, "ncclCommGrow"));
@@ -138,7 +133,7 @@ static ncclResult_t grow_existing(struct ncclComm* comm, int nRanks, const ncclU
     weft_comm_free(child);
     return ncclSystemError;
   }
-  *job = (struct grow_job){.base = {.run = grow_run, .done = grow_done, .comm = child},
+  *job = (struct grow_job){.base = {.run = grow_run, .done = weft_child_done, .comm = child},
                            .parent = comm,
                            .mine = {.has_id = uniqueId != NULL, .nranks = nRanks}};
   if (uniqueId != NULL) job->mine.id = *uniqueId;

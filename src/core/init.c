@@ -222,11 +222,11 @@ ncclResult_t weft_comm_init_rank(ncclComm_t* newcomm, int nranks, const ncclUniq
 
 WEFT_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
          ncclConfig_t* config) {
-  return init_rank(comm, nranks, 1, &commId, rank, weft_current_device(), config);
+  return weft_comm_init_rank(comm, nranks, &commId, rank, config);
 }
 
 WEFT_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  return init_rank(comm, nranks, 1, &commId, rank, weft_current_device(), NULL);
+  return weft_comm_init_rank(comm, nranks, &commId, rank, NULL);
 }
 
 WEFT_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,

@@ -149,24 +149,26 @@ WEFT_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   return ncclSuccess;
 }
 
-WEFT_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
-  if (comm == NULL) return ncclSuccess; /* NCCL accepts NULL here */
-  WEFT_CHECK(check_exists(comm, "ncclCommDestroy"));
-  /* Destroying a comm that is still initializing in the background stops that init. */
-  /* A revoked comm's peers may be gone or mid-operation: tear it down locally, as an abort does. */
-  if (__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE) == ncclInProgress || comm->revoked)
-    __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+/* Destroy and abort: with stop, raise the abort flag so that operations running on other
+ * threads return; wait until none runs, then free the comm unless another caller claimed it. */
+static ncclResult_t release(struct ncclComm* comm, int stop) {
+  if (stop) __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
   while (__atomic_load_n(&comm->launches_in_flight, __ATOMIC_ACQUIRE) > 0) sched_yield();
   if (weft_comm_claim(comm)) weft_comm_free(comm);
   return ncclSuccess;
 }
 
+WEFT_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  if (comm == NULL) return ncclSuccess; /* NCCL accepts NULL here */
+  WEFT_CHECK(check_exists(comm, "ncclCommDestroy"));
+  /* Destroying a comm that is still initializing in the background stops that init; a revoked
+   * comm's peers may be gone or mid-operation, so it is torn down locally, as an abort does. */
+  return release(comm,
+                 __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE) == ncclInProgress || comm->revoked);
+}
+
 WEFT_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (comm == NULL) return ncclSuccess;
   WEFT_CHECK(check_exists(comm, "ncclCommAbort"));
-  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
-  /* Operations running on other threads see the flag and return; wait until they have. */
-  while (__atomic_load_n(&comm->launches_in_flight, __ATOMIC_ACQUIRE) > 0) sched_yield();
-  if (weft_comm_claim(comm)) weft_comm_free(comm);
-  return ncclSuccess;
+  return release(comm, 1);
 }

@@ -126,18 +126,15 @@ static ncclResult_t shrink_run(struct weft_async_job* base) {
 }
 
 static void shrink_done(struct weft_async_job* base, ncclResult_t res) {
-  struct shrink_job* job = (struct shrink_job*)base;
-  __atomic_store_n(&base->comm->async_result, res, __ATOMIC_RELEASE);
-  free(job->parent_ranks);
-  free(job);
+  free(((struct shrink_job*)base)->parent_ranks);
+  weft_child_done(base, res);
 }
 
 /* The parent as the flags require it: healthy and idle by default; with NCCL_SHRINK_ABORT it
  * may have failed or have operations hung on the excluded ranks, which are stopped here. */
 static ncclResult_t prepare_parent(struct ncclComm* comm, int flags) {
   if (flags == NCCL_SHRINK_DEFAULT) return weft_comm_check_parent(comm, "ncclCommShrink");
-  WEFT_CHECK(check_stoppable(comm, "ncclCommShrink"));
-  return ncclSuccess;
+  return check_stoppable(comm, "ncclCommShrink");
 }
 
 WEFT_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,

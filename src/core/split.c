@@ -94,6 +94,11 @@ ncclResult_t weft_child_alloc(struct ncclComm* parent, int rank, int nranks, ncc
   return weft_comm_alloc(rank, nranks, parent->cuda_dev, config ? config : &parent->config, out);
 }
 
+void weft_child_done(struct weft_async_job* job, ncclResult_t res) {
+  __atomic_store_n(&job->comm->async_result, res, __ATOMIC_RELEASE);
+  free(job);
+}
+
 ncclResult_t weft_child_start(struct weft_async_job* job, ncclComm_t* newcomm) {
   struct ncclComm* child = job->comm;
   *newcomm = child;

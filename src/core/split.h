@@ -21,5 +21,7 @@ ncclResult_t weft_child_setup(struct ncclComm* child, struct ncclComm* parent, c
  * the child from now on. job->done records the result in the child and frees the job. An inline
  * failure frees the child and sets *newcomm to NULL. */
 ncclResult_t weft_child_start(struct weft_async_job* job, ncclComm_t* newcomm);
+/* The plain job->done: records res in the child and frees the job (nothing else it owns). */
+void weft_child_done(struct weft_async_job* job, ncclResult_t res);
 
 #endif
