@@ -19,12 +19,6 @@ struct bw_rank {
   int rank, failed;
 };
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void* bw_main(void* p) {
   struct bw_rank* r = p;
   struct bw_job* job = r->job;

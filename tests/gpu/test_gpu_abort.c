@@ -10,12 +10,6 @@
 
 #define COUNT (1u << 16)
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 struct ab_rank {
   pthread_t th;
   ncclUniqueId id;

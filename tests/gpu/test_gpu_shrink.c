@@ -10,12 +10,6 @@
 #define COUNT 4096
 #define TIMEOUT_S 100 /* WEFT_TIMEOUT: far beyond a stop, so a kernel that only timed out is told apart */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 struct sr_rank {
   pthread_t th;
   ncclUniqueId id;

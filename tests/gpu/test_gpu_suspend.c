@@ -9,21 +9,6 @@
 #define COUNT (64 * 1024)
 #define GROUP_TASKS 50 /* more than the works the kernel arguments carry */
 
-#define WANT(cond, ...)                                            \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      fprintf(stderr, "FAILED rank %d line %d: ", rank, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                \
-      fprintf(stderr, "\n");                                       \
-      bad++;                                                       \
-    }                                                              \
-  } while (0)
-#define WANT_RES(call, want)                                                                                \
-  do {                                                                                                      \
-    ncclResult_t r_ = (call);                                                                               \
-    WANT(r_ == (want), "%s returned %s, want %s", #call, ncclGetErrorString(r_), ncclGetErrorString(want)); \
-  } while (0)
-
 struct bufs {
   cudaStream_t st;
   float *d_in, *d_out, *h;

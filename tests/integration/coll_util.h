@@ -532,6 +532,30 @@ static inline uint64_t pick_seed(void) {
 /* ---- launchers ---- */
 
 typedef int (*rank_body)(ncclComm_t comm, int rank, int nranks, void* arg);
+
+/* Seconds on the monotonic clock, for tests that time how soon an operation ends. */
+static inline double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* In a rank body with an int `rank` and an int `bad`: a failed check counts in `bad` and names
+ * the rank and the line. */
+#define WANT(cond, ...)                                            \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      fprintf(stderr, "FAILED rank %d line %d: ", rank, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                                \
+      fprintf(stderr, "\n");                                       \
+      bad++;                                                       \
+    }                                                              \
+  } while (0)
+#define WANT_RES(call, want)                                                                                \
+  do {                                                                                                      \
+    ncclResult_t r_ = (call);                                                                               \
+    WANT(r_ == (want), "%s returned %s, want %s", #call, ncclGetErrorString(r_), ncclGetErrorString(want)); \
+  } while (0)
 /* When set, run_procs calls it in each rank's process before that rank joins the communicator
  * (per-rank environments). */
 static void (*coll_rank_setup)(int rank, int nranks);

@@ -12,12 +12,6 @@
 #define ABORT_TIMEOUT_S 100 /* WEFT_TIMEOUT of the abort tests: far beyond what an abort may take */
 #define BIG_COUNT (4 << 20) /* floats per all-reduce of the kill test */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int wait_ok(pid_t pid, const char* what) {
   int status = 0;
   if (waitpid(pid, &status, 0) < 0) return 0;

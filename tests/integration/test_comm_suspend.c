@@ -24,16 +24,6 @@
     fprintf(stderr, "\n");                                       \
     bad++;                                                       \
   } while (0)
-#define WANT(cond, ...)            \
-  do {                             \
-    if (!(cond)) BAD(__VA_ARGS__); \
-  } while (0)
-#define WANT_RES(call, want)                                                                                \
-  do {                                                                                                      \
-    ncclResult_t r_ = (call);                                                                               \
-    WANT(r_ == (want), "%s returned %s, want %s", #call, ncclGetErrorString(r_), ncclGetErrorString(want)); \
-  } while (0)
-
 struct stats {
   uint64_t suspend, suspended, persist, total;
 };

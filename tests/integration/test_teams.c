@@ -19,48 +19,38 @@ static void hosts_setup(int rank, int nranks) {
   setenv("WEFT_HOSTID", h, 1);
 }
 
-#define WANT(cond, ...)                                   \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      fprintf(stderr, "FAILED rank %d: %s: ", me, #cond); \
-      fprintf(stderr, __VA_ARGS__);                       \
-      fprintf(stderr, "\n");                              \
-      bad++;                                              \
-    }                                                     \
-  } while (0)
-
 #define WANT_TEAM(t, n, r, s)                                                                             \
   WANT((t).nRanks == (n) && (t).rank == (r) && (t).stride == (s), "team {%d, %d, %d}, want {%d, %d, %d}", \
        (t).nRanks, (t).rank, (t).stride, (n), (r), (s))
 
-static int body(ncclComm_t comm, int me, int n, void* arg) {
+static int body(ncclComm_t comm, int rank, int n, void* arg) {
   (void)arg;
   int bad = 0;
   int hosts = layout == 0 ? 1 : 2, per_host = n / hosts;
   ncclTeam_t world = ncclTeamWorld(comm), lsa = ncclTeamLsa(comm), rail = ncclTeamRail(comm);
-  WANT_TEAM(world, n, me, 1);
+  WANT_TEAM(world, n, rank, 1);
   if (layout == 2) {
-    WANT_TEAM(lsa, per_host, me / 2, 2);
+    WANT_TEAM(lsa, per_host, rank / 2, 2);
     WANT_TEAM(rail, 1, 0, 1); /* hosts are not contiguous blocks: no rail NCCL's shape can hold */
   } else {
-    WANT_TEAM(lsa, per_host, me % per_host, 1);
-    WANT_TEAM(rail, hosts, me / per_host, per_host);
+    WANT_TEAM(lsa, per_host, rank % per_host, 1);
+    WANT_TEAM(rail, hosts, rank / per_host, per_host);
   }
   for (int i = 0; i < lsa.nRanks; i++) {
     int w = ncclTeamRankToWorld(comm, lsa, i);
-    WANT(w >= 0 && host_of(w, n) == host_of(me, n), "LSA member %d is world rank %d on another host", i, w);
+    WANT(w >= 0 && host_of(w, n) == host_of(rank, n), "LSA member %d is world rank %d on another host", i, w);
     WANT(ncclTeamRankToLsa(comm, lsa, i) == i, "LSA member %d maps to LSA index %d", i,
          ncclTeamRankToLsa(comm, lsa, i));
   }
   for (int w = 0; w < n; w++) {
-    int want = host_of(w, n) == host_of(me, n) ? (layout == 2 ? w / 2 : w % per_host) : -1;
+    int want = host_of(w, n) == host_of(rank, n) ? (layout == 2 ? w / 2 : w % per_host) : -1;
     WANT(ncclTeamRankToLsa(comm, world, w) == want, "world rank %d: LSA index %d, want %d", w,
          ncclTeamRankToLsa(comm, world, w), want);
   }
   WANT(ncclTeamRankToWorld(comm, world, n) == -1, "a rank past the team converts");
   WANT(ncclTeamRankToWorld(comm, world, -1) == -1, "a negative rank converts");
-  ncclTeam_t foreign = {n, me, n}; /* members beyond the communicator */
-  WANT(ncclTeamRankToWorld(comm, foreign, (me + 1) % n) == -1 || n == 1, "a foreign team converts");
+  ncclTeam_t foreign = {n, rank, n}; /* members beyond the communicator */
+  WANT(ncclTeamRankToWorld(comm, foreign, (rank + 1) % n) == -1 || n == 1, "a foreign team converts");
   return bad;
 }
 

@@ -35,12 +35,6 @@ static void fill_marker(void* buf, int rank) {
   for (int k = 0; k < HDR; k++) ((unsigned char*)buf)[k] = marker(rank, k);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 #define CHECK_RES(call, want)                                                                         \
   do {                                                                                                \
     ncclResult_t r_ = (call);                                                                         \
@@ -275,25 +269,44 @@ static int body_main(ncclComm_t comm, int me, int n, void* arg) {
   return bad;
 }
 
-/* Rank 0 waits for a signal rank 1 never sends (WEFT_TIMEOUT 1 s): the error names rank 1. */
-static int body_timeout(ncclComm_t comm, int me, int n, void* arg) {
-  (void)arg;
+/* What rank 0's wait for a signal from rank 1 gave. */
+struct lone_wait {
+  ncclResult_t res;
+  const char* text; /* ncclGetLastError(comm) right after */
+  double took_s;
+};
+
+/* Every rank registers a 4 KiB window (freed by the caller through *buf); rank 0 then waits for
+ * one signal from rank 1, which sends none. Returns the failed checks. */
+static int wait_for_rank1(ncclComm_t comm, int me, int n, const char* what, void** buf, struct lone_wait* w) {
   int bad = 0;
-  void* buf = NULL;
   ncclWindow_t win = NULL;
-  CHECK_RES(ncclMemAlloc(&buf, 4096), ncclSuccess);
-  CHECK_RES(ncclCommWindowRegister(comm, buf, 4096, &win, 0), ncclSuccess);
+  *buf = NULL;
+  CHECK_RES(ncclMemAlloc(buf, 4096), ncclSuccess);
+  CHECK_RES(ncclCommWindowRegister(comm, *buf, 4096, &win, 0), ncclSuccess);
   if (me == 0) {
     ncclWaitSignalDesc_t d = {.opCnt = 1, .peer = 1};
     double t0 = now_s();
-    ncclResult_t res = ncclWaitSignal(1, &d, comm, NULL);
-    const char* text = ncclGetLastError(comm);
-    printf("timeout: WaitSignal returned \"%s\" after %.1f s: %s\n", ncclGetErrorString(res), now_s() - t0,
-           text);
-    CHECK_TRUE(res != ncclSuccess, "a wait for a signal that never comes succeeded");
-    CHECK_TRUE(strstr(text, "WaitSignal") && strstr(text, "timed out") && strstr(text, "peer rank 1"),
-               "the error does not name the operation and rank 1: %s", text);
-    CHECK_TRUE(now_s() - t0 < 60, "gave up after %.1f s with WEFT_TIMEOUT=1", now_s() - t0);
+    w->res = ncclWaitSignal(1, &d, comm, NULL);
+    w->took_s = now_s() - t0;
+    w->text = ncclGetLastError(comm);
+    printf("%s: WaitSignal returned \"%s\" after %.1f s: %s\n", what, ncclGetErrorString(w->res), w->took_s,
+           w->text);
+  }
+  return bad;
+}
+
+/* Rank 0 waits for a signal rank 1 never sends (WEFT_TIMEOUT 1 s): the error names rank 1. */
+static int body_timeout(ncclComm_t comm, int me, int n, void* arg) {
+  (void)arg;
+  void* buf;
+  struct lone_wait w;
+  int bad = wait_for_rank1(comm, me, n, "timeout", &buf, &w);
+  if (me == 0) {
+    CHECK_TRUE(w.res != ncclSuccess, "a wait for a signal that never comes succeeded");
+    CHECK_TRUE(strstr(w.text, "WaitSignal") && strstr(w.text, "timed out") && strstr(w.text, "peer rank 1"),
+               "the error does not name the operation and rank 1: %s", w.text);
+    CHECK_TRUE(w.took_s < 60, "gave up after %.1f s with WEFT_TIMEOUT=1", w.took_s);
   } else {
     sleep(3); /* alive, silent, while rank 0 gives up */
   }
@@ -307,22 +320,13 @@ static int body_timeout(ncclComm_t comm, int me, int n, void* arg) {
 /* Rank 1 leaves without signalling: rank 0's wait ends long before its WEFT_TIMEOUT (100 s). */
 static int body_peer_leaves(ncclComm_t comm, int me, int n, void* arg) {
   (void)arg;
-  (void)n;
-  int bad = 0;
-  void* buf = NULL;
-  ncclWindow_t win = NULL;
-  CHECK_RES(ncclMemAlloc(&buf, 4096), ncclSuccess);
-  CHECK_RES(ncclCommWindowRegister(comm, buf, 4096, &win, 0), ncclSuccess);
+  void* buf;
+  struct lone_wait w;
+  int bad = wait_for_rank1(comm, me, n, "peer leaves", &buf, &w);
   if (me == 0) {
-    ncclWaitSignalDesc_t d = {.opCnt = 1, .peer = 1};
-    double t0 = now_s();
-    ncclResult_t res = ncclWaitSignal(1, &d, comm, NULL);
-    const char* text = ncclGetLastError(comm);
-    printf("peer leaves: WaitSignal returned \"%s\" after %.1f s: %s\n", ncclGetErrorString(res),
-           now_s() - t0, text);
-    CHECK_TRUE(res != ncclSuccess, "a wait on a rank that left succeeded");
-    CHECK_TRUE(strstr(text, "rank 1") != NULL, "the error does not name rank 1: %s", text);
-    CHECK_TRUE(now_s() - t0 < 60, "gave up after %.1f s", now_s() - t0);
+    CHECK_TRUE(w.res != ncclSuccess, "a wait on a rank that left succeeded");
+    CHECK_TRUE(strstr(w.text, "rank 1") != NULL, "the error does not name rank 1: %s", w.text);
+    CHECK_TRUE(w.took_s < 60, "gave up after %.1f s", w.took_s);
   }
   /* rank 1 returns at once: the launcher destroys its comm, which closes its signal board */
   ncclMemFree(buf);

@@ -14,12 +14,6 @@
 
 static const char* combos[][2] = {{"Ring", "Simple"}, {"Ring", "LL"}, {"Tree", "Simple"}, {"Tree", "LL"}};
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void add_large(struct case_list* l, int n, uint64_t seed) {
   static const size_t counts[] = {100003, 262144 + 17};
   for (int i = 0; i < 2; i++) {
