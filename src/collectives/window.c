@@ -25,7 +25,6 @@
 #include "util/check.h"
 #include "util/log.h"
 
-#define WIN_MAGIC 0x57454654574e4431ull  /* "WEFTWND1": a live weft_window */
 #define XCHG_MAGIC 0x57454654574e5831ull /* "WEFTWNX1": the all-gather is a window exchange */
 #define ACCEPTED_FLAGS (NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING)
 #define REFUSED_FLAGS (NCCL_WIN_GIN_ONLY | NCCL_WIN_CFT_COUNTED)
@@ -97,7 +96,6 @@ static void window_free(struct weft_window* w) {
   free(w->reach);
   free(w->maps);
   free(w->map_sizes);
-  w->magic = 0;
   free(w);
 }
 
@@ -255,7 +253,6 @@ static ncclResult_t build_window(struct ncclComm* comm, const struct win_xchg* x
       WEFT_INFO(WEFT_REG, "ncclCommWindowRegister: symmetric window #%llu is %llu bytes on rank %d, %zu here",
                 (unsigned long long)w->seq, (unsigned long long)x[p].size, p, w->size);
   }
-  w->magic = WIN_MAGIC;
   pthread_mutex_lock(&win_lock);
   w->next = windows;
   windows = w;

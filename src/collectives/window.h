@@ -23,7 +23,6 @@ enum weft_win_reach {
 /* The object an ncclWindow_t points at. Every rank holds its own for one registration; they
  * share seq, the registration's position in the communicator's order. */
 struct weft_window {
-  uint64_t magic;
   struct ncclComm* comm;
   void* buff;
   size_t size;

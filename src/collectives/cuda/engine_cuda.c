@@ -195,13 +195,17 @@ static ncclResult_t alloc_devcomm(struct ncclComm* comm, struct weft_cuda_state*
   return ncclSuccess;
 }
 
+static void wlist_free(struct weft_cuda_wlist* l) {
+  cudaFree(l->dev);
+  if (l->done) cudaEventDestroy(l->done);
+  free(l);
+}
+
 void weft_cuda_devcomm_free(struct weft_cuda_state* s) {
   if (s == NULL) return;
   for (struct weft_cuda_wlist *l = s->wlists, *next; l; l = next) {
     next = l->next;
-    cudaFree(l->dev);
-    if (l->done) cudaEventDestroy(l->done);
-    free(l);
+    wlist_free(l);
   }
   s->wlists = NULL;
   cudaFree(s->devcomm);
@@ -369,25 +373,34 @@ static void reap_later(struct ncclComm* comm, struct weft_cuda_state* s) {
   pthread_attr_destroy(&attr);
 }
 
+/* The comm's device for a call that reports no setting error, and the caller's back after: a
+ * thread driving comms on several GPUs keeps the device it selected, as with NCCL. */
+static int enter_device(int dev) {
+  int caller = -1;
+  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
+  cudaSetDevice(dev);
+  return caller;
+}
+
+static void leave_device(int caller, int dev) {
+  if (caller >= 0 && caller != dev) cudaSetDevice(caller);
+}
+
 void weft_cuda_stop(struct ncclComm* comm) {
   struct weft_cuda_state* s = comm ? comm->cuda : NULL;
   if (s == NULL || s->host == NULL) return;
   s->host->abort = 1;
   __sync_synchronize();
-  int caller = -1;
-  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
-  cudaSetDevice(s->dev);
+  int caller = enter_device(s->dev);
   weft_cuda_flush(comm);
-  if (caller >= 0 && caller != s->dev) cudaSetDevice(caller);
+  leave_device(caller, s->dev);
 }
 
 void weft_cuda_comm_fini(struct ncclComm* comm) {
   struct weft_cuda_state* s = comm ? comm->cuda : NULL;
   if (s == NULL) return;
-  int caller = -1; /* the caller's device is given back at the end */
-  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
   int dev = s->dev;
-  cudaSetDevice(dev);
+  int caller = enter_device(dev); /* the caller's device is given back at the end */
   /* An aborted comm stops its kernels (every wait polls this flag); a destroyed one lets them end. */
   int aborted = weft_comm_aborted(comm);
   if (s->host != NULL && aborted) {
@@ -404,20 +417,18 @@ void weft_cuda_comm_fini(struct ncclComm* comm) {
     reap_later(comm, s);
   else
     free_state(comm->bootstrap, comm->rank, comm->nranks, s);
-  if (caller >= 0 && caller != dev) cudaSetDevice(caller);
+  leave_device(caller, dev);
 }
 
 ncclResult_t weft_cuda_comm_drain(struct ncclComm* comm) {
   struct weft_cuda_state* s = comm->cuda;
-  int caller = -1;
-  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
-  cudaSetDevice(s->dev);
+  int caller = enter_device(s->dev);
   ncclResult_t res = ncclSuccess;
   /* Replays of graphs that captured this comm's launches run on streams it never sees. */
   if (s->captured) WEFT_CUDACHECK_GOTO(cudaDeviceSynchronize(), res, out);
   res = weft_cuda_flush(comm);
 out:
-  if (caller >= 0 && caller != s->dev) cudaSetDevice(caller);
+  leave_device(caller, s->dev);
   return res;
 }
 
@@ -430,9 +441,7 @@ static void free_idle_wlists(struct weft_cuda_state* s) {
       continue;
     }
     *at = l->next;
-    cudaFree(l->dev);
-    if (l->done) cudaEventDestroy(l->done);
-    free(l);
+    wlist_free(l);
   }
 }
 
@@ -451,13 +460,11 @@ ncclResult_t weft_cuda_comm_suspend(struct ncclComm* comm) {
     flags[p] = s->p2p_send_mem[p] != NULL;
     flags[k + p] = s->p2p_recv_mem[p] != NULL;
   }
-  int caller = -1;
-  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
-  cudaSetDevice(s->dev);
+  int caller = enter_device(s->dev);
   release_connectors(comm->bootstrap, comm->rank, k, s);
   free_idle_wlists(s);
   cudaGetLastError(); /* like teardown's: not the application's next error */
-  if (caller >= 0 && caller != s->dev) cudaSetDevice(caller);
+  leave_device(caller, s->dev);
   free(s->restore_p2p);
   s->restore_p2p = flags;
   return ncclSuccess;
@@ -475,13 +482,11 @@ static ncclResult_t resume_on_device(struct ncclComm* comm, struct weft_cuda_sta
 
 ncclResult_t weft_cuda_comm_resume(struct ncclComm* comm) {
   struct weft_cuda_state* s = comm->cuda;
-  int caller = -1;
-  if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
-  cudaSetDevice(s->dev);
+  int caller = enter_device(s->dev);
   ncclResult_t res = resume_on_device(comm, s);
   free(s->restore_p2p);
   s->restore_p2p = NULL;
-  if (caller >= 0 && caller != s->dev) cudaSetDevice(caller);
+  leave_device(caller, s->dev);
   return res;
 }
 
