@@ -10,7 +10,6 @@
 #include "core/comm.h"
 #include "util/check.h"
 
-#define WEFT_SIM_INFO_MAGIC 0x74685283u /* NCCL_SIM_INFO_INITIALIZER's */
 
 struct group_state {
   int depth;
@@ -299,11 +298,12 @@ static ncclResult_t check_sim_info(const ncclSimInfo_t* info) {
         info->size, sizeof(ncclSimInfo_t));
     return ncclInvalidArgument;
   }
-  if (info->magic != WEFT_SIM_INFO_MAGIC) {
+  const ncclSimInfo_t init = NCCL_SIM_INFO_INITIALIZER; /* the magic NCCL's header defines */
+  if (info->magic != init.magic) {
     WEFT_WARN(
         "ncclGroupSimulateEnd: simInfo->magic is 0x%x, not 0x%x; initialize it with "
         "NCCL_SIM_INFO_INITIALIZER",
-        info->magic, WEFT_SIM_INFO_MAGIC);
+        info->magic, init.magic);
     return ncclInvalidArgument;
   }
   return ncclSuccess;
