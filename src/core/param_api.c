@@ -52,10 +52,7 @@ static ncclResult_t thread_copy(int which, const char* text, const char** out) {
   return ncclSuccess;
 }
 
-static const struct weft_param_def* def_of(ncclParamHandle_t h) {
-  int i = weft_param_index(h);
-  return i < 0 ? NULL : weft_param_at(i);
-}
+static const struct weft_param_def* def_of(ncclParamHandle_t h) { return weft_param_of_ptr(h); }
 
 WEFT_API(ncclResult_t, ncclParamBind, ncclParamHandle_t* out, const char* key) {
   WEFT_ARG_CHECK(out != NULL, "ncclParamBind: out is NULL (key %s)", key ? key : "(null)");

@@ -284,10 +284,10 @@ const struct weft_param_def* weft_param_at(int index) {
 
 const struct weft_param_def* weft_param_find(const char* name) { return name ? find_def(name) : NULL; }
 
-int weft_param_index(const void* ptr) {
+const struct weft_param_def* weft_param_of_ptr(const void* ptr) {
   for (int i = 0; i < NPARAMS; i++)
-    if (ptr == (const void*)&params[i]) return i;
-  return -1;
+    if (ptr == (const void*)&params[i]) return &params[i];
+  return NULL;
 }
 
 const char* weft_param_value_text(const struct weft_param_def* def, char* buf, size_t size) {

@@ -30,8 +30,8 @@ int weft_param_count(void);
 const struct weft_param_def* weft_param_at(int index);
 /* The table entry of name, NULL (without a WARN) when the table has none. */
 const struct weft_param_def* weft_param_find(const char* name);
-/* The index of a pointer into the table, -1 when it points anywhere else (handles from users). */
-int weft_param_index(const void* ptr);
+/* The table entry a pointer is the address of, NULL when it points anywhere else (handles from users). */
+const struct weft_param_def* weft_param_of_ptr(const void* ptr);
 /* The value a parameter has now as text (integers as the library reads them, in decimal);
  * NULL when unset and without default. buf holds integers' text. */
 const char* weft_param_value_text(const struct weft_param_def* def, char* buf, size_t size);
