@@ -27,7 +27,6 @@ struct rank_arg {
   ncclUniqueId id;
   int rank, nranks, split;
   pthread_barrier_t* ready; /* all comms built: the stranger may look at them */
-  pthread_barrier_t* go;    /* the stranger has connected: split now */
   ncclComm_t comm;
   ncclResult_t init_res;
   int ok;
@@ -46,6 +45,15 @@ static int allreduce_ok(ncclComm_t comm, int nranks, int rank) {
   return ok;
 }
 
+/* Set when the stranger is done: until then the ranks sit in their bootstrap's progress engine,
+ * where they accept (and, with the checks broken, would park) whatever the stranger sends. */
+static volatile int stranger_done;
+static int until_stranger_done(struct weft_bootstrap* bs, void* arg) {
+  (void)bs;
+  (void)arg;
+  return __atomic_load_n(&stranger_done, __ATOMIC_ACQUIRE);
+}
+
 static void* rank_main(void* p) {
   struct rank_arg* a = p;
   a->init_res = ncclCommInitRank(&a->comm, a->nranks, a->id, a->rank);
@@ -53,7 +61,8 @@ static void* rank_main(void* p) {
   if (a->init_res != ncclSuccess) return NULL;
   a->ok = allreduce_ok(a->comm, a->nranks, a->rank);
   if (a->split) {
-    pthread_barrier_wait(a->go);
+    a->ok = a->ok && weft_bs_progress(a->comm->bootstrap, NULL, 0, until_stranger_done, NULL, NULL,
+                                      weft_socket_deadline(30), "waiting for the stranger") == ncclSuccess;
     ncclComm_t sub = NULL;
     /* Reverse order: the split's ring differs from the parent's. */
     a->ok = a->ok && ncclCommSplit(a->comm, 0, a->nranks - 1 - a->rank, &sub, NULL) == ncclSuccess &&
@@ -86,10 +95,9 @@ struct job {
 };
 
 static void job_start(struct job* j, const ncclUniqueId* id, int from, int to, int split,
-                      pthread_barrier_t* ready, pthread_barrier_t* go) {
+                      pthread_barrier_t* ready) {
   for (int r = from; r < to; r++) {
-    j->args[r] =
-        (struct rank_arg){.id = *id, .rank = r, .nranks = NRANKS, .split = split, .ready = ready, .go = go};
+    j->args[r] = (struct rank_arg){.id = *id, .rank = r, .nranks = NRANKS, .split = split, .ready = ready};
     pthread_create(&j->threads[r], NULL, rank_main, &j->args[r]);
   }
   j->started = to;
@@ -147,12 +155,12 @@ static void scenario_forged_checkin(const char* name, int rank, int nranks) {
   union weft_socket_addr lure;
   int lfd = stranger_listen(&lure);
   struct job j = {0};
-  if (mode == MODE_COMM_ID) job_start(&j, &id, 0, 1, 0, NULL, NULL);
+  if (mode == MODE_COMM_ID) job_start(&j, &id, 0, 1, 0, NULL);
   int fd = forged_checkin(&id, rank, nranks, &lure);
   EXPECT_MSG(fd >= 0, "%s: cannot reach the root", name);
   if (fd >= 0) expect_refused(fd, name);
   int from = j.started;
-  job_start(&j, &id, from, NRANKS, 0, NULL, NULL);
+  job_start(&j, &id, from, NRANKS, 0, NULL);
   EXPECT_MSG(job_finish(&j), "%s: the real job failed", name);
   EXPECT_MSG(!stranger_was_contacted(lfd), "%s: a rank connected to the stranger", name);
   close(lfd);
@@ -197,26 +205,27 @@ static void scenario_replay(void) {
   EXPECT(weft_auth_check(&h.key, WEFT_AUTH_LABEL_CHECKIN, c1, &captured.body, sizeof(captured.body),
                          captured.mac));
   struct job j = {0};
-  if (mode == MODE_COMM_ID) job_start(&j, &id, 0, 1, 0, NULL, NULL);
+  if (mode == MODE_COMM_ID) job_start(&j, &id, 0, 1, 0, NULL);
   int fd = stranger_connect(&h.addr);
   uint8_t c2[WEFT_AUTH_NONCE_BYTES];
   EXPECT(stranger_read(fd, c2, sizeof(c2), 5000) == sizeof(c2));
   EXPECT(send(fd, &captured, sizeof(captured), MSG_NOSIGNAL) == (ssize_t)sizeof(captured));
   expect_refused(fd, "replayed check-in");
-  job_start(&j, &id, j.started, NRANKS, 0, NULL, NULL);
+  job_start(&j, &id, j.started, NRANKS, 0, NULL);
   EXPECT_MSG(job_finish(&j), "replay: the real job failed");
 }
 
-/* A forged split message (our listener as the new ring neighbour) into every rank's port. */
+/* A forged split message (our listener as the new ring neighbour) into every rank's port, as if
+ * from its successor in the split's reversed ring (parent rank r - 1). */
 static void scenario_split_injection(void) {
   ncclUniqueId id = job_id();
   union weft_socket_addr lure;
   int lfd = stranger_listen(&lure);
-  pthread_barrier_t ready, go;
+  pthread_barrier_t ready;
   pthread_barrier_init(&ready, NULL, NRANKS + 1);
-  pthread_barrier_init(&go, NULL, NRANKS + 1);
+  stranger_done = 0;
   struct job j = {0};
-  job_start(&j, &id, 0, NRANKS, 1, &ready, &go);
+  job_start(&j, &id, 0, NRANKS, 1, &ready);
   pthread_barrier_wait(&ready);
   int fds[NRANKS];
   for (int r = 0; r < NRANKS; r++) {
@@ -225,7 +234,6 @@ static void scenario_split_injection(void) {
     struct weft_bootstrap* bs = j.args[r].comm->bootstrap;
     fds[r] = stranger_connect(&bs->listen_addr);
   }
-  pthread_barrier_wait(&go);
   for (int r = 0; r < NRANKS; r++) {
     if (fds[r] < 0) continue;
     struct weft_bootstrap* bs = j.args[r].comm->bootstrap;
@@ -236,9 +244,10 @@ static void scenario_split_injection(void) {
     o.hdr = (struct weft_bs_header){.magic = bs->magic,
                                     .type = WEFT_SOCKET_BOOTSTRAP,
                                     .kind = WEFT_BS_SPLIT,
-                                    .src = (r + 1) % NRANKS,
+                                    .src = (r + NRANKS - 1) % NRANKS,
                                     .dst = r,
-                                    .seq = 1,
+                                    /* The next in order, as a peer would send it. */
+                                    .seq = bs->recv_seq[(r + NRANKS - 1) % NRANKS] + 1,
                                     .size = sizeof(lure)};
     weft_auth_random(o.mac, sizeof(o.mac));
     EXPECT(send(fds[r], &o, sizeof(o), MSG_NOSIGNAL) == (ssize_t)sizeof(o));
@@ -246,11 +255,11 @@ static void scenario_split_injection(void) {
     EXPECT_MSG(stranger_dropped(fds[r], 10000, 0, NULL), "rank %d kept the forged split connection", r);
     close(fds[r]);
   }
+  __atomic_store_n(&stranger_done, 1, __ATOMIC_RELEASE);
   EXPECT_MSG(job_finish(&j), "split injection: the real job failed");
   EXPECT_MSG(!stranger_was_contacted(lfd), "split injection: a rank connected to the stranger");
   close(lfd);
   pthread_barrier_destroy(&ready);
-  pthread_barrier_destroy(&go);
 }
 
 /* NCCL_COMM_ID mode: a rank whose secret differs is refused and says why (ncclInvalidUsage). */
@@ -260,12 +269,12 @@ static void scenario_wrong_secret(void) {
   weft_sha256("another secret", 14, h.key.bytes);
   memcpy(wrong.internal, &h, sizeof(h));
   struct job j = {0};
-  job_start(&j, &id, 0, 1, 0, NULL, NULL);
+  job_start(&j, &id, 0, 1, 0, NULL);
   ncclComm_t comm = NULL;
   ncclResult_t res = ncclCommInitRank(&comm, NRANKS, wrong, 1);
   EXPECT_EQ_INT(res, ncclInvalidUsage);
   if (res == ncclSuccess) ncclCommDestroy(comm);
-  job_start(&j, &id, 1, NRANKS, 0, NULL, NULL);
+  job_start(&j, &id, 1, NRANKS, 0, NULL);
   EXPECT_MSG(job_finish(&j), "wrong secret: the real job failed");
 }
 
