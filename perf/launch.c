@@ -211,14 +211,15 @@ static int hex_decode(const char* s, ncclUniqueId* id) {
   return s[2 * sizeof(id->internal)] == '\n' ? 0 : -1;
 }
 
-/* Written under another name and renamed, so a reader never sees half an id. */
+/* Written under another name and renamed, so a reader never sees half an id; owner-only, since
+ * the id holds the job key. */
 static int write_id(const ncclUniqueId* id, char* err, size_t errlen) {
   char tmp[PATH_MAX + 32], text[2 * NCCL_UNIQUE_ID_BYTES + 2];
   hex_encode(id, text);
   strcat(text, "\n");
   snprintf(tmp, sizeof(tmp), "%s.%d.tmp", rdv.file, (int)getpid());
   unlink(rdv.file);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   int ok = fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text);
   if (fd >= 0 && close(fd)) ok = 0;
   if (!ok || rename(tmp, rdv.file)) {

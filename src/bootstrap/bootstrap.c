@@ -14,6 +14,7 @@ int64_t weft_bs_timeout_s(void) { return weft_param_int("WEFT_BOOTSTRAP_TIMEOUT"
 
 int weft_bootstrap_rank(const struct weft_bootstrap* bs) { return bs->rank; }
 int weft_bootstrap_nranks(const struct weft_bootstrap* bs) { return bs->nranks; }
+const struct weft_auth_key* weft_bootstrap_key(const struct weft_bootstrap* bs) { return &bs->key; }
 
 void weft_bootstrap_destroy(struct weft_bootstrap* bs) {
   if (bs == NULL) return;
@@ -32,17 +33,20 @@ void weft_bootstrap_destroy(struct weft_bootstrap* bs) {
   free(bs->peers);
   free(bs->send_seq);
   free(bs->recv_seq);
+  memset(&bs->key, 0, sizeof(bs->key));
   free(bs);
 }
 
 /* A bootstrap object listening on addr's host (any port). */
-static ncclResult_t create(int rank, int nranks, uint64_t magic, volatile uint32_t* abort_flag,
-                           const union weft_socket_addr* addr, struct weft_bootstrap** out) {
+static ncclResult_t create(int rank, int nranks, uint64_t magic, const struct weft_auth_key* key,
+                           volatile uint32_t* abort_flag, const union weft_socket_addr* addr,
+                           struct weft_bootstrap** out) {
   struct weft_bootstrap* bs = calloc(1, sizeof(*bs));
   if (bs == NULL) goto oom;
   bs->rank = rank;
   bs->nranks = nranks;
   bs->magic = magic;
+  bs->key = *key;
   bs->abort_flag = abort_flag;
   bs->listen_fd = bs->next_fd = bs->prev_fd = -1;
   bs->peers = calloc(nranks, sizeof(*bs->peers));
@@ -80,7 +84,7 @@ static ncclResult_t ring_connect(struct weft_bootstrap* bs, const union weft_soc
   struct weft_bs_header hdr = {
       .magic = bs->magic, .type = WEFT_SOCKET_BOOTSTRAP, .kind = WEFT_BS_RING, .src = bs->rank, .dst = next};
   struct weft_bs_op op;
-  weft_bs_op_send(&op, bs->next_fd, next, &hdr, sizeof(hdr), NULL, 0);
+  weft_bs_op_send(&op, bs->next_fd, next, &hdr, NULL, 0);
   snprintf(what, sizeof(what), "waiting for rank %d (ring predecessor) to connect", prev);
   return weft_bs_progress(bs, &op, 1, have_prev, NULL, abort_flag, deadline, what);
 }
@@ -121,22 +125,55 @@ static ncclResult_t on_reply(const struct weft_bootstrap* bs, const struct weft_
   }
 }
 
+/* The check-in connection to one root: the key it proves and the nonce its replies sign. */
+struct root_link {
+  int fd;
+  struct weft_auth_key key;
+  uint8_t nonce[WEFT_AUTH_NONCE_BYTES];
+};
+
+/* A complete reply counts only with the MAC over our nonce: anything else is a forgery. */
+static ncclResult_t on_signed_reply(const struct weft_bootstrap* bs, const struct root_link* link,
+                                    const struct weft_bs_signed_reply* r, const char* root, int64_t start,
+                                    union weft_socket_addr* next) {
+  if (!weft_auth_check(&link->key, WEFT_AUTH_LABEL_REPLY, link->nonce, &r->body, sizeof(r->body), r->mac)) {
+    WEFT_WARN("Bootstrap: rank %d of %d: the reply on our connection to %s is not signed with the job key",
+              bs->rank, bs->nranks, root);
+    return ncclRemoteError;
+  }
+  return on_reply(bs, &r->body, root, start, next);
+}
+
+static ncclResult_t root_closed(const struct weft_bootstrap* bs, const void* got_bytes, size_t got,
+                                const char* root, ssize_t n) {
+  uint64_t code = 0;
+  if (got == sizeof(code)) memcpy(&code, got_bytes, sizeof(code));
+  if (code == WEFT_BS_AUTH_REFUSED) {
+    WEFT_WARN(
+        "Bootstrap: rank %d of %d: %s refused our check-in because we do not hold its job key: every rank "
+        "must use the same unique id, or with NCCL_COMM_ID the same WEFT_JOB_SECRET",
+        bs->rank, bs->nranks, root);
+    return ncclInvalidUsage;
+  }
+  WEFT_WARN("Bootstrap: rank %d of %d: %s %s before pairing the ranks", bs->rank, bs->nranks, root,
+            n == WEFT_SOCKET_CLOSED ? "closed the connection" : strerror(errno));
+  return ncclRemoteError;
+}
+
 /* Wait for the root's answer on the check-in connection. At our deadline ask the root who is
  * missing, so the error names the ranks that never arrived. */
-static ncclResult_t wait_root(struct weft_bootstrap* bs, int fd, const char* root,
+static ncclResult_t wait_root(struct weft_bootstrap* bs, const struct root_link* link, const char* root,
                               volatile uint32_t* abort_flag, int64_t start, int64_t deadline,
                               union weft_socket_addr* next) {
-  struct weft_bs_reply reply;
+  struct weft_bs_signed_reply reply;
   size_t got = 0;
   int64_t answer_by = 0;
+  int fd = link->fd;
   for (;;) {
     ssize_t n = weft_socket_try_recv(fd, (char*)&reply + got, sizeof(reply) - got);
-    if (n > 0 && (got += (size_t)n) == sizeof(reply)) return on_reply(bs, &reply, root, start, next);
-    if (n < 0) {
-      WEFT_WARN("Bootstrap: rank %d of %d: %s %s before pairing the ranks", bs->rank, bs->nranks, root,
-                n == WEFT_SOCKET_CLOSED ? "closed the connection" : strerror(errno));
-      return ncclRemoteError;
-    }
+    if (n > 0 && (got += (size_t)n) == sizeof(reply))
+      return on_signed_reply(bs, link, &reply, root, start, next);
+    if (n < 0) return root_closed(bs, &reply, got, root, n);
     if (weft_socket_aborted(abort_flag)) {
       WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: rank %d: abort flag set while waiting for %s", bs->rank, root);
       return ncclInternalError;
@@ -159,22 +196,34 @@ static ncclResult_t wait_root(struct weft_bootstrap* bs, int fd, const char* roo
   }
 }
 
+/* Connect to the root, answer its challenge and check in (the answer covers the check-in). */
 static ncclResult_t send_checkin(struct weft_bootstrap* bs, const struct weft_bootstrap_handle* h, int kind,
                                  int nroots, int iroot, const char* root, volatile uint32_t* abort_flag,
-                                 int64_t deadline, int* fd) {
-  struct weft_bs_checkin m = {.magic = h->magic,
-                              .type = WEFT_SOCKET_BOOTSTRAP,
-                              .kind = (uint32_t)kind,
-                              .rank = bs->rank,
-                              .nranks = bs->nranks,
-                              .nroots = nroots,
-                              .iroot = iroot,
-                              .listen = bs->listen_addr};
-  WEFT_CHECK(weft_socket_connect(&h->addr, root, abort_flag, deadline, fd));
-  ncclResult_t res = weft_socket_send_all(*fd, &m, sizeof(m), root, abort_flag, deadline);
+                                 int64_t deadline, struct root_link* link) {
+  link->fd = -1;
+  struct weft_bs_signed_checkin m;
+  memset(&m, 0, sizeof(m));
+  m.body.magic = h->magic;
+  m.body.type = WEFT_SOCKET_BOOTSTRAP;
+  m.body.kind = (uint32_t)kind;
+  m.body.rank = bs->rank;
+  m.body.nranks = bs->nranks;
+  m.body.nroots = nroots;
+  m.body.iroot = iroot;
+  m.body.listen = bs->listen_addr;
+  link->key = h->key;
+  WEFT_CHECK(weft_auth_random(m.body.nonce, sizeof(m.body.nonce)));
+  memcpy(link->nonce, m.body.nonce, sizeof(link->nonce));
+  uint8_t challenge[WEFT_AUTH_NONCE_BYTES];
+  WEFT_CHECK(weft_socket_connect(&h->addr, root, abort_flag, deadline, &link->fd));
+  ncclResult_t res = weft_socket_recv_all(link->fd, challenge, sizeof(challenge), root, abort_flag, deadline);
+  if (res == ncclSuccess) {
+    weft_auth_mac(&h->key, WEFT_AUTH_LABEL_CHECKIN, challenge, &m.body, sizeof(m.body), m.mac);
+    res = weft_socket_send_all(link->fd, &m, sizeof(m), root, abort_flag, deadline);
+  }
   if (res != ncclSuccess) {
-    weft_socket_close(*fd);
-    *fd = -1;
+    weft_socket_close(link->fd);
+    link->fd = -1;
   }
   return res;
 }
@@ -206,8 +255,8 @@ static ncclResult_t checkin(struct weft_bootstrap* bs, const ncclUniqueId* ids, 
     snprintf(label, sizeof(label), "root %d of %d", k, nids);
   snprintf(root, sizeof(root), "%s at %s", label, weft_socket_addr_str(&h.addr, text, sizeof(text)));
   WEFT_CHECK(stagger(bs->rank - lo, hi - lo, abort_flag));
-  int fd;
-  WEFT_CHECK(send_checkin(bs, &h, WEFT_BS_CHECKIN, nids, k, label, abort_flag, deadline, &fd));
+  struct root_link link;
+  WEFT_CHECK(send_checkin(bs, &h, WEFT_BS_CHECKIN, nids, k, label, abort_flag, deadline, &link));
   int prev_root = weft_bs_root_of(n, nids, (bs->rank - 1 + n) % n);
   ncclResult_t res = ncclSuccess;
   if (bs->rank == lo && prev_root != k) {
@@ -215,12 +264,12 @@ static ncclResult_t checkin(struct weft_bootstrap* bs, const ncclUniqueId* ids, 
     struct weft_bootstrap_handle hp = handle_of(&ids[prev_root]);
     char plabel[32];
     snprintf(plabel, sizeof(plabel), "root %d of %d", prev_root, nids);
-    int pfd;
-    res = send_checkin(bs, &hp, WEFT_BS_ADDR, nids, prev_root, plabel, abort_flag, deadline, &pfd);
-    weft_socket_close(pfd);
+    struct root_link plink;
+    res = send_checkin(bs, &hp, WEFT_BS_ADDR, nids, prev_root, plabel, abort_flag, deadline, &plink);
+    weft_socket_close(plink.fd);
   }
-  if (res == ncclSuccess) res = wait_root(bs, fd, root, abort_flag, start, deadline, next);
-  weft_socket_close(fd);
+  if (res == ncclSuccess) res = wait_root(bs, &link, root, abort_flag, start, deadline, next);
+  weft_socket_close(link.fd);
   return res;
 }
 
@@ -237,11 +286,12 @@ ncclResult_t weft_bootstrap_init_scalable(const ncclUniqueId* ids, int nids, int
   const char* comm_id = weft_param_str("NCCL_COMM_ID");
   if (nids == 1 && rank == 0 && comm_id != NULL && comm_id[0] != '\0' &&
       h0.magic == WEFT_BOOTSTRAP_COMM_ID_MAGIC)
-    WEFT_CHECK(weft_bs_root_start(&h0.addr, h0.magic));
+    WEFT_CHECK(weft_bs_root_start(&h0.addr, h0.magic, &h0.key));
   struct weft_socket_if itf;
   WEFT_CHECK(weft_socket_bootstrap_if(&itf));
   struct weft_bootstrap* bs;
-  WEFT_CHECK(create(rank, nranks, h0.magic, abort_flag, &itf.addr, &bs));
+  /* Every id of a scalable init has its own root key; rank-to-rank connections use the first. */
+  WEFT_CHECK(create(rank, nranks, h0.magic, &h0.key, abort_flag, &itf.addr, &bs));
   union weft_socket_addr next;
   ncclResult_t res;
   WEFT_CHECK_GOTO(checkin(bs, ids, nids, abort_flag, start, deadline, &next), res, fail);
@@ -281,7 +331,8 @@ ncclResult_t weft_bootstrap_split(struct weft_bootstrap* parent, int new_rank, i
   int64_t start = weft_socket_now_ns();
   int64_t deadline = weft_socket_deadline(weft_bs_timeout_s());
   struct weft_bootstrap* bs;
-  WEFT_CHECK(create(new_rank, new_nranks, parent->magic, abort_flag, &parent->listen_addr, &bs));
+  WEFT_CHECK(
+      create(new_rank, new_nranks, parent->magic, &parent->key, abort_flag, &parent->listen_addr, &bs));
   ncclResult_t res = ncclSuccess;
   if (new_nranks > 1) {
     /* The parent carries our new listen address to our new predecessor: no root needed. */

@@ -10,14 +10,16 @@
 #include "nccl.h"
 
 struct weft_bootstrap;
+struct weft_auth_key;
 
 /* Bytes at the start of an ncclUniqueId that the bootstrap fills and reads; the rest is zero and
  * free for the caller (ncclCommGetUniqueId describes the parent communicator there). */
-#define WEFT_BOOTSTRAP_ID_BYTES 64
+#define WEFT_BOOTSTRAP_ID_BYTES 96
 
-/* Fill id with a random 64-bit magic and the address of a root listener that runs in a
- * thread of this process. With NCCL_COMM_ID=host:port set, every rank derives the same id
- * (fixed magic) and rank 0 starts the root at that address during weft_bootstrap_init. */
+/* Fill id with a random 64-bit magic, a random 32-byte job key and the address of a root listener
+ * that runs in a thread of this process. With NCCL_COMM_ID=host:port set, every rank derives the
+ * same id (fixed magic, key from WEFT_JOB_SECRET) and rank 0 starts the root at that address
+ * during weft_bootstrap_init. */
 ncclResult_t weft_bootstrap_get_unique_id(ncclUniqueId* id);
 
 /* Join the job: rank of nranks. abort_flag (may be NULL) is polled by every wait; when it
@@ -34,6 +36,8 @@ ncclResult_t weft_bootstrap_split(struct weft_bootstrap* parent, int new_rank, i
                                   struct weft_bootstrap** out);
 
 int weft_bootstrap_rank(const struct weft_bootstrap* bs);
+/* The key this job's connections prove (transports authenticate their own sockets with it). */
+const struct weft_auth_key* weft_bootstrap_key(const struct weft_bootstrap* bs);
 int weft_bootstrap_nranks(const struct weft_bootstrap* bs);
 
 /* data holds nranks slots of size bytes; slot [rank] is ours on entry, all are filled on return. */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "bootstrap/bootstrap.h"
+#include "util/auth.h"
 #include "util/socket.h"
 
 /* NCCL's fixed magic when NCCL_COMM_ID gives the root address to every rank. */
@@ -18,10 +19,13 @@
 /* How many missing ranks one root reply lists (the count is always exact). */
 #define WEFT_BOOTSTRAP_MAX_LISTED 64
 
-/* What ncclUniqueId carries (zero-padded to 128 bytes). */
+/* What ncclUniqueId carries (zero-padded to 128 bytes). The key is what connections prove they
+ * know; it never goes on the wire (the id itself travels over the caller's channel, as in NCCL). */
 struct weft_bootstrap_handle {
   uint64_t magic;
   union weft_socket_addr addr;
+  uint32_t pad;
+  struct weft_auth_key key;
 };
 
 /* Connection purposes, sent after the magic and the socket type. */
@@ -41,6 +45,14 @@ struct weft_bs_checkin {
   uint32_t kind; /* WEFT_BS_CHECKIN or WEFT_BS_ADDR */
   int32_t rank, nranks, nroots, iroot;
   union weft_socket_addr listen;
+  uint32_t pad;
+  uint8_t nonce[WEFT_AUTH_NONCE_BYTES]; /* the root's replies carry a MAC over it */
+};
+
+/* What a rank sends after the root's challenge: the answer covers the check-in it precedes. */
+struct weft_bs_signed_checkin {
+  uint8_t mac[WEFT_AUTH_MAC_BYTES];
+  struct weft_bs_checkin body;
 };
 
 enum weft_bs_reply_kind {
@@ -59,6 +71,16 @@ struct weft_bs_reply {
   int32_t missing[WEFT_BOOTSTRAP_MAX_LISTED];
 };
 
+/* Every root reply: mac = HMAC(key, REPLY label || the rank's nonce || body), so a rank knows its
+ * successor's address came from the root. */
+struct weft_bs_signed_reply {
+  struct weft_bs_reply body;
+  uint8_t mac[WEFT_AUTH_MAC_BYTES];
+};
+/* Sent (unauthenticated, informative only) by a root that refused a check-in's answer, so the
+ * rank can say why instead of "connection closed". */
+#define WEFT_BS_AUTH_REFUSED 0x5745465452454655ULL /* "WEFTREFU" */
+
 /* Opening of every rank-to-rank connection; size bytes of payload follow. */
 struct weft_bs_header {
   uint64_t magic;
@@ -67,6 +89,12 @@ struct weft_bs_header {
   int32_t src, dst, tag, pad;
   uint64_t seq; /* per (src, dst), from 1: keeps (peer, tag) order across connections */
   uint64_t size;
+};
+
+/* The connector's first bytes after the acceptor's challenge: the answer, covering the header. */
+struct weft_bs_opening {
+  uint8_t mac[WEFT_AUTH_MAC_BYTES];
+  struct weft_bs_header hdr;
 };
 
 /* A complete message waiting for its receive call. */
@@ -81,7 +109,8 @@ struct weft_bs_msg {
 /* An accepted connection whose header or payload is still arriving. */
 struct weft_bs_incoming {
   int fd;
-  struct weft_bs_header hdr;
+  uint8_t challenge[WEFT_AUTH_NONCE_BYTES];
+  struct weft_bs_opening open;
   size_t hgot, got, cap;
   char* data;
   int64_t deadline;
@@ -90,6 +119,7 @@ struct weft_bs_incoming {
 struct weft_bootstrap {
   int rank, nranks;
   uint64_t magic;
+  struct weft_auth_key key; /* every connection between ranks proves it */
   volatile uint32_t* abort_flag;
   int listen_fd;
   union weft_socket_addr listen_addr;
@@ -120,18 +150,26 @@ static inline int weft_bs_root_of(int nranks, int nroots, int rank) {
 /* root.c: "N of M never checked in: missing ranks a,b; K checked in and left: c" */
 void weft_bs_format_missing(const struct weft_bs_reply* reply, char* buf, size_t len);
 /* root.c: listen on addr (port 0 picks one) and serve check-ins from a detached thread. */
-ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic);
+ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic,
+                                const struct weft_auth_key* key);
 
 /* p2p.c: the progress engine shared by every wait. */
 struct weft_bs_op {
   int fd, is_send, peer;
-  char* seg[2]; /* seg[0]: header or length prefix; seg[1]: payload */
+  char* seg[2]; /* seg[0]: opening (answer + header) or length prefix; seg[1]: payload */
   size_t len[2], done[2];
   uint64_t prefix; /* length prefix storage */
   size_t expect;   /* receive: required prefix value */
+  /* A send with a header opens a connection: it waits for the acceptor's challenge, then
+   * answers it in the opening before the header. */
+  struct weft_bs_opening opening;
+  uint8_t challenge[WEFT_AUTH_NONCE_BYTES];
+  size_t chal_got, chal_len;
 };
-void weft_bs_op_send(struct weft_bs_op* op, int fd, int peer, void* hdr, size_t hdrlen, const void* data,
-                     size_t len);
+/* hdr (copied) opens a new connection and is authenticated; NULL sends a length prefix on an
+ * established one. */
+void weft_bs_op_send(struct weft_bs_op* op, int fd, int peer, const struct weft_bs_header* hdr,
+                     const void* data, size_t len);
 void weft_bs_op_recv(struct weft_bs_op* op, int fd, int peer, void* data, size_t len);
 /* Run ops (and accept/read incoming connections) until all are done and, when until is not
  * NULL, until(bs, arg) holds. what describes the wait for WARNs ("receiving tag 3 from rank 2"). */

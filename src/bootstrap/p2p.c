@@ -1,6 +1,8 @@
 /* The bootstrap's progress engine and what runs on it: tagged point-to-point messages (one TCP
  * connection each, parked until received), the ring all-gather and the barrier. Every wait
- * also accepts and reads incoming connections, so two ranks sending to each other never block. */
+ * also accepts and reads incoming connections, so two ranks sending to each other never block.
+ * Each new connection is authenticated: the acceptor sends a challenge, the connector's opening
+ * answers it with a MAC over the header, and nothing is parsed before the answer checks out. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,15 +12,19 @@
 #include "util/check.h"
 #include "util/log.h"
 
-void weft_bs_op_send(struct weft_bs_op* op, int fd, int peer, void* hdr, size_t hdrlen, const void* data,
-                     size_t len) {
+void weft_bs_op_send(struct weft_bs_op* op, int fd, int peer, const struct weft_bs_header* hdr,
+                     const void* data, size_t len) {
   memset(op, 0, sizeof(*op));
   op->fd = fd;
   op->is_send = 1;
   op->peer = peer;
   op->prefix = len;
-  op->seg[0] = hdr ? (char*)hdr : (char*)&op->prefix;
-  op->len[0] = hdr ? hdrlen : sizeof(op->prefix);
+  if (hdr) {
+    op->opening.hdr = *hdr;
+    op->chal_len = sizeof(op->challenge);
+  }
+  op->seg[0] = hdr ? (char*)&op->opening : (char*)&op->prefix;
+  op->len[0] = hdr ? sizeof(op->opening) : sizeof(op->prefix);
   op->seg[1] = (char*)data;
   op->len[1] = len;
 }
@@ -38,24 +44,45 @@ static int op_done(const struct weft_bs_op* op) {
   return op->done[0] == op->len[0] && op->done[1] == op->len[1];
 }
 
+static int op_awaits_challenge(const struct weft_bs_op* op) { return op->chal_got < op->chal_len; }
+
+static ncclResult_t op_failed(struct weft_bootstrap* bs, const struct weft_bs_op* op, ssize_t n, int sending,
+                              const char* what) {
+  int err = errno;
+  if (n == WEFT_SOCKET_CLOSED)
+    WEFT_WARN("Bootstrap: rank %d: rank %d closed the connection while %s", bs->rank, op->peer, what);
+  else
+    WEFT_WARN("Bootstrap: rank %d: %s rank %d failed while %s: %s", bs->rank,
+              sending ? "sending to" : "receiving from", op->peer, what, strerror(err));
+  return n == WEFT_SOCKET_CLOSED || err == ECONNRESET || err == EPIPE ? ncclRemoteError : ncclSystemError;
+}
+
+/* Read the acceptor's challenge; once it is whole, answer it in the opening. */
+static ncclResult_t op_challenge(struct weft_bootstrap* bs, struct weft_bs_op* op, const char* what) {
+  while (op_awaits_challenge(op)) {
+    ssize_t n = weft_socket_try_recv(op->fd, op->challenge + op->chal_got, op->chal_len - op->chal_got);
+    if (n == 0) return ncclSuccess;
+    if (n < 0) return op_failed(bs, op, n, 0, what);
+    op->chal_got += (size_t)n;
+  }
+  weft_auth_mac(&bs->key, WEFT_AUTH_LABEL_PEER, op->challenge, &op->opening.hdr, sizeof(op->opening.hdr),
+                op->opening.mac);
+  return ncclSuccess;
+}
+
 /* Move as many bytes as the socket takes now. */
 static ncclResult_t op_progress(struct weft_bootstrap* bs, struct weft_bs_op* op, const char* what) {
+  if (op_awaits_challenge(op)) {
+    WEFT_CHECK(op_challenge(bs, op, what));
+    if (op_awaits_challenge(op)) return ncclSuccess;
+  }
   for (int s = 0; s < 2; s++) {
     while (op->done[s] < op->len[s]) {
       ssize_t n = op->is_send
                       ? weft_socket_try_send(op->fd, op->seg[s] + op->done[s], op->len[s] - op->done[s])
                       : weft_socket_try_recv(op->fd, op->seg[s] + op->done[s], op->len[s] - op->done[s]);
       if (n == 0) return ncclSuccess;
-      if (n < 0) {
-        int err = errno;
-        if (n == WEFT_SOCKET_CLOSED)
-          WEFT_WARN("Bootstrap: rank %d: rank %d closed the connection while %s", bs->rank, op->peer, what);
-        else
-          WEFT_WARN("Bootstrap: rank %d: %s rank %d failed while %s: %s", bs->rank,
-                    op->is_send ? "sending to" : "receiving from", op->peer, what, strerror(err));
-        return n == WEFT_SOCKET_CLOSED || err == ECONNRESET || err == EPIPE ? ncclRemoteError
-                                                                            : ncclSystemError;
-      }
+      if (n < 0) return op_failed(bs, op, n, op->is_send, what);
       op->done[s] += (size_t)n;
     }
     if (s == 0 && !op->is_send && op->prefix != op->expect) {
@@ -96,19 +123,25 @@ static void park(struct weft_bootstrap* bs, struct weft_bs_msg* m) {
 }
 
 static int header_ok(struct weft_bootstrap* bs, const struct weft_bs_header* h) {
+  if (h->magic != bs->magic) return 0;
   if (h->type != WEFT_SOCKET_BOOTSTRAP || h->src < 0 || h->src >= bs->nranks || h->dst != bs->rank) return 0;
   if (h->kind == WEFT_BS_RING) return h->size == 0;
   if (h->kind != WEFT_BS_P2P && h->kind != WEFT_BS_BARRIER && h->kind != WEFT_BS_SPLIT) return 0;
   return h->size <= WEFT_BOOTSTRAP_MAX_MSG && h->seq > bs->recv_seq[h->src];
 }
 
-/* The header is complete: a ring connection becomes prev_fd, a message starts its payload. */
+/* The opening is complete: once its answer checks out, a ring connection becomes prev_fd and a
+ * message starts its payload. */
 static void inc_header(struct weft_bootstrap* bs, int i) {
   struct weft_bs_incoming* c = &bs->inc[i];
-  if (!header_ok(bs, &c->hdr)) return inc_drop(bs, i, "malformed header");
-  if (c->hdr.kind != WEFT_BS_RING) return;
+  const struct weft_bs_header* h = &c->open.hdr;
+  if (!weft_auth_check(&bs->key, WEFT_AUTH_LABEL_PEER, c->challenge, h, sizeof(*h), c->open.mac))
+    return inc_drop(bs, i, "wrong answer to the challenge (not holding the job key)");
+  if (!header_ok(bs, h)) return inc_drop(bs, i, "malformed header");
+  c->deadline = weft_socket_deadline(weft_bs_timeout_s());
+  if (h->kind != WEFT_BS_RING) return;
   int prev = (bs->rank - 1 + bs->nranks) % bs->nranks;
-  if (c->hdr.src != prev || bs->prev_fd >= 0) return inc_drop(bs, i, "unexpected ring connection");
+  if (h->src != prev || bs->prev_fd >= 0) return inc_drop(bs, i, "unexpected ring connection");
   bs->prev_fd = c->fd;
   inc_remove(bs, i, 0);
 }
@@ -117,11 +150,11 @@ static void inc_complete(struct weft_bootstrap* bs, int i) {
   struct weft_bs_incoming* c = &bs->inc[i];
   struct weft_bs_msg* m = calloc(1, sizeof(*m));
   if (m == NULL) return inc_drop(bs, i, "out of memory");
-  m->src = c->hdr.src;
-  m->kind = (int)c->hdr.kind;
-  m->tag = c->hdr.tag;
-  m->seq = c->hdr.seq;
-  m->size = c->hdr.size;
+  m->src = c->open.hdr.src;
+  m->kind = (int)c->open.hdr.kind;
+  m->tag = c->open.hdr.tag;
+  m->seq = c->open.hdr.seq;
+  m->size = c->open.hdr.size;
   m->data = c->data;
   park(bs, m);
   inc_remove(bs, i, 1);
@@ -129,33 +162,33 @@ static void inc_complete(struct weft_bootstrap* bs, int i) {
 
 static void inc_readable(struct weft_bootstrap* bs, int i) {
   struct weft_bs_incoming* c = &bs->inc[i];
-  if (c->hgot < sizeof(c->hdr)) {
-    ssize_t n = weft_socket_try_recv(c->fd, (char*)&c->hdr + c->hgot, sizeof(c->hdr) - c->hgot);
+  if (c->hgot < sizeof(c->open)) {
+    ssize_t n = weft_socket_try_recv(c->fd, (char*)&c->open + c->hgot, sizeof(c->open) - c->hgot);
     if (n < 0) return inc_drop(bs, i, n == WEFT_SOCKET_CLOSED ? "closed before its header" : strerror(errno));
     c->hgot += (size_t)n;
-    if (c->hgot >= sizeof(c->hdr.magic) && c->hdr.magic != bs->magic) return inc_drop(bs, i, "wrong magic");
-    if (c->hgot < sizeof(c->hdr)) return;
+    if (c->hgot < sizeof(c->open)) return;
     int fd = c->fd;
     inc_header(bs, i);
     /* Dropped, or handed over as the ring connection: the entry is gone. */
     if (i >= bs->ninc || bs->inc[i].fd != fd) return;
   }
-  if (c->got == c->cap && c->got < c->hdr.size) {
+  size_t size = c->open.hdr.size;
+  if (c->got == c->cap && c->got < size) {
     /* Grow as bytes arrive, so a lying size costs nothing until the data really comes. */
     size_t cap = c->cap ? 2 * c->cap : 65536;
-    if (cap > c->hdr.size) cap = c->hdr.size;
+    if (cap > size) cap = size;
     char* grown = realloc(c->data, cap);
     if (grown == NULL) return inc_drop(bs, i, "out of memory");
     c->data = grown;
     c->cap = cap;
   }
-  if (c->got < c->hdr.size) {
+  if (c->got < size) {
     ssize_t n = weft_socket_try_recv(c->fd, c->data + c->got, c->cap - c->got);
     if (n < 0)
       return inc_drop(bs, i, n == WEFT_SOCKET_CLOSED ? "closed before its payload" : strerror(errno));
     c->got += (size_t)n;
   }
-  if (c->got == c->hdr.size) inc_complete(bs, i);
+  if (c->got == size) inc_complete(bs, i);
 }
 
 static void accept_all(struct weft_bootstrap* bs) {
@@ -172,10 +205,18 @@ static void accept_all(struct weft_bootstrap* bs) {
       bs->inc = grown;
       bs->capinc = cap;
     }
-    struct weft_bs_incoming* c = &bs->inc[bs->ninc++];
+    struct weft_bs_incoming* c = &bs->inc[bs->ninc];
     memset(c, 0, sizeof(*c));
     c->fd = fd;
-    c->deadline = weft_socket_deadline(weft_bs_timeout_s());
+    /* A fresh socket's send buffer is empty: the challenge goes whole or the peer is gone. */
+    if (weft_auth_random(c->challenge, sizeof(c->challenge)) != ncclSuccess ||
+        weft_socket_try_send(fd, c->challenge, sizeof(c->challenge)) != (ssize_t)sizeof(c->challenge)) {
+      weft_socket_close(fd);
+      continue;
+    }
+    bs->ninc++;
+    /* An honest connector answers as soon as it polls: a silent one holds an fd only this long. */
+    c->deadline = weft_socket_deadline(WEFT_AUTH_TIMEOUT_S);
   }
 }
 
@@ -201,7 +242,8 @@ static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops,
   int n = 0;
   for (int i = 0; i < nops; i++)
     if (!op_done(&ops[i]))
-      bs->pfds[n++] = (struct pollfd){.fd = ops[i].fd, .events = ops[i].is_send ? POLLOUT : POLLIN};
+      bs->pfds[n++] = (struct pollfd){
+          .fd = ops[i].fd, .events = ops[i].is_send && !op_awaits_challenge(&ops[i]) ? POLLOUT : POLLIN};
   int first_inc = n + 1;
   bs->pfds[n++] = (struct pollfd){.fd = bs->listen_fd, .events = POLLIN};
   for (int i = 0; i < bs->ninc; i++) bs->pfds[n++] = (struct pollfd){.fd = bs->inc[i].fd, .events = POLLIN};
@@ -308,7 +350,7 @@ ncclResult_t weft_bs_send_kind(struct weft_bootstrap* bs, int peer, int kind, in
   int fd;
   WEFT_CHECK(weft_socket_connect(&bs->peers[peer], who, abort_flag, deadline, &fd));
   struct weft_bs_op op;
-  weft_bs_op_send(&op, fd, peer, &hdr, sizeof(hdr), data, size);
+  weft_bs_op_send(&op, fd, peer, &hdr, data, size);
   ncclResult_t res = weft_bs_progress(bs, &op, 1, NULL, NULL, abort_flag, deadline, what);
   weft_socket_close(fd);
   return res;
@@ -346,7 +388,7 @@ ncclResult_t weft_bs_allgather(struct weft_bootstrap* bs, void* data, size_t siz
   for (int s = 0; s < n - 1; s++) {
     int send_slice = (rank - s + n) % n, recv_slice = (rank - s - 1 + n) % n;
     struct weft_bs_op ops[2];
-    weft_bs_op_send(&ops[0], bs->next_fd, (rank + 1) % n, NULL, 0, base + send_slice * size, size);
+    weft_bs_op_send(&ops[0], bs->next_fd, (rank + 1) % n, NULL, base + send_slice * size, size);
     weft_bs_op_recv(&ops[1], bs->prev_fd, prev, base + recv_slice * size, size);
     char what[160];
     snprintf(what, sizeof(what), "in all-gather step %d of %d, receiving rank %d's data from rank %d", s + 1,

@@ -1,6 +1,8 @@
 /* The bootstrap root: a thread that collects every rank's check-in, then tells each rank the
  * address of its ring successor. It answers "who is missing?" queries from ranks that time out
- * and drops connections that do not speak the protocol without disturbing the job. */
+ * and drops connections that do not speak the protocol without disturbing the job. Nothing is
+ * parsed before its sender proved it holds the job key (answer to our challenge), and every
+ * reply carries a MAC over the rank's nonce, so neither side can be impersonated. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -26,7 +28,8 @@ struct root_conn {
   int fd;
   int rank; /* checked in and waiting for its reply; -1 while the check-in is arriving */
   size_t got, qgot;
-  struct weft_bs_checkin msg;
+  uint8_t challenge[WEFT_AUTH_NONCE_BYTES];
+  struct weft_bs_signed_checkin in; /* in.body only once in.mac is verified */
   uint32_t query;
   int64_t deadline;
   union weft_socket_addr peer;
@@ -35,6 +38,7 @@ struct root_conn {
 struct root {
   int listen_fd;
   uint64_t magic;
+  struct weft_auth_key key;
   char name[WEFT_SOCKET_ADDR_STRLEN];
   int64_t timeout_s, start, give_up;
   int nranks, nroots, iroot; /* nranks is 0 until the first check-in */
@@ -67,11 +71,17 @@ static void drop_conn(struct root* r, int i, const char* why) {
   r->conns[i] = r->conns[--r->nconns];
 }
 
-static void send_reply(struct root* r, int fd, int rank, struct weft_bs_reply* reply) {
+/* Reply to the rank on conns[i], signed over the nonce of its (verified) check-in. */
+static void send_reply(struct root* r, int i, const struct weft_bs_reply* reply) {
+  struct root_conn* c = &r->conns[i];
   char who[WEFT_SOCKET_ADDR_STRLEN + 32];
-  snprintf(who, sizeof(who), "rank %d (from root %s)", rank, r->name);
+  snprintf(who, sizeof(who), "rank %d (from root %s)", c->in.body.rank, r->name);
+  struct weft_bs_signed_reply out;
+  memset(&out, 0, sizeof(out));
+  out.body = *reply;
+  weft_auth_mac(&r->key, WEFT_AUTH_LABEL_REPLY, c->in.body.nonce, &out.body, sizeof(out.body), out.mac);
   /* Small replies fit the socket buffer; a short deadline keeps a dead rank from holding us. */
-  (void)weft_socket_send_all(fd, reply, sizeof(*reply), who, NULL, weft_socket_deadline(5));
+  (void)weft_socket_send_all(c->fd, &out, sizeof(out), who, NULL, weft_socket_deadline(5));
 }
 
 static void fill_missing(const struct root* r, struct weft_bs_reply* reply) {
@@ -121,9 +131,12 @@ static void reject(struct root* r, int i, int expected, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(why, sizeof(why), fmt, ap);
   va_end(ap);
-  WEFT_WARN("Bootstrap root %s: rejecting check-in of rank %d: %s", r->name, r->conns[i].msg.rank, why);
-  struct weft_bs_reply reply = {.kind = WEFT_BS_REPLY_REJECT, .count = expected};
-  send_reply(r, r->conns[i].fd, r->conns[i].msg.rank, &reply);
+  WEFT_WARN("Bootstrap root %s: rejecting check-in of rank %d: %s", r->name, r->conns[i].in.body.rank, why);
+  struct weft_bs_reply reply;
+  memset(&reply, 0, sizeof(reply));
+  reply.kind = WEFT_BS_REPLY_REJECT;
+  reply.count = expected;
+  send_reply(r, i, &reply);
   drop_conn(r, i, NULL);
 }
 
@@ -145,7 +158,8 @@ static int configure(struct root* r, const struct weft_bs_checkin* m) {
 
 static void checkin(struct root* r, int i) {
   struct root_conn* c = &r->conns[i];
-  const struct weft_bs_checkin* m = &c->msg;
+  const struct weft_bs_checkin* m = &c->in.body;
+  if (m->magic != r->magic) return drop_conn(r, i, "wrong magic");
   if (m->type != WEFT_SOCKET_BOOTSTRAP || (m->kind != WEFT_BS_CHECKIN && m->kind != WEFT_BS_ADDR))
     return drop_conn(r, i, "not a bootstrap check-in");
   if (m->nranks < 1 || m->nranks > WEFT_BOOTSTRAP_MAX_RANKS || m->nroots < 1 || m->nroots > m->nranks ||
@@ -194,18 +208,25 @@ static void waiting_readable(struct root* r, int i) {
   if (c->query != WEFT_BS_QUERY) return rank_left(r, i, "unknown request");
   struct weft_bs_reply reply;
   fill_missing(r, &reply);
-  send_reply(r, c->fd, c->rank, &reply);
+  send_reply(r, i, &reply);
 }
 
 static void readable(struct root* r, int i) {
   struct root_conn* c = &r->conns[i];
   if (c->rank >= 0) return waiting_readable(r, i);
-  ssize_t n = weft_socket_try_recv(c->fd, (char*)&c->msg + c->got, sizeof(c->msg) - c->got);
+  ssize_t n = weft_socket_try_recv(c->fd, (char*)&c->in + c->got, sizeof(c->in) - c->got);
   if (n == WEFT_SOCKET_CLOSED) return drop_conn(r, i, "closed before a complete check-in");
   if (n == WEFT_SOCKET_ERROR) return drop_conn(r, i, strerror(errno));
   c->got += (size_t)n;
-  if (c->got >= sizeof(c->msg.magic) && c->msg.magic != r->magic) return drop_conn(r, i, "wrong magic");
-  if (c->got == sizeof(c->msg)) checkin(r, i);
+  if (c->got < sizeof(c->in)) return;
+  if (!weft_auth_check(&r->key, WEFT_AUTH_LABEL_CHECKIN, c->challenge, &c->in.body, sizeof(c->in.body),
+                       c->in.mac)) {
+    /* Tell an honest rank with the wrong key why; a stranger learns nothing from it. */
+    uint64_t refused = WEFT_BS_AUTH_REFUSED;
+    (void)weft_socket_try_send(c->fd, &refused, sizeof(refused));
+    return drop_conn(r, i, "wrong answer to the challenge (not holding the job key)");
+  }
+  checkin(r, i);
 }
 
 static void accept_all(struct root* r) {
@@ -223,13 +244,20 @@ static void accept_all(struct root* r) {
       r->conns = grown;
       r->capconns = cap;
     }
-    struct root_conn* c = &r->conns[r->nconns++];
+    struct root_conn* c = &r->conns[r->nconns];
     memset(c, 0, sizeof(*c));
     c->fd = fd;
     c->rank = -1;
     c->peer = peer;
-    /* A silent connection must not hold an fd forever; it never blocks the others. */
-    c->deadline = weft_socket_now_ns() + (r->timeout_s > 0 ? r->timeout_s : 300) * 1000000000LL;
+    /* A fresh socket's send buffer is empty: the challenge goes whole or the peer is gone. */
+    if (weft_auth_random(c->challenge, sizeof(c->challenge)) != ncclSuccess ||
+        weft_socket_try_send(fd, c->challenge, sizeof(c->challenge)) != (ssize_t)sizeof(c->challenge)) {
+      weft_socket_close(fd);
+      continue;
+    }
+    r->nconns++;
+    /* An honest rank answers at once: a silent or slow one only holds an fd this long. */
+    c->deadline = weft_socket_now_ns() + WEFT_AUTH_TIMEOUT_S * 1000000000LL;
   }
 }
 
@@ -237,9 +265,11 @@ static void finish(struct root* r) {
   for (int i = 0; i < r->nconns; i++) {
     struct root_conn* c = &r->conns[i];
     if (c->rank < 0) continue;
-    struct weft_bs_reply reply = {.kind = WEFT_BS_REPLY_NEXT};
+    struct weft_bs_reply reply;
+    memset(&reply, 0, sizeof(reply));
+    reply.kind = WEFT_BS_REPLY_NEXT;
     reply.next = r->addrs[slot_of(r, (c->rank + 1) % r->nranks)];
-    send_reply(r, c->fd, c->rank, &reply);
+    send_reply(r, i, &reply);
   }
   WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: all %d ranks checked in after %.1f ms", r->name, r->nneeded,
             (weft_socket_now_ns() - r->start) / 1e6);
@@ -252,7 +282,7 @@ static void give_up(struct root* r) {
   weft_bs_format_missing(&reply, text, sizeof(text));
   WEFT_WARN("Bootstrap root %s: gave up waiting; %s", r->name, text);
   for (int i = 0; i < r->nconns; i++)
-    if (r->conns[i].rank >= 0) send_reply(r, r->conns[i].fd, r->conns[i].rank, &reply);
+    if (r->conns[i].rank >= 0) send_reply(r, i, &reply);
 }
 
 static void serve(struct root* r) {
@@ -285,7 +315,7 @@ static void serve(struct root* r) {
       if (fds[i + 1].revents)
         readable(r, i);
       else if (r->conns[i].rank < 0 && now >= r->conns[i].deadline)
-        drop_conn(r, i, "no check-in before the timeout");
+        drop_conn(r, i, "no authenticated check-in in time");
     }
     if (fds[0].revents) accept_all(r);
   }
@@ -300,11 +330,13 @@ static void* root_main(void* arg) {
   free(r->fds);
   free(r->addrs);
   free(r->have);
+  memset(&r->key, 0, sizeof(r->key));
   free(r);
   return NULL;
 }
 
-ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic) {
+ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic,
+                                const struct weft_auth_key* key) {
   struct root* r = calloc(1, sizeof(*r));
   if (r == NULL) {
     WEFT_WARN("Bootstrap root: out of memory");
@@ -329,6 +361,7 @@ ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic) {
     return ncclSystemError;
   }
   r->magic = magic;
+  r->key = *key;
   r->timeout_s = weft_bs_timeout_s();
   r->start = weft_socket_now_ns();
   weft_socket_addr_str(addr, r->name, sizeof(r->name));

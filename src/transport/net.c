@@ -130,11 +130,12 @@ static ncclResult_t wait_connected(const struct weft_net_peer* p, const char* wh
 
 struct connect_arg {
   const struct weft_net_ops* net;
+  const struct weft_auth_key* key;
   void* handle;
 };
 static ncclResult_t connect_step(void* arg, void** comm) {
   struct connect_arg* a = arg;
-  return a->net->connect(0, a->handle, comm);
+  return a->net->connect(0, a->key, a->handle, comm);
 }
 static ncclResult_t accept_step(void* arg, void** comm) {
   struct net_state* st = arg;
@@ -169,7 +170,7 @@ ncclResult_t weft_net_offer(const struct weft_net_peer* p, int tag, size_t simpl
   struct net_state* st = m->transport;
   st->net = net;
   memset(h.name, 0, sizeof(h.name));
-  ncclResult_t res = net->listen(0, h.name, &st->listen_comm);
+  ncclResult_t res = net->listen(0, weft_bootstrap_key(p->bootstrap), h.name, &st->listen_comm);
   h.is_shm = WEFT_CONN_NET;
   h.local_ptr = 0;
   struct who me;
@@ -207,7 +208,7 @@ ncclResult_t weft_net_take(const struct weft_net_peer* p, int tag, int ack_tag, 
     ((struct net_state*)m->transport)->net = net;
     char handle[WEFT_NET_HANDLE_BYTES];
     memcpy(handle, h.name, sizeof(handle));
-    struct connect_arg a = {net, handle};
+    struct connect_arg a = {net, weft_bootstrap_key(p->bootstrap), handle};
     res = wait_connected(p, "connecting to", &a, connect_step, &comm);
     if (res == ncclSuccess) res = start_proxy(p, 1, m, comm);
   }

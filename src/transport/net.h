@@ -13,6 +13,8 @@
 #define WEFT_NET_MAX_RECVS 4     /* buffers one irecv may offer (the message's tag picks one) */
 #define WEFT_NET_MAX_REQUESTS 32 /* requests in flight per comm; isend/irecv give NULL beyond */
 
+struct weft_auth_key;
+
 struct weft_net_props {
   char name[64];  /* interface name */
   char addr[64];  /* its address, printable */
@@ -30,8 +32,11 @@ struct weft_net_ops {
   ncclResult_t (*init)(void);
   ncclResult_t (*devices)(int* ndev);
   ncclResult_t (*get_properties)(int dev, struct weft_net_props* props);
-  ncclResult_t (*listen)(int dev, void* handle, void** listen_comm);
-  ncclResult_t (*connect)(int dev, void* handle, void** send_comm); /* keeps its progress in handle */
+  /* key: what every connection proves (the communicator's, weft_bootstrap_key); NULL: the public
+   * key, for tests of a network alone. It never goes into the handle. */
+  ncclResult_t (*listen)(int dev, const struct weft_auth_key* key, void* handle, void** listen_comm);
+  ncclResult_t (*connect)(int dev, const struct weft_auth_key* key, void* handle,
+                          void** send_comm); /* keeps its progress in handle */
   ncclResult_t (*accept)(void* listen_comm, void** recv_comm);
   ncclResult_t (*isend)(void* send_comm, const void* data, size_t size, int tag, void** request);
   ncclResult_t (*irecv)(void* recv_comm, int n, void* const* data, const size_t* sizes, const int* tags,

@@ -1,7 +1,13 @@
 /* The socket network: one control socket per connection carries message headers (and small
  * messages inline); larger messages are split over NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD
  * data sockets served by helper threads. Both sides split a message the same way, so no
- * per-chunk headers are needed. Every call returns at once. */
+ * per-chunk headers are needed. Every call returns at once.
+ * Every socket opens with HMAC(key, label || listener's challenge || hello): the challenge is a
+ * random nonce of the listener that reaches the connector inside the handle, over the
+ * authenticated bootstrap (the connector must finish before the listener starts accepting, so
+ * the challenge cannot come on the socket itself). A listener serves one connection, so an
+ * answer is good for nothing else; hellos that fail, or do not match the connection being
+ * assembled, are dropped without disturbing it. */
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -17,6 +23,7 @@
 #include <unistd.h>
 
 #include "transport/net.h"
+#include "util/auth.h"
 #include "util/log.h"
 #include "util/param.h"
 #include "util/socket.h"
@@ -28,17 +35,26 @@
 #define MIN_CHUNK (64 * 1024)  /* a data socket gets at least this much of a message */
 #define INLINE_MAX (64 * 1024) /* messages up to this size ride on the control socket */
 #define QLEN WEFT_NET_MAX_REQUESTS
+#define NONCE_BYTES 16                    /* what fits in the handle beside the address */
+#define MAX_PENDING (2 * (MAX_SOCKS + 1)) /* accepted sockets not yet authenticated */
 
 struct handle {
   uint64_t magic;
   union weft_socket_addr addr;
   void* state; /* the connecting side's progress; NULL as sent */
+  uint8_t nonce[NONCE_BYTES];
 };
 _Static_assert(sizeof(struct handle) <= WEFT_NET_HANDLE_BYTES, "socket handle too large");
 
 struct hello {
   uint64_t magic, id;
   uint32_t index, nsocks; /* index 0 is the control socket */
+};
+
+/* First bytes on every socket: the answer covers the hello. */
+struct opening {
+  uint8_t mac[WEFT_AUTH_MAC_BYTES];
+  struct hello h;
 };
 
 struct msg_hdr {
@@ -93,23 +109,43 @@ struct comm {
   char peer[WEFT_SOCKET_ADDR_STRLEN];
 };
 
+struct pending {
+  int fd;
+  struct opening in;
+  size_t got;
+  int64_t deadline;
+};
+
 struct listen_comm {
   int fd;
-  int nfds;
-  struct {
-    int fd;
-    struct hello h;
-    size_t got;
-  } pending[MAX_SOCKS + 1];
+  struct weft_auth_key key;
+  uint8_t challenge[WEFT_AUTH_NONCE_BYTES]; /* the handle's nonce, zero-padded */
+  int npending;
+  struct pending pending[MAX_PENDING];
+  /* The connection being assembled, fixed by the first authenticated hello. */
+  int have_id, nfound;
+  uint64_t id;
+  uint32_t nsocks;
+  int fds[MAX_SOCKS + 1];
   char addr[WEFT_SOCKET_ADDR_STRLEN];
 };
 
 struct connecting {
   int n;
   uint64_t id;
+  struct weft_auth_key key;
+  uint8_t challenge[WEFT_AUTH_NONCE_BYTES];
   int fds[MAX_SOCKS + 1];
-  int state[MAX_SOCKS + 1]; /* 0 connecting, 1 hello sent */
+  int state[MAX_SOCKS + 1]; /* 0 connecting, 1 opening sent */
 };
+
+/* NULL key: the public one (unit tests of the transport alone). */
+static void key_or_public(const struct weft_auth_key* key, struct weft_auth_key* out) {
+  if (key != NULL)
+    *out = *key;
+  else
+    weft_auth_public_key(out);
+}
 
 static struct weft_socket_if ifs[MAX_IFS];
 static int nifs;
@@ -182,7 +218,7 @@ static void set_liveness(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
 }
 
-static ncclResult_t sock_listen(int dev, void* handle, void** out) {
+static ncclResult_t sock_listen(int dev, const struct weft_auth_key* key, void* handle, void** out) {
   *out = NULL;
   if (dev < 0 || dev >= nifs) {
     WEFT_WARN("Net/Socket: device %d does not exist (%d devices)", dev, nifs);
@@ -198,7 +234,19 @@ static ncclResult_t sock_listen(int dev, void* handle, void** out) {
     return res;
   }
   weft_socket_addr_str(&addr, l->addr, sizeof(l->addr));
-  struct handle h = {.magic = MAGIC, .addr = addr, .state = NULL};
+  key_or_public(key, &l->key);
+  for (int i = 0; i <= MAX_SOCKS; i++) l->fds[i] = -1;
+  struct handle h;
+  memset(&h, 0, sizeof(h));
+  h.magic = MAGIC;
+  h.addr = addr;
+  res = weft_auth_random(h.nonce, sizeof(h.nonce));
+  if (res != ncclSuccess) {
+    weft_socket_close(l->fd);
+    free(l);
+    return res;
+  }
+  memcpy(l->challenge, h.nonce, sizeof(h.nonce));
   memset(handle, 0, WEFT_NET_HANDLE_BYTES);
   memcpy(handle, &h, sizeof(h));
   *out = l;
@@ -326,7 +374,7 @@ static ncclResult_t comm_create(int is_send, const int* fds, int nsocks, const c
   return ncclSuccess;
 }
 
-static ncclResult_t sock_connect(int dev, void* handle_in, void** out) {
+static ncclResult_t sock_connect(int dev, const struct weft_auth_key* key, void* handle_in, void** out) {
   (void)dev;
   struct handle* h = handle_in;
   char text[WEFT_SOCKET_ADDR_STRLEN];
@@ -343,9 +391,11 @@ static ncclResult_t sock_connect(int dev, void* handle_in, void** out) {
     st = calloc(1, sizeof(*st));
     if (st == NULL) return ncclSystemError;
     st->n = nsocks + 1;
-    st->id = ((uint64_t)rand() << 32) ^ (uint64_t)weft_socket_now_ns() ^ (uint64_t)(uintptr_t)st;
     for (int i = 0; i < st->n; i++) st->fds[i] = -1;
     h->state = st;
+    key_or_public(key, &st->key);
+    memcpy(st->challenge, h->nonce, sizeof(h->nonce));
+    if (weft_auth_random(&st->id, sizeof(st->id)) != ncclSuccess) goto fail;
     for (int i = 0; i < st->n; i++) {
       st->fds[i] = socket(h->addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       if (st->fds[i] < 0 ||
@@ -366,9 +416,12 @@ static ncclResult_t sock_connect(int dev, void* handle_in, void** out) {
     int err = 0;
     socklen_t len = sizeof(err);
     getsockopt(st->fds[i], SOL_SOCKET, SO_ERROR, &err, &len);
-    struct hello hl = {.magic = MAGIC, .id = st->id, .index = (uint32_t)i, .nsocks = (uint32_t)(st->n - 1)};
-    /* A fresh socket's send buffer is empty: the hello goes whole or not at all. */
-    if (err != 0 || send(st->fds[i], &hl, sizeof(hl), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(hl)) {
+    struct opening o;
+    memset(&o, 0, sizeof(o));
+    o.h = (struct hello){.magic = MAGIC, .id = st->id, .index = (uint32_t)i, .nsocks = (uint32_t)(st->n - 1)};
+    weft_auth_mac(&st->key, WEFT_AUTH_LABEL_NET, st->challenge, &o.h, sizeof(o.h), o.mac);
+    /* A fresh socket's send buffer is empty: the opening goes whole or not at all. */
+    if (err != 0 || send(st->fds[i], &o, sizeof(o), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(o)) {
       WEFT_WARN("NET/Socket : connect to %s failed: %s", text, strerror(err ? err : errno));
       goto fail;
     }
@@ -378,15 +431,54 @@ static ncclResult_t sock_connect(int dev, void* handle_in, void** out) {
   struct comm* c;
   ncclResult_t res = comm_create(1, st->fds, st->n - 1, text, &c);
   if (res != ncclSuccess) goto fail;
+  memset(st, 0, sizeof(*st));
   free(st);
   h->state = NULL;
   *out = c;
   return ncclSuccess;
 fail:
   for (int i = 0; i < st->n; i++) weft_socket_close(st->fds[i]);
+  memset(st, 0, sizeof(*st));
   free(st);
   h->state = NULL;
   return ncclSystemError;
+}
+
+static void pending_drop(struct listen_comm* l, int i, const char* why) {
+  WEFT_INFO(WEFT_NET, "NET/Socket : listener %s drops a connection: %s", l->addr, why);
+  weft_socket_close(l->pending[i].fd);
+  l->pending[i] = l->pending[--l->npending];
+}
+
+/* An authenticated opening: its socket joins the connection being assembled if it fits. */
+static void pending_place(struct listen_comm* l, int i) {
+  const struct hello* h = &l->pending[i].in.h;
+  if (h->magic != MAGIC || h->nsocks > MAX_SOCKS || h->index > h->nsocks)
+    return pending_drop(l, i, "malformed hello");
+  if (!l->have_id) {
+    l->have_id = 1;
+    l->id = h->id;
+    l->nsocks = h->nsocks;
+  }
+  if (h->id != l->id || h->nsocks != l->nsocks || l->fds[h->index] >= 0)
+    return pending_drop(l, i, "hello does not match the pending connection");
+  l->fds[h->index] = l->pending[i].fd;
+  l->nfound++;
+  l->pending[i] = l->pending[--l->npending];
+}
+
+static void pending_read(struct listen_comm* l, int i, int64_t now) {
+  struct pending* p = &l->pending[i];
+  ssize_t n = weft_socket_try_recv(p->fd, (char*)&p->in + p->got, sizeof(p->in) - p->got);
+  if (n < 0) return pending_drop(l, i, n == WEFT_SOCKET_CLOSED ? "closed before its hello" : strerror(errno));
+  p->got += (size_t)n;
+  if (p->got < sizeof(p->in)) {
+    if (now >= p->deadline) pending_drop(l, i, "no hello in time");
+    return;
+  }
+  if (!weft_auth_check(&l->key, WEFT_AUTH_LABEL_NET, l->challenge, &p->in.h, sizeof(p->in.h), p->in.mac))
+    return pending_drop(l, i, "wrong answer to the challenge (not holding the job key)");
+  pending_place(l, i);
 }
 
 static ncclResult_t sock_accept(void* lc, void** out) {
@@ -394,44 +486,28 @@ static ncclResult_t sock_accept(void* lc, void** out) {
   *out = NULL;
   union weft_socket_addr peer;
   int fd;
-  while (l->nfds < MAX_SOCKS + 1 && (fd = weft_socket_try_accept(l->fd, &peer)) >= 0) {
+  int64_t now = weft_socket_now_ns();
+  while (l->npending < MAX_PENDING && (fd = weft_socket_try_accept(l->fd, &peer)) >= 0) {
     set_liveness(fd);
-    l->pending[l->nfds].fd = fd;
-    l->pending[l->nfds].got = 0;
-    l->nfds++;
+    struct pending* p = &l->pending[l->npending++];
+    memset(p, 0, sizeof(*p));
+    p->fd = fd;
+    p->deadline = now + WEFT_AUTH_TIMEOUT_S * 1000000000LL;
   }
-  uint32_t want = UINT32_MAX, have = 0;
-  for (int i = 0; i < l->nfds; i++) {
-    if (l->pending[i].got < sizeof(struct hello)) {
-      ssize_t n = weft_socket_try_recv(l->pending[i].fd, (char*)&l->pending[i].h + l->pending[i].got,
-                                       sizeof(struct hello) - l->pending[i].got);
-      if (n < 0) {
-        WEFT_WARN("NET/Socket : accept on %s: a connecting peer went away", l->addr);
-        return ncclRemoteError;
-      }
-      l->pending[i].got += (size_t)n;
-      if (l->pending[i].got < sizeof(struct hello)) continue;
-      if (l->pending[i].h.magic != MAGIC || l->pending[i].h.nsocks > MAX_SOCKS ||
-          l->pending[i].h.index > l->pending[i].h.nsocks) {
-        WEFT_WARN("NET/Socket : accept on %s: connection with a bad hello (magic %llx)", l->addr,
-                  (unsigned long long)l->pending[i].h.magic);
-        return ncclRemoteError;
-      }
-    }
-    want = l->pending[i].h.nsocks + 1;
-    have++;
-  }
-  if (want == UINT32_MAX || have < want) return ncclSuccess;
-  int fds[MAX_SOCKS + 1];
-  for (int i = 0; i < l->nfds; i++) fds[l->pending[i].h.index] = l->pending[i].fd;
+  /* Backwards: dropping or placing entry i moves the last (already visited) one into its place. */
+  for (int i = l->npending - 1; i >= 0; i--) pending_read(l, i, now);
+  if (!l->have_id || l->nfound < (int)l->nsocks + 1) return ncclSuccess;
   char text[WEFT_SOCKET_ADDR_STRLEN];
   socklen_t len = sizeof(peer);
-  getpeername(fds[0], &peer.sa, &len);
+  getpeername(l->fds[0], &peer.sa, &len);
   weft_socket_addr_str(&peer, text, sizeof(text));
   struct comm* c;
-  ncclResult_t res = comm_create(0, fds, (int)want - 1, text, &c);
+  ncclResult_t res = comm_create(0, l->fds, (int)l->nsocks, text, &c);
   if (res != ncclSuccess) return res;
-  l->nfds = 0; /* now owned by the comm */
+  /* Now owned by the comm. */
+  for (int i = 0; i <= MAX_SOCKS; i++) l->fds[i] = -1;
+  l->have_id = 0;
+  l->nfound = 0;
   *out = c;
   return ncclSuccess;
 }
@@ -608,8 +684,10 @@ static ncclResult_t sock_close_recv(void* rc) {
 static ncclResult_t sock_close_listen(void* lc) {
   struct listen_comm* l = lc;
   if (l == NULL) return ncclSuccess;
-  for (int i = 0; i < l->nfds; i++) weft_socket_close(l->pending[i].fd);
+  for (int i = 0; i < l->npending; i++) weft_socket_close(l->pending[i].fd);
+  for (int i = 0; i <= MAX_SOCKS; i++) weft_socket_close(l->fds[i]);
   weft_socket_close(l->fd);
+  memset(l, 0, sizeof(*l));
   free(l);
   return ncclSuccess;
 }

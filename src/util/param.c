@@ -23,6 +23,8 @@ static const struct weft_param_def params[] = {
     {"NCCL_CONF_FILE", WEFT_PARAM_STR, NULL, "Config file read instead of ~/.nccl.conf (VAR=value lines)"},
     /* Bootstrap and sockets */
     {"NCCL_COMM_ID", WEFT_PARAM_STR, NULL, "host:port of the bootstrap root; rank 0 hosts it"},
+    {"WEFT_JOB_SECRET", WEFT_PARAM_STR, NULL,
+     "Secret every rank of an NCCL_COMM_ID job shares; the bootstrap derives its key from it"},
     {"NCCL_SOCKET_IFNAME", WEFT_PARAM_STR, NULL,
      "Interfaces for sockets: prefix list, ^ excludes, = exact match"},
     {"NCCL_SOCKET_FAMILY", WEFT_PARAM_STR, NULL, "AF_INET or AF_INET6 to force an address family"},
@@ -303,6 +305,7 @@ void weft_param_dump(FILE* f) {
   for (int i = 0; i < NPARAMS; i++) {
     const struct weft_param_def* def = &params[i];
     const char* v = weft_param_value_text(def, buf, sizeof(buf));
+    if (v != NULL && strcmp(def->name, "WEFT_JOB_SECRET") == 0) v = "(set, not shown)";
     fprintf(f, "  %-32s %-16s [%s]\n", def->name, v ? v : "(unset)",
             weft_param_source_name(weft_param_source(def->name)));
     fprintf(f, "      %s\n", def->help);

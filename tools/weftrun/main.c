@@ -29,6 +29,8 @@ static const char usage_text[] =
     "Each rank gets NCCL_COMM_ID, WEFT_RANK, WEFT_NRANKS, WEFT_LOCAL_RANK,\n"
     "WEFT_LOCAL_NRANKS, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
     "MASTER_PORT, and CUDA_VISIBLE_DEVICES (one GPU per local rank) when GPUs exist.\n"
+    "All ranks share a fresh random WEFT_JOB_SECRET (unless one is set), which\n"
+    "authenticates the bootstrap.\n"
     "If a rank fails, the others get SIGTERM, then SIGKILL after a grace period\n"
     "(WEFTRUN_GRACE_SECONDS, default 2), and weftrun exits with the rank's status\n"
     "(128+signal for a rank killed by a signal).\n";
@@ -163,6 +165,7 @@ int main(int argc, char** argv) {
   weftrun_plan_create(&job);
   warn_remote_bind(&job);
   job.n_gpus = weftrun_spawn_count_gpus();
+  if (weftrun_secret_export() != 0) return 1;
 
   /* Handlers go in before the first fork so no child exit or Ctrl-C is missed. */
   weftrun_supervise_init();

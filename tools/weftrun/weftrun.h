@@ -82,4 +82,7 @@ void weftrun_tag_init(struct weftrun_tagbuf* buf, int fd, int out_fd);
 int weftrun_tag_read(struct weftrun_tagbuf* buf, int rank);   /* 0 at EOF (fd closed) */
 void weftrun_tag_close(struct weftrun_tagbuf* buf, int rank); /* flushes a partial line */
 
+/* secret.c: give the ranks a fresh WEFT_JOB_SECRET unless the user set one. 0 on success. */
+int weftrun_secret_export(void);
+
 #endif
