@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build and tests need (as root), or prints the apt-get line.
 set -u
+# OpenSSL: TLS for ncclSetEncryption (loaded at run time; the headers let test_tls check constants).
 # Open MPI: the MPI build of the perf binaries (make MPI=1) and tests/launcher/test_mpirun.sh.
-PKGS="build-essential make git iproute2 procps clang-format clang libclang-rt-14-dev openmpi-bin libopenmpi-dev"
+PKGS="build-essential make git iproute2 procps clang-format clang libclang-rt-14-dev openmpi-bin libopenmpi-dev libssl3 libssl-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

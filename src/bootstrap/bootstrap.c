@@ -89,10 +89,10 @@ static ncclResult_t ring_connect(struct weft_bootstrap* bs, const union weft_soc
   return weft_bs_progress(bs, &op, 1, have_prev, NULL, abort_flag, deadline, what);
 }
 
-static struct weft_bootstrap_handle handle_of(const ncclUniqueId* id) {
-  struct weft_bootstrap_handle h;
-  memcpy(&h, id->internal, sizeof(h));
-  return h;
+/* The id's contents, with the key connections prove in place of the bare job key. */
+static ncclResult_t handle_of(const ncclUniqueId* id, struct weft_bootstrap_handle* h) {
+  memcpy(h, id->internal, sizeof(*h));
+  return weft_bs_conn_key(&h->key, &h->key);
 }
 
 static void warn_missing(const struct weft_bootstrap* bs, const struct weft_bs_reply* r, const char* root,
@@ -151,7 +151,8 @@ static ncclResult_t root_closed(const struct weft_bootstrap* bs, const void* got
   if (code == WEFT_BS_AUTH_REFUSED) {
     WEFT_WARN(
         "Bootstrap: rank %d of %d: %s refused our check-in because we do not hold its job key: every rank "
-        "must use the same unique id, or with NCCL_COMM_ID the same WEFT_JOB_SECRET",
+        "must use the same unique id, or with NCCL_COMM_ID the same WEFT_JOB_SECRET, and the same "
+        "pre-shared key (ncclSetEncryption / WEFT_PSK_FILE) or none",
         bs->rank, bs->nranks, root);
     return ncclInvalidUsage;
   }
@@ -246,7 +247,8 @@ static ncclResult_t checkin(struct weft_bootstrap* bs, const ncclUniqueId* ids, 
                             union weft_socket_addr* next) {
   int n = bs->nranks, k = weft_bs_root_of(n, nids, bs->rank), lo, hi;
   weft_bs_block(n, nids, k, &lo, &hi);
-  struct weft_bootstrap_handle h = handle_of(&ids[k]);
+  struct weft_bootstrap_handle h;
+  WEFT_CHECK(handle_of(&ids[k], &h));
   /* label names the root in connect errors (which add the address); root also has the address. */
   char label[64], root[WEFT_SOCKET_ADDR_STRLEN + 64], text[WEFT_SOCKET_ADDR_STRLEN];
   if (h.magic == WEFT_BOOTSTRAP_COMM_ID_MAGIC)
@@ -261,7 +263,8 @@ static ncclResult_t checkin(struct weft_bootstrap* bs, const ncclUniqueId* ids, 
   ncclResult_t res = ncclSuccess;
   if (bs->rank == lo && prev_root != k) {
     /* The previous block's last rank learns our address from its own root. */
-    struct weft_bootstrap_handle hp = handle_of(&ids[prev_root]);
+    struct weft_bootstrap_handle hp;
+    WEFT_CHECK(handle_of(&ids[prev_root], &hp));
     char plabel[32];
     snprintf(plabel, sizeof(plabel), "root %d of %d", prev_root, nids);
     struct root_link plink;
@@ -282,7 +285,8 @@ ncclResult_t weft_bootstrap_init_scalable(const ncclUniqueId* ids, int nids, int
   *out = NULL;
   int64_t start = weft_socket_now_ns();
   int64_t deadline = weft_socket_deadline(weft_bs_timeout_s());
-  struct weft_bootstrap_handle h0 = handle_of(&ids[0]);
+  struct weft_bootstrap_handle h0;
+  WEFT_CHECK(handle_of(&ids[0], &h0));
   const char* comm_id = weft_param_str("NCCL_COMM_ID");
   if (nids == 1 && rank == 0 && comm_id != NULL && comm_id[0] != '\0' &&
       h0.magic == WEFT_BOOTSTRAP_COMM_ID_MAGIC)

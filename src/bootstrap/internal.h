@@ -147,6 +147,10 @@ static inline int weft_bs_root_of(int nranks, int nroots, int rank) {
   return rank < boundary ? rank / (base + 1) : extra + (rank - boundary) / base;
 }
 
+/* unique_id.c: the key connections prove: the id's job key, bound to ncclSetEncryption's
+ * pre-shared key when one is set (ncclInvalidUsage when WEFT_PSK_FILE is unusable). */
+ncclResult_t weft_bs_conn_key(const struct weft_auth_key* job, struct weft_auth_key* out);
+
 /* root.c: "N of M never checked in: missing ranks a,b; K checked in and left: c" */
 void weft_bs_format_missing(const struct weft_bs_reply* reply, char* buf, size_t len);
 /* root.c: listen on addr (port 0 picks one) and serve check-ins from a detached thread. */

@@ -8,9 +8,19 @@
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/psk.h"
 
 _Static_assert(sizeof(struct weft_bootstrap_handle) <= WEFT_BOOTSTRAP_ID_BYTES,
                "handle must fit in the bootstrap's part of ncclUniqueId");
+
+ncclResult_t weft_bs_conn_key(const struct weft_auth_key* job, struct weft_auth_key* out) {
+  uint8_t psk[WEFT_PSK_DIGEST_BYTES];
+  int on = weft_psk_digest(psk);
+  if (on < 0) return ncclInvalidUsage;
+  weft_auth_conn_key(job, on ? psk : NULL, on ? sizeof(psk) : 0, out);
+  memset(psk, 0, sizeof(psk));
+  return ncclSuccess;
+}
 
 static ncclResult_t random_magic(uint64_t* magic) {
   do {
@@ -39,7 +49,9 @@ ncclResult_t weft_bootstrap_get_unique_id(ncclUniqueId* id) {
     h.addr = itf.addr;
     WEFT_CHECK(random_magic(&h.magic));
     WEFT_CHECK(weft_auth_random(h.key.bytes, sizeof(h.key.bytes)));
-    WEFT_CHECK(weft_bs_root_start(&h.addr, h.magic, &h.key));
+    struct weft_auth_key conn;
+    WEFT_CHECK(weft_bs_conn_key(&h.key, &conn));
+    WEFT_CHECK(weft_bs_root_start(&h.addr, h.magic, &conn));
   }
   memset(id, 0, sizeof(*id));
   memcpy(id->internal, &h, sizeof(h));

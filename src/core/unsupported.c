@@ -57,11 +57,6 @@ WEFT_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots, nccl
   return weft_unsupported("ncclLLA2ACreateRequirement");
 }
 
-WEFT_API(ncclResult_t, ncclSetEncryption, const ncclEncryptionConfig_t* config) {
-  (void)config;
-  return weft_unsupported("ncclSetEncryption");
-}
-
 WEFT_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, ncclWindow_t window, size_t offset, void** outPtr) {
   (void)window;
   (void)offset;

@@ -7,7 +7,10 @@
  * authenticated bootstrap (the connector must finish before the listener starts accepting, so
  * the challenge cannot come on the socket itself). A listener serves one connection, so an
  * answer is good for nothing else; hellos that fail, or do not match the connection being
- * assembled, are dropped without disturbing it. */
+ * assembled, are dropped without disturbing it.
+ * With a pre-shared key (ncclSetEncryption), every socket then runs TLS 1.3 with a key derived
+ * from the connection key: the opening stays in clear (it proves membership), all else is
+ * encrypted; the connector is the TLS client. */
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -26,7 +29,10 @@
 #include "util/auth.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/psk.h"
+#include "util/sha256.h"
 #include "util/socket.h"
+#include "util/tls.h"
 
 #define MAGIC 0x5745465453434b54ull /* "WEFTSCKT" */
 #define MAX_IFS 16
@@ -84,6 +90,7 @@ struct task {
 
 struct dsock {
   int fd;
+  struct weft_tls* tls; /* NULL: clear */
   struct task q[QLEN];
   atomic_uint head, tail; /* single producer (caller), single consumer (its helper) */
 };
@@ -98,6 +105,7 @@ struct helper {
 
 struct comm {
   int is_send, ctrl, nsocks, nhelpers;
+  struct weft_tls* ctrl_tls;
   struct dsock socks[MAX_SOCKS];
   struct helper helpers[MAX_THREADS];
   struct req reqs[QLEN];
@@ -117,7 +125,7 @@ struct pending {
 };
 
 struct listen_comm {
-  int fd;
+  int fd, encrypt;
   struct weft_auth_key key;
   uint8_t challenge[WEFT_AUTH_NONCE_BYTES]; /* the handle's nonce, zero-padded */
   int npending;
@@ -131,7 +139,7 @@ struct listen_comm {
 };
 
 struct connecting {
-  int n;
+  int n, encrypt;
   uint64_t id;
   struct weft_auth_key key;
   uint8_t challenge[WEFT_AUTH_NONCE_BYTES];
@@ -145,6 +153,14 @@ static void key_or_public(const struct weft_auth_key* key, struct weft_auth_key*
     *out = *key;
   else
     weft_auth_public_key(out);
+}
+
+/* Whether connections made now run TLS (a pre-shared key is set); -1 when the key is unusable. */
+static int encryption_on(void) {
+  uint8_t digest[WEFT_PSK_DIGEST_BYTES];
+  int on = weft_psk_digest(digest);
+  memset(digest, 0, sizeof(digest));
+  return on;
 }
 
 static struct weft_socket_if ifs[MAX_IFS];
@@ -235,6 +251,12 @@ static ncclResult_t sock_listen(int dev, const struct weft_auth_key* key, void* 
   }
   weft_socket_addr_str(&addr, l->addr, sizeof(l->addr));
   key_or_public(key, &l->key);
+  l->encrypt = encryption_on();
+  if (l->encrypt < 0) {
+    weft_socket_close(l->fd);
+    free(l);
+    return ncclInvalidUsage;
+  }
   for (int i = 0; i <= MAX_SOCKS; i++) l->fds[i] = -1;
   struct handle h;
   memset(&h, 0, sizeof(h));
@@ -261,6 +283,12 @@ static void set_err(struct comm* c, ncclResult_t res, const char* what, int err)
               what, err ? ": " : "", err ? strerror(err) : "");
 }
 
+/* One non-blocking attempt on a socket, through its TLS session when it has one. */
+static ssize_t sock_io(int fd, struct weft_tls* tls, int is_send, void* buf, size_t len) {
+  if (tls != NULL) return is_send ? weft_tls_send(tls, buf, len) : weft_tls_recv(tls, buf, len);
+  return is_send ? weft_socket_try_send(fd, buf, len) : weft_socket_try_recv(fd, buf, len);
+}
+
 /* Move bytes of the oldest task of socket s; returns 1 if any moved, -1 on error. */
 static int progress_sock(struct comm* c, struct dsock* s) {
   unsigned h = atomic_load_explicit(&s->head, memory_order_relaxed);
@@ -268,8 +296,7 @@ static int progress_sock(struct comm* c, struct dsock* s) {
   struct task* t = &s->q[h % QLEN];
   int moved = 0;
   while (t->done < t->len) {
-    ssize_t n = c->is_send ? weft_socket_try_send(s->fd, t->ptr + t->done, t->len - t->done)
-                           : weft_socket_try_recv(s->fd, t->ptr + t->done, t->len - t->done);
+    ssize_t n = sock_io(s->fd, s->tls, c->is_send, t->ptr + t->done, t->len - t->done);
     if (n == 0) break;
     if (n < 0) {
       if (n == WEFT_SOCKET_CLOSED)
@@ -335,14 +362,37 @@ static void comm_free(struct comm* c) {
     pthread_mutex_destroy(&hp->mu);
     pthread_cond_destroy(&hp->cv);
   }
-  for (int i = 0; i < c->nsocks; i++) weft_socket_close(c->socks[i].fd);
+  for (int i = 0; i < c->nsocks; i++) {
+    weft_tls_free(c->socks[i].tls);
+    weft_socket_close(c->socks[i].fd);
+  }
+  weft_tls_free(c->ctrl_tls);
   weft_socket_close(c->ctrl);
   free(c);
 }
 
 /* Build a comm from connected fds (fds[0] control); starts the helper threads. */
+/* Encryption on: TLS sessions on every socket before any helper thread touches one. */
+static ncclResult_t start_tls(struct comm* c, const struct weft_auth_key* key) {
+  uint8_t tls_key[WEFT_TLS_KEY_BYTES];
+  static const char label[] = "weft-net-socket-tls";
+  weft_hmac_sha256(key->bytes, sizeof(key->bytes), label, sizeof(label) - 1, tls_key);
+  c->ctrl_tls = weft_tls_new(c->ctrl, !c->is_send, tls_key, c->peer);
+  int ok = c->ctrl_tls != NULL;
+  for (int i = 0; i < c->nsocks && ok; i++)
+    ok = (c->socks[i].tls = weft_tls_new(c->socks[i].fd, !c->is_send, tls_key, c->peer)) != NULL;
+  memset(tls_key, 0, sizeof(tls_key));
+  if (ok)
+    WEFT_INFO(WEFT_NET,
+              "NET/Socket : %s connection with %s encrypted: TLS 1.3 with the pre-shared key, %d sockets",
+              c->is_send ? "send" : "receive", c->peer, c->nsocks + 1);
+  return ok ? ncclSuccess : ncclSystemError;
+}
+
+/* Build a comm from connected fds (fds[0] control); starts the helper threads. tls_key NULL: the
+ * sockets stay clear. */
 static ncclResult_t comm_create(int is_send, const int* fds, int nsocks, const char* peer,
-                                struct comm** out) {
+                                const struct weft_auth_key* tls_key, struct comm** out) {
   int nthreads, unused;
   sock_counts(&nthreads, &unused);
   struct comm* c = calloc(1, sizeof(*c));
@@ -352,6 +402,10 @@ static ncclResult_t comm_create(int is_send, const int* fds, int nsocks, const c
   c->nsocks = nsocks;
   for (int i = 0; i < nsocks; i++) c->socks[i].fd = fds[i + 1];
   snprintf(c->peer, sizeof(c->peer), "%s", peer);
+  if (tls_key != NULL && start_tls(c, tls_key) != ncclSuccess) {
+    comm_free(c);
+    return ncclSystemError;
+  }
   c->nhelpers = nthreads < nsocks ? nthreads : nsocks;
   for (int i = 0; i < c->nhelpers; i++) {
     struct helper* hp = &c->helpers[i];
@@ -394,6 +448,8 @@ static ncclResult_t sock_connect(int dev, const struct weft_auth_key* key, void*
     for (int i = 0; i < st->n; i++) st->fds[i] = -1;
     h->state = st;
     key_or_public(key, &st->key);
+    st->encrypt = encryption_on();
+    if (st->encrypt < 0) goto fail;
     memcpy(st->challenge, h->nonce, sizeof(h->nonce));
     if (weft_auth_random(&st->id, sizeof(st->id)) != ncclSuccess) goto fail;
     for (int i = 0; i < st->n; i++) {
@@ -429,7 +485,7 @@ static ncclResult_t sock_connect(int dev, const struct weft_auth_key* key, void*
   }
   if (!all) return ncclSuccess;
   struct comm* c;
-  ncclResult_t res = comm_create(1, st->fds, st->n - 1, text, &c);
+  ncclResult_t res = comm_create(1, st->fds, st->n - 1, text, st->encrypt ? &st->key : NULL, &c);
   if (res != ncclSuccess) goto fail;
   memset(st, 0, sizeof(*st));
   free(st);
@@ -502,7 +558,7 @@ static ncclResult_t sock_accept(void* lc, void** out) {
   getpeername(l->fds[0], &peer.sa, &len);
   weft_socket_addr_str(&peer, text, sizeof(text));
   struct comm* c;
-  ncclResult_t res = comm_create(0, l->fds, (int)l->nsocks, text, &c);
+  ncclResult_t res = comm_create(0, l->fds, (int)l->nsocks, text, l->encrypt ? &l->key : NULL, &c);
   if (res != ncclSuccess) return res;
   /* Now owned by the comm. */
   for (int i = 0; i <= MAX_SOCKS; i++) l->fds[i] = -1;
@@ -547,8 +603,7 @@ static void queue_chunks(struct comm* c, struct req* r) {
 }
 
 static int ctrl_io(struct comm* c, void* buf, size_t len, size_t* done) {
-  ssize_t n = c->is_send ? weft_socket_try_send(c->ctrl, (char*)buf + *done, len - *done)
-                         : weft_socket_try_recv(c->ctrl, (char*)buf + *done, len - *done);
+  ssize_t n = sock_io(c->ctrl, c->ctrl_tls, c->is_send, (char*)buf + *done, len - *done);
   if (n == WEFT_SOCKET_CLOSED) {
     /* Not yet an error: after its goodbye a peer closes while earlier messages' chunks may
      * still be arriving on the data sockets (sock_test decides). */

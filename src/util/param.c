@@ -34,6 +34,8 @@ static const struct weft_param_def params[] = {
     {"WEFT_HOSTID", WEFT_PARAM_STR, NULL, "Host identity (overrides NCCL_HOSTID); lets tests act as hosts"},
     {"WEFT_BOOTSTRAP_TIMEOUT", WEFT_PARAM_INT, "300",
      "Seconds a bootstrap step waits before failing (0: no limit)"},
+    {"WEFT_PSK_FILE", WEFT_PARAM_STR, NULL,
+     "File holding a pre-shared key: as ncclSetEncryption(PSK) for programs that do not call it"},
     {"NCCL_UID_STAGGER_THRESHOLD", WEFT_PARAM_INT, "256", "Ranks per root above which check-ins stagger"},
     {"NCCL_UID_STAGGER_RATE", WEFT_PARAM_INT, "7000", "Check-ins per second when staggering"},
     /* Backend, waits and errors */

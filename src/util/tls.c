@@ -193,7 +193,8 @@ int weft_tls_available(char* why, size_t len) {
   return lib.ok;
 }
 
-struct weft_tls* weft_tls_new(int fd, int is_server, const uint8_t key[WEFT_TLS_KEY_BYTES], const char* peer) {
+struct weft_tls* weft_tls_new(int fd, int is_server, const uint8_t key[WEFT_TLS_KEY_BYTES],
+                              const char* peer) {
   char why[160];
   if (!weft_tls_available(why, sizeof(why))) {
     WEFT_WARN("TLS: encryption is on but OpenSSL is not usable: %s", why);

@@ -3,7 +3,7 @@
 # rank started by hand with the wrong secret is refused by the job's root with an error saying
 # why, while the real job (2 ranks of all_reduce_perf, results checked) completes.
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BIN=${BIN:-$ROOT/build/bin}
+BIN=${BIN:-$ROOT/${BUILD:-build}/bin}
 for b in weftrun all_reduce_perf; do
   [ -x "$BIN/$b" ] || { echo "FAIL: $BIN/$b not built"; exit 1; }
 done
