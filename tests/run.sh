@@ -6,7 +6,7 @@
 # and tests/gpuemu run on the emulated GPU (names prefixed emu/); EMU_TESTS=0 leaves them out.
 set -u
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+export BUILD=${BUILD:-build} # the scripts among the tests find the binaries here
 # Tests pass host buffers: on a GPU machine "auto" would pick the CUDA backend. tests/gpu/ set
 # WEFT_BACKEND=cuda themselves.
 export WEFT_BACKEND=${WEFT_BACKEND:-host}
