@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Runs every test: built programs under build/tests/ and scripts tests/**/test_*.sh.
 # Exit status 0 = pass, 77 = skip, anything else = fail. Ends with "N passed, N failed".
-# TESTS=regex limits the run to matching names; TEST_TIMEOUT sets seconds per test (default 600).
+# TESTS=regex limits the run to matching names, TESTS_SKIP=regex leaves matching ones out;
+# TEST_TIMEOUT sets seconds per test (default 600).
 # Then, when `make emu` has built $EMU_BUILD (default build-emu), the programs under its tests/gpu
 # and tests/gpuemu run on the emulated GPU (names prefixed emu/); EMU_TESTS=0 leaves them out.
 set -u
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+export BUILD=${BUILD:-build} # the scripts among the tests find the binaries here
 # Tests pass host buffers: on a GPU machine "auto" would pick the CUDA backend. tests/gpu/ set
 # WEFT_BACKEND=cuda themselves.
 export WEFT_BACKEND=${WEFT_BACKEND:-host}
 LOGDIR=$BUILD/test-logs
 mkdir -p "$LOGDIR"
 filter=${TESTS:-.}
+skip=${TESTS_SKIP:-}
 limit=${TEST_TIMEOUT:-600}
 passed=0 failed=0 skipped=0
 failed_names=()
@@ -47,6 +49,7 @@ run_one() {
 
 for t in $(list_tests); do
   echo "$t" | grep -Eq -- "$filter" || continue
+  [ -n "$skip" ] && echo "$t" | grep -Eq -- "$skip" && continue
   run_one "$t"
 done
 for t in $(list_emu_tests); do

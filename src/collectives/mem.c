@@ -17,6 +17,7 @@
 #include "core/comm.h"
 #include "util/check.h"
 #include "util/log.h"
+#include "util/tsan.h"
 
 struct seg_node {
   struct weft_mem_seg seg;
@@ -109,6 +110,14 @@ ncclResult_t weft_mem_alloc_shared(size_t size, void** ptr) {
   return ncclSuccess;
 }
 
+/* A thread rank mapping a segment of its own process: tell ThreadSanitizer both are one memory. */
+static void alias_own_segment(int fd, void* mapped, size_t size) {
+  pthread_mutex_lock(&mem_lock);
+  for (struct seg_node* n = segs; n; n = n->next)
+    if (n->seg.fd == fd) weft_tsan_alias_add(mapped, n->seg.base, size);
+  pthread_mutex_unlock(&mem_lock);
+}
+
 ncclResult_t weft_mem_map_peer(int pid, int fd, size_t size, void** base) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
@@ -128,10 +137,12 @@ ncclResult_t weft_mem_map_peer(int pid, int fd, size_t size, void** base) {
     return ncclSystemError;
   }
   *base = p;
+  if (pid == (int)getpid()) alias_own_segment(fd, p, size);
   return ncclSuccess;
 }
 
 void weft_mem_unmap(void* base, size_t size) {
+  weft_tsan_alias_remove(base);
   if (base != NULL) munmap(base, size);
 }
 

@@ -44,6 +44,7 @@ ncclResult_t weft_conn_mem_create(size_t simple_bytes, size_t ll_bytes, int shar
     m->base = seg.ptr;
     m->is_shm = 1;
     m->linked = 1;
+    m->shm_fd = seg.fd;
     snprintf(m->name, sizeof(m->name), "%s", seg.name);
   } else {
     if (posix_memalign(&m->base, 4096, m->size) != 0) {
@@ -92,7 +93,8 @@ ncclResult_t weft_conn_mem_attach(const struct weft_conn_handle* h, struct weft_
 
 void weft_conn_mem_unlink(struct weft_conn_mem* m) {
   if (m == NULL || !m->linked) return;
-  weft_shm_unlink(m->name);
+  struct weft_shm_seg seg = {.fd = m->shm_fd};
+  weft_shm_unshare(&seg);
   m->linked = 0;
 }
 
@@ -104,7 +106,7 @@ void weft_conn_mem_release(struct weft_conn_mem* m) {
   }
   if (m->is_shm) {
     weft_conn_mem_unlink(m);
-    struct weft_shm_seg seg = {.ptr = m->base, .size = m->size};
+    struct weft_shm_seg seg = {.ptr = m->base, .size = m->size, .fd = -1};
     weft_shm_close(&seg);
   } else if (m->base != NULL) {
     struct weft_conn_ctrl* c = m->base;

@@ -64,7 +64,8 @@ struct weft_conn_mem {
   size_t simple_bytes, ll_bytes;
   int is_shm;
   int owner;  /* created it (the receiving side) */
-  int linked; /* shm name still present in /dev/shm */
+  int linked; /* shm: peers may still open it (the creator holds shm_fd) */
+  int shm_fd; /* the creator's descriptor of the segment while linked */
   char name[64];
   /* Transport-owned connectors (network): state and the function that releases everything. */
   void* transport;
@@ -96,7 +97,7 @@ struct weft_conn {
 ncclResult_t weft_conn_mem_create(size_t simple_bytes, size_t ll_bytes, int shared, const char* tag,
                                   struct weft_conn_mem** out, struct weft_conn_handle* handle);
 ncclResult_t weft_conn_mem_attach(const struct weft_conn_handle* handle, struct weft_conn_mem** out);
-/* Remove the shm name once every side has mapped it. */
+/* Once every side has mapped the shm segment: close the descriptor peers open it through. */
 void weft_conn_mem_unlink(struct weft_conn_mem* mem);
 /* Drop this side's use; NULL-safe. */
 void weft_conn_mem_release(struct weft_conn_mem* mem);
@@ -118,17 +119,22 @@ static inline int weft_conn_sends_by_ref(const struct weft_conn* c) {
   return c != NULL && c->mem != NULL && c->mem->transport != NULL;
 }
 
-/* POSIX shared memory segments (transport/shm.c). */
+/* Shared memory segments between processes of one host (transport/shm.c). They have no name
+ * in /dev/shm: peers open name, /proc/<pid>/fd/<fd> of the creator, while the creator keeps fd
+ * open, so nothing is left behind however a process ends. */
 struct weft_shm_seg {
   void* ptr;
   size_t size;
+  int fd; /* creator: the descriptor peers open through name; -1 once unshared */
   char name[64];
 };
 /* Create, size (with space reserved up front, so a full /dev/shm is an error and not a SIGBUS)
- * and map a new segment whose name starts with tag. */
+ * and map a new segment; tag labels it in logs (and in /proc/<pid>/maps for a memfd). */
 ncclResult_t weft_shm_create(const char* tag, size_t size, struct weft_shm_seg* seg);
 ncclResult_t weft_shm_open(const char* name, size_t size, struct weft_shm_seg* seg);
-void weft_shm_unlink(const char* name);
+/* Creator: no peer may open the segment from now on (every one that needs it has it mapped). */
+void weft_shm_unshare(struct weft_shm_seg* seg);
+/* Unshare (creator) and unmap; NULL-safe. */
 void weft_shm_close(struct weft_shm_seg* seg);
 
 #endif

@@ -1,9 +1,10 @@
-/* POSIX shared-memory segments for connectors between processes of one host. Space is
- * reserved with posix_fallocate so a full /dev/shm gives an error naming the size instead of
- * a SIGBUS on first touch. */
+/* Shared-memory segments for connectors between processes of one host. A segment never has a
+ * name: it is an unnamed file in WEFT_SHM_DIR (O_TMPFILE, else memfd) that peers open through
+ * /proc/<pid>/fd/<fd> while the creator keeps that descriptor open, so a rank killed at any
+ * moment (kill -9 included) leaves nothing in /dev/shm. Space is reserved with posix_fallocate
+ * so a full /dev/shm gives an error naming the size instead of a SIGBUS on first touch. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -16,66 +17,89 @@
 #include "util/log.h"
 #include "util/param.h"
 
-static atomic_uint seg_counter;
-
-static void warn_space(const char* name, size_t size, int err) {
+static const char* shm_dir(void) {
   const char* dir = weft_param_str("WEFT_SHM_DIR");
-  struct statvfs st;
-  unsigned long long avail = 0;
-  if (dir && statvfs(dir, &st) == 0) avail = (unsigned long long)st.f_bavail * st.f_frsize;
-  WEFT_WARN(
-      "Shared memory segment %s needs %zu bytes but %s has %llu bytes free (%s); raise its size, "
-      "e.g. docker run --shm-size=1g, or mount -o remount,size=1G /dev/shm, or lower NCCL_BUFFSIZE",
-      name, size, dir ? dir : "/dev/shm", avail, strerror(err));
+  return dir && *dir ? dir : "/dev/shm";
 }
 
-ncclResult_t weft_shm_create(const char* tag, size_t size, struct weft_shm_seg* seg) {
-  memset(seg, 0, sizeof(*seg));
-  snprintf(seg->name, sizeof(seg->name), "/weft-%s-%d-%u", tag, (int)getpid(),
-           atomic_fetch_add(&seg_counter, 1));
-  /* Refuse up front what cannot fit rather than filling the file system to find out. */
-  const char* dir = weft_param_str("WEFT_SHM_DIR");
+static void warn_space(size_t size, int err) {
   struct statvfs st;
-  if (dir && statvfs(dir, &st) == 0 && (unsigned long long)st.f_bavail * st.f_frsize < size) {
-    warn_space(seg->name, size, ENOSPC);
-    return ncclSystemError;
-  }
-  int fd = shm_open(seg->name, O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) {
-    WEFT_WARN("shm_open(%s) failed: %s", seg->name, strerror(errno));
-    return ncclSystemError;
-  }
+  unsigned long long avail = 0;
+  if (statvfs(shm_dir(), &st) == 0) avail = (unsigned long long)st.f_bavail * st.f_frsize;
+  WEFT_WARN(
+      "A shared memory segment needs %zu bytes but %s has %llu bytes free (%s); raise its size, "
+      "e.g. docker run --shm-size=1g, or mount -o remount,size=1G /dev/shm, or lower NCCL_BUFFSIZE",
+      size, shm_dir(), avail, strerror(err));
+}
+
+/* An unnamed file: in the shm directory, so that its size limit applies as for named segments,
+ * or as a memfd where that directory's file system has no O_TMPFILE. */
+static int open_unnamed(const char* tag) {
+  int fd = open(shm_dir(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return fd;
+  int err = errno;
+  char name[64];
+  snprintf(name, sizeof(name), "weft-%s", tag);
+  fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0)
+    WEFT_WARN("Creating a shared memory segment failed: open(%s, O_TMPFILE): %s; memfd_create: %s", shm_dir(),
+              strerror(err), strerror(errno));
+  return fd;
+}
+
+static ncclResult_t size_and_map(int fd, size_t size, void** out) {
   int err = ftruncate(fd, (off_t)size) < 0 ? errno : 0;
   if (err == 0) err = posix_fallocate(fd, 0, (off_t)size);
   if (err != 0) {
     if (err == ENOSPC || err == EFBIG)
-      warn_space(seg->name, size, err);
+      warn_space(size, err);
     else
-      WEFT_WARN("Sizing shared memory segment %s to %zu bytes failed: %s", seg->name, size, strerror(err));
-    close(fd);
-    shm_unlink(seg->name);
+      WEFT_WARN("Sizing a shared memory segment to %zu bytes failed: %s", size, strerror(err));
     return ncclSystemError;
   }
   void* p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  err = errno;
-  close(fd);
   if (p == MAP_FAILED) {
-    WEFT_WARN("mmap of shared memory segment %s (%zu bytes) failed: %s", seg->name, size, strerror(err));
-    shm_unlink(seg->name);
+    WEFT_WARN("mmap of a shared memory segment (%zu bytes) failed: %s", size, strerror(errno));
+    return ncclSystemError;
+  }
+  *out = p;
+  return ncclSuccess;
+}
+
+ncclResult_t weft_shm_create(const char* tag, size_t size, struct weft_shm_seg* seg) {
+  memset(seg, 0, sizeof(*seg));
+  seg->fd = -1;
+  /* Refuse up front what cannot fit rather than filling the file system to find out. */
+  struct statvfs st;
+  if (statvfs(shm_dir(), &st) == 0 && (unsigned long long)st.f_bavail * st.f_frsize < size) {
+    warn_space(size, ENOSPC);
+    return ncclSystemError;
+  }
+  int fd = open_unnamed(tag);
+  if (fd < 0) return ncclSystemError;
+  void* p = NULL;
+  if (size_and_map(fd, size, &p) != ncclSuccess) {
+    close(fd);
     return ncclSystemError;
   }
   seg->ptr = p;
   seg->size = size;
-  WEFT_INFO(WEFT_SHM, "Created shared memory segment %s of %zu bytes", seg->name, size);
+  seg->fd = fd;
+  snprintf(seg->name, sizeof(seg->name), "/proc/%d/fd/%d", (int)getpid(), fd);
+  WEFT_INFO(WEFT_SHM, "Created shared memory segment %s (%s) of %zu bytes", seg->name, tag, size);
   return ncclSuccess;
 }
 
 ncclResult_t weft_shm_open(const char* name, size_t size, struct weft_shm_seg* seg) {
   memset(seg, 0, sizeof(*seg));
+  seg->fd = -1;
   snprintf(seg->name, sizeof(seg->name), "%s", name);
-  int fd = shm_open(name, O_RDWR, 0600);
+  int fd = open(name, O_RDWR | O_CLOEXEC);
   if (fd < 0) {
-    WEFT_WARN("shm_open(%s) of a peer's segment failed: %s", name, strerror(errno));
+    WEFT_WARN(
+        "Opening a peer's shared memory segment %s failed: %s (the peer exited, or runs in another PID "
+        "namespace)",
+        name, strerror(errno));
     return ncclSystemError;
   }
   struct stat st;
@@ -97,12 +121,16 @@ ncclResult_t weft_shm_open(const char* name, size_t size, struct weft_shm_seg* s
   return ncclSuccess;
 }
 
-void weft_shm_unlink(const char* name) {
-  if (shm_unlink(name) < 0 && errno != ENOENT) WEFT_WARN("shm_unlink(%s) failed: %s", name, strerror(errno));
+void weft_shm_unshare(struct weft_shm_seg* seg) {
+  if (seg == NULL || seg->fd < 0) return;
+  close(seg->fd);
+  seg->fd = -1;
 }
 
 void weft_shm_close(struct weft_shm_seg* seg) {
-  if (seg == NULL || seg->ptr == NULL) return;
+  if (seg == NULL) return;
+  weft_shm_unshare(seg);
+  if (seg->ptr == NULL) return;
   munmap(seg->ptr, seg->size);
   seg->ptr = NULL;
 }

@@ -18,6 +18,7 @@
 #include "check.h"
 
 #include "nccl.h"
+#include "uid.h"
 
 /* ---- datatypes: our own codecs, independent of the library's ---- */
 
@@ -608,12 +609,15 @@ static inline int run_threads(int nranks, rank_body body, void* arg) {
   return problems;
 }
 
-/* Ranks as processes forked after ncclGetUniqueId; each exits 0 when its body found nothing
- * wrong. child_limit_s bounds a hung child. Returns the number of failed children. */
+/* Ranks as processes, forked from this (single-threaded) process with an id whose root a helper
+ * process runs (uid.h); each exits 0 when its body found nothing wrong. child_limit_s bounds a
+ * hung child. Returns the number of failed children. */
 static inline int run_procs(int nranks, rank_body body, void* arg, int child_limit_s) {
   ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) {
-    fprintf(stderr, "FAILED ncclGetUniqueId: %s\n", ncclGetLastError(NULL));
+  struct test_uid_holder holder;
+  if (test_uid_from_child(&id, &holder) != ncclSuccess) {
+    fprintf(stderr, "FAILED ncclGetUniqueId (in a helper process)\n");
+    test_uid_release(&holder);
     return 1;
   }
   fflush(stdout);
@@ -653,6 +657,7 @@ static inline int run_procs(int nranks, rank_body body, void* arg, int child_lim
     }
   }
   free(pids);
+  test_uid_release(&holder);
   return failed;
 }
 

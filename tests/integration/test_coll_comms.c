@@ -178,7 +178,8 @@ int main(void) {
   for (int procs = 0; procs < 2; procs++) {
     int n = procs ? 3 : 4;
     struct two_comms t = {0};
-    EXPECT_EQ_INT(ncclGetUniqueId(&t.second), ncclSuccess);
+    struct test_uid_holder second_root; /* processes fork from a single-threaded test (uid.h) */
+    EXPECT_EQ_INT(test_uid_from_child(&t.second, &second_root), ncclSuccess);
     cases_some(&t.a, n, coll_base_seed + 1, 7);
     cases_some(&t.b, n, coll_base_seed + 2, 11);
     int bad = procs ? run_procs(n, body_two_comms, &t, 200) : run_threads(n, body_two_comms, &t);
@@ -186,6 +187,7 @@ int main(void) {
                procs ? "processes" : "threads", (unsigned long long)coll_base_seed);
     printf("two communicators, %d ranks as %s: %s\n", n, procs ? "processes" : "threads",
            bad ? "FAILED" : "ok");
+    test_uid_release(&second_root);
     free(t.a.v);
     free(t.b.v);
   }

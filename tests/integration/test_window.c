@@ -234,6 +234,10 @@ static int malloc_window(ncclComm_t comm, const struct mode* m, int me, int n) {
     ncclWaitSignalDesc_t d = {.opCnt = 1, .peer = prev};
     CHECK_RES(ncclWaitSignal(1, &d, comm, NULL), ncclSuccess);
     bad += check_slot(me, n, buf, 0, prev);
+    /* Deregistration is local: no rank may free its buffer while a peer thread still reads it
+     * (check_pointers), so all meet in an all-reduce first (AddressSanitizer saw the use after free). */
+    int one = 1, sum = 0;
+    CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
   }
   CHECK_RES(ncclCommWindowDeregister(comm, win), ncclSuccess);
   free(buf);

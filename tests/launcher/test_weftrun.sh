@@ -5,7 +5,7 @@
 # shellcheck disable=SC2016,SC2317  # rank scripts are single-quoted on purpose; checks run via check()
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WEFTRUN=${WEFTRUN:-$ROOT/build/bin/weftrun}
+WEFTRUN=${WEFTRUN:-$ROOT/${BUILD:-build}/bin/weftrun}
 if [ ! -x "$WEFTRUN" ]; then
     echo "FAIL: weftrun not built ($WEFTRUN missing)"
     exit 1

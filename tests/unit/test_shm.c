@@ -1,6 +1,8 @@
 /* Shared-memory segments and connector memory: a segment created by one process is mapped by
- * another (a give-up cause written there crosses too), names vanish once unlinked, and a request larger than
- * /dev/shm's free space fails with a message saying how much was needed and how to raise it. */
+ * another (a give-up cause written there crosses too), no segment ever has a name in /dev/shm, none
+ * can be opened once unshared, and a request larger than /dev/shm's free space fails with a message
+ * saying how much was needed and how to raise it. */
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -12,17 +14,38 @@
 #include "transport/connector.h"
 #include "util/log.h"
 
-static int shm_exists(const char* name) {
-  char path[128];
-  snprintf(path, sizeof(path), "/dev/shm%s", name);
-  return access(path, F_OK) == 0;
+/* Entries of /dev/shm a process with this pid could have made (weft-<tag>-<pid>-<n>). */
+static int shm_names_of(pid_t pid) {
+  char part[32];
+  snprintf(part, sizeof(part), "-%d-", (int)pid);
+  DIR* d = opendir("/dev/shm");
+  int n = 0;
+  if (d == NULL) return 0;
+  for (struct dirent* e; (e = readdir(d)) != NULL;)
+    n += !strncmp(e->d_name, "weft-", 5) && strstr(e->d_name, part);
+  closedir(d);
+  return n;
+}
+
+/* Whether another process can attach the connector h describes. */
+static int peer_attaches(const struct weft_conn_handle* h) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct weft_conn_mem* m = NULL;
+    if (weft_conn_mem_attach(h, &m) != ncclSuccess) _exit(3);
+    weft_conn_mem_release(m);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 int main(void) {
   struct weft_conn_mem* owner = NULL;
   struct weft_conn_handle h;
   EXPECT(weft_conn_mem_create(64 * 1024, 32 * 1024, 1, "test", &owner, &h) == ncclSuccess);
-  EXPECT(h.is_shm && shm_exists(h.name));
+  EXPECT(h.is_shm && shm_names_of(getpid()) == 0);
   struct weft_conn own;
   weft_conn_bind(&own, owner, 1);
   EXPECT_EQ_INT(own.simple_slot, 64 * 1024 / WEFT_NSTEPS);
@@ -56,8 +79,10 @@ int main(void) {
   EXPECT(weft_cause_set(&own.ctrl->cause[1], 0, long_host));
   EXPECT(weft_cause_get(&own.ctrl->cause[1], &got) && got.rank == 0 &&
          strlen(got.host) == sizeof(got.host) - 1);
+  EXPECT(peer_attaches(&h));
   weft_conn_mem_unlink(owner);
-  EXPECT(!shm_exists(h.name));
+  EXPECT(!peer_attaches(&h));
+  EXPECT_EQ_INT(shm_names_of(getpid()), 0);
   weft_conn_mem_release(owner);
   weft_conn_mem_release(NULL);
 
@@ -69,7 +94,7 @@ int main(void) {
     EXPECT(weft_shm_create("big", too_big, &seg) == ncclSystemError);
     const char* text = weft_log_last_error();
     EXPECT_MSG(text && strstr(text, "--shm-size") && strstr(text, "bytes"), "%s", text ? text : "(none)");
-    EXPECT(!shm_exists(seg.name));
+    EXPECT_EQ_INT(shm_names_of(getpid()), 0);
   }
   return test_finish("shm");
 }

@@ -171,5 +171,7 @@ int main(int argc, char** argv) {
   weftrun_supervise_init();
   int n_started = 0;
   while (n_started < job.opts.n_ranks && weftrun_spawn_rank(&job, &job.ranks[n_started]) == 0) n_started++;
-  return weftrun_supervise_run(&job, n_started);
+  int status = weftrun_supervise_run(&job, n_started);
+  weftrun_plan_destroy(&job);
+  return status;
 }

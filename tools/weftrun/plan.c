@@ -45,8 +45,9 @@ static void parse_host(struct weftrun_host* h, char* item) {
 static void parse_hosts(struct weftrun_job* job) {
   const char* list = job->opts.hosts ? job->opts.hosts : "localhost:1000000";
   char* copy = strdup(list);
+  job->host_names = copy;
   int n = 1;
-  for (const char* p = copy; *p; p++) n += *p == ',';
+  for (const char* p = list; *p; p++) n += *p == ',';
   job->hosts = calloc(n, sizeof(*job->hosts));
   if (!copy || !job->hosts) weftrun_die("out of memory");
   char* save = NULL;
@@ -176,4 +177,13 @@ void weftrun_plan_create(struct weftrun_job* job) {
   parse_hosts(job);
   place_ranks(job);
   choose_root(job);
+}
+
+void weftrun_plan_destroy(struct weftrun_job* job) {
+  free(job->ranks);
+  free(job->hosts);
+  free(job->host_names);
+  job->ranks = NULL;
+  job->hosts = NULL;
+  job->host_names = NULL;
 }

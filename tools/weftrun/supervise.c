@@ -19,6 +19,20 @@
 /* After the last rank exits, output still held by a stray background process is read for
  * at most this long so the launcher cannot hang on it. */
 #define DRAIN_SEC 1.0
+/* A rank that fails because a peer died can exit within microseconds of that peer, and two
+ * zombies are reaped in pid order, not in the order they died: rank 0 would take the blame for
+ * a killed rank 2. So the first failure is held this long before it is reported and the job
+ * stopped; a rank killed by a signal in that time is the culprit rather than one that merely
+ * exited non-zero (the usual reaction of a rank to a dead peer). */
+#define SETTLE_SEC 0.1
+
+/* A failed rank not yet reported (see SETTLE_SEC). */
+struct suspect {
+  struct weftrun_rank* rank; /* NULL if none */
+  pid_t pid;
+  int status;
+  double report_at;
+};
 
 struct supervisor {
   struct weftrun_job* job;
@@ -31,6 +45,7 @@ struct supervisor {
   double drain_until; /* set once no rank is alive */
   int exit_status;    /* -1 until the outcome is decided */
   int caught;         /* terminating signal weftrun itself received, or 0 */
+  struct suspect suspect;
 };
 
 static int sig_pipe[2] = {-1, -1};
@@ -74,7 +89,10 @@ static void signal_ranks(struct supervisor* sv, int signo) {
       kill(sv->job->ranks[r].pid, signo);
 }
 
+static void report_suspect(struct supervisor* sv);
+
 static void stop_job(struct supervisor* sv, int signo, int exit_status) {
+  report_suspect(sv); /* a failure seen earlier decides the outcome first */
   if (sv->exit_status < 0) sv->exit_status = exit_status;
   if (sv->stopping) return;
   sv->stopping = 1;
@@ -93,21 +111,40 @@ static struct weftrun_rank* rank_of(struct weftrun_job* job, pid_t pid) {
   return NULL;
 }
 
-/* Only the first failure is reported: once stopping, deaths are our own doing. */
+static int failed(int status) {
+  return WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
+}
+
+/* Reports the held failure and stops the others; only the first failure is reported, since once
+ * stopping, deaths are our own doing. */
+static void report_suspect(struct supervisor* sv) {
+  struct suspect s = sv->suspect;
+  if (!s.rank) return;
+  sv->suspect.rank = NULL;
+  if (WIFSIGNALED(s.status)) {
+    int sig = WTERMSIG(s.status);
+    fprintf(stderr, "weftrun: rank %d (pid %ld) killed by signal %d (%s)\n", s.rank->rank, (long)s.pid, sig,
+            strsignal(sig));
+    stop_job(sv, SIGTERM, 128 + sig);
+  } else {
+    fprintf(stderr, "weftrun: rank %d (pid %ld) exited with status %d\n", s.rank->rank, (long)s.pid,
+            WEXITSTATUS(s.status));
+    stop_job(sv, SIGTERM, WEXITSTATUS(s.status));
+  }
+}
+
 static void rank_exited(struct supervisor* sv, struct weftrun_rank* rank, int status) {
   pid_t pid = rank->pid;
   rank->pid = 0;
   if (--sv->n_alive == 0) sv->drain_until = now_sec() + DRAIN_SEC;
-  if (sv->stopping) return;
-  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "weftrun: rank %d (pid %ld) exited with status %d\n", rank->rank, (long)pid,
-            WEXITSTATUS(status));
-    stop_job(sv, SIGTERM, WEXITSTATUS(status));
-  } else if (WIFSIGNALED(status)) {
-    int s = WTERMSIG(status);
-    fprintf(stderr, "weftrun: rank %d (pid %ld) killed by signal %d (%s)\n", rank->rank, (long)pid, s,
-            strsignal(s));
-    stop_job(sv, SIGTERM, 128 + s);
+  if (sv->stopping || !failed(status)) return;
+  struct suspect* s = &sv->suspect;
+  int first = s->rank == NULL;
+  if (first || (WIFSIGNALED(status) && !WIFSIGNALED(s->status))) {
+    if (first) s->report_at = now_sec() + SETTLE_SEC;
+    s->rank = rank;
+    s->pid = pid;
+    s->status = status;
   }
 }
 
@@ -185,6 +222,8 @@ static int poll_timeout_ms(const struct supervisor* sv) {
   double deadline = 0;
   if (!sv->stopping && sv->end_at > 0) deadline = sv->end_at;
   if (sv->stopping && !sv->killed) deadline = sv->kill_at;
+  if (sv->suspect.rank && (deadline == 0 || sv->suspect.report_at < deadline))
+    deadline = sv->suspect.report_at;
   if (sv->n_alive == 0 && (deadline == 0 || sv->drain_until < deadline)) deadline = sv->drain_until;
   if (deadline == 0) return -1;
   double ms = (deadline - now_sec()) * 1000.0 + 1.0; /* +1: never wake just before it */
@@ -193,6 +232,7 @@ static int poll_timeout_ms(const struct supervisor* sv) {
 
 static void check_deadlines(struct supervisor* sv) {
   double now = now_sec();
+  if (sv->suspect.rank && now >= sv->suspect.report_at) report_suspect(sv);
   if (!sv->stopping && sv->end_at > 0 && now >= sv->end_at) {
     fprintf(stderr, "weftrun: job timed out after %g seconds\n", sv->job->opts.timeout_sec);
     stop_job(sv, SIGTERM, WEFTRUN_TIMEOUT_EXIT);
@@ -251,6 +291,7 @@ int weftrun_supervise_run(struct weftrun_job* job, int n_started) {
     poll_once(&sv, bufs, buf_rank);
     check_deadlines(&sv);
   }
+  report_suspect(&sv); /* every rank ended before the settling time did */
   close_outputs(&sv);
   free(bufs);
   free(buf_rank);

@@ -50,6 +50,7 @@ struct weftrun_job {
   struct weftrun_opts opts;
   struct weftrun_host* hosts;
   int n_hosts;
+  char* host_names; /* the -H list, split in place: the hosts' names point into it */
   struct weftrun_rank* ranks;
   char root_addr[64]; /* numeric address of the rendezvous root, no brackets */
   int root_port;
@@ -64,6 +65,7 @@ void weftrun_die(const char* fmt, ...) __attribute__((noreturn, format(printf, 1
 /* plan.c: parse -H, place ranks on hosts, choose the rendezvous address and port.
  * Exits with a usage error on a bad host list. */
 void weftrun_plan_create(struct weftrun_job* job);
+void weftrun_plan_destroy(struct weftrun_job* job);
 
 /* spawn.c: start one rank (local fork+exec or ssh); fills rank->pid and the tag pipes.
  * Returns -1 (after saying why) if the rank could not be started. */

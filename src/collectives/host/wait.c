@@ -17,6 +17,7 @@
 #include "transport/connector.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/tsan.h"
 
 #define SLEEP_SLICE_NS 20000000ull /* futex sleeps this long at most between checks */
 
@@ -171,6 +172,7 @@ ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* ar
 }
 
 void weft_host_post_counter(uint64_t* counter, uint32_t* sleepers, uint64_t value) {
+  weft_tsan_release(counter); /* counters may sit in memory peers map at other addresses */
   __atomic_store_n(counter, value, __ATOMIC_RELEASE);
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   if (__atomic_load_n(sleepers, __ATOMIC_RELAXED))
@@ -222,7 +224,10 @@ ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, ui
       }
     }
   }
-  if (__atomic_load_n(counter, __ATOMIC_ACQUIRE) >= value) return ncclSuccess;
+  if (__atomic_load_n(counter, __ATOMIC_ACQUIRE) >= value) {
+    weft_tsan_acquire(counter);
+    return ncclSuccess;
+  }
   WEFT_WARN("Rank %d: %s (seq %llu): peer rank %d failed while this rank waited for %s", w->rank, w->opname,
             (unsigned long long)w->seq, peer, what);
   return ncclRemoteError;
