@@ -99,6 +99,11 @@ WEFT_API(ncclResult_t, ncclBroadcastConfig, const void* sendbuff, void* recvbuff
   return broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
 
+/* ncclBcast has one buffer, read at the root and written everywhere: WARNs name it as the caller did. */
+static ncclResult_t check_bcast(const struct weft_call* call) {
+  return weft_enqueue_check_buf(call, "buff", call->recvbuff);
+}
+
 WEFT_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream) {
   struct weft_call call = {.name = "Broadcast",
@@ -110,7 +115,7 @@ WEFT_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datat
                            .root_name = "root",
                            .comm = comm,
                            .stream = stream};
-  return weft_enqueue(&call, check_broadcast, build_broadcast);
+  return weft_enqueue(&call, check_bcast, build_broadcast);
 }
 
 /* Every rank sends; only the root's recvbuff is written. */

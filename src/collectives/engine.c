@@ -320,8 +320,8 @@ static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct 
   w->seq = t->seq;
   w->warned = 0;
   int handled = 0;
-  /* A call's own selection (nccl*Config) is the planner's to meet: the direct paths bypass it. */
-  if (t->opts.sig == 0) WEFT_CHECK(weft_host_direct_run(s->direct, t, w, &handled));
+  /* The direct paths run it, or (shared boards, WEFT_CHECK_CALLS) compare its call across ranks. */
+  WEFT_CHECK(weft_host_direct_run(s->direct, t, w, &handled));
   if (handled) return ncclSuccess;
   struct weft_plan plan;
   WEFT_CHECK(weft_plan_coll(&s->pp, t, &plan));

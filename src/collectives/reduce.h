@@ -171,34 +171,51 @@ WEFT_DEVICE_INLINE uint8_t weft_scalar_e4m3(uint64_t bits) { return (uint8_t)bit
 WEFT_DEVICE_INLINE uint8_t weft_scalar_e5m2(uint64_t bits) { return (uint8_t)bits; }
 
 /* ---- Array loops, one per type x op: dst may equal either source exactly (in place), never
- * overlap partially. Simple element-wise loops so the compiler vectorizes them. ----
+ * overlap partially. Buffers may sit at any byte offset (users pass pointers 1 or 2 bytes into
+ * an allocation), so elements are read and written through memcpy-sized accessors, which the
+ * compiler turns into the same (unaligned) vector loads and stores as plain element loops. ----
  * weft_red_<op>_<t>(dst, a, b, n):       dst = a op b
  * weft_premulsum_<t>(dst, a, b, s, n):   dst = a + b*s  (b is this rank's own input)
  * weft_premul_<t>(dst, b, s, n):         dst = b*s
  * weft_postdiv_<t>(dst, d, n):           dst = dst / d */
-#define WEFT_DEF_LOOPS(NAME, T)                                                                         \
-  WEFT_DEVICE_INLINE void weft_red_sum_##NAME(T* dst, const T* a, const T* b, size_t n) {               \
-    for (size_t i = 0; i < n; i++) dst[i] = weft_sum_##NAME(a[i], b[i]);                                \
-  }                                                                                                     \
-  WEFT_DEVICE_INLINE void weft_red_prod_##NAME(T* dst, const T* a, const T* b, size_t n) {              \
-    for (size_t i = 0; i < n; i++) dst[i] = weft_prod_##NAME(a[i], b[i]);                               \
-  }                                                                                                     \
-  WEFT_DEVICE_INLINE void weft_red_max_##NAME(T* dst, const T* a, const T* b, size_t n) {               \
-    for (size_t i = 0; i < n; i++) dst[i] = weft_max_##NAME(a[i], b[i]);                                \
-  }                                                                                                     \
-  WEFT_DEVICE_INLINE void weft_red_min_##NAME(T* dst, const T* a, const T* b, size_t n) {               \
-    for (size_t i = 0; i < n; i++) dst[i] = weft_min_##NAME(a[i], b[i]);                                \
-  }                                                                                                     \
-  WEFT_DEVICE_INLINE void weft_premulsum_##NAME(T* dst, const T* a, const T* b, uint64_t s, size_t n) { \
-    T sc = weft_scalar_##NAME(s);                                                                       \
-    for (size_t i = 0; i < n; i++) dst[i] = weft_sum_##NAME(a[i], weft_prod_##NAME(b[i], sc));          \
-  }                                                                                                     \
-  WEFT_DEVICE_INLINE void weft_premul_##NAME(T* dst, const T* b, uint64_t s, size_t n) {                \
-    T sc = weft_scalar_##NAME(s);                                                                       \
-    for (size_t i = 0; i < n; i++) dst[i] = weft_prod_##NAME(b[i], sc);                                 \
-  }                                                                                                     \
-  WEFT_DEVICE_INLINE void weft_postdiv_##NAME(T* dst, uint64_t d, size_t n) {                           \
-    for (size_t i = 0; i < n; i++) dst[i] = weft_div_##NAME(dst[i], d);                                 \
+#define WEFT_DEF_LOOPS(NAME, T)                                                                          \
+  WEFT_DEVICE_INLINE T weft_ld_##NAME(const void* p, size_t i) {                                         \
+    T v;                                                                                                 \
+    __builtin_memcpy(&v, (const char*)p + i * sizeof(T), sizeof(T));                                     \
+    return v;                                                                                            \
+  }                                                                                                      \
+  WEFT_DEVICE_INLINE void weft_st_##NAME(void* p, size_t i, T v) {                                       \
+    __builtin_memcpy((char*)p + i * sizeof(T), &v, sizeof(T));                                           \
+  }                                                                                                      \
+  WEFT_DEVICE_INLINE void weft_red_sum_##NAME(void* dst, const void* a, const void* b, size_t n) {       \
+    for (size_t i = 0; i < n; i++)                                                                       \
+      weft_st_##NAME(dst, i, weft_sum_##NAME(weft_ld_##NAME(a, i), weft_ld_##NAME(b, i)));               \
+  }                                                                                                      \
+  WEFT_DEVICE_INLINE void weft_red_prod_##NAME(void* dst, const void* a, const void* b, size_t n) {      \
+    for (size_t i = 0; i < n; i++)                                                                       \
+      weft_st_##NAME(dst, i, weft_prod_##NAME(weft_ld_##NAME(a, i), weft_ld_##NAME(b, i)));              \
+  }                                                                                                      \
+  WEFT_DEVICE_INLINE void weft_red_max_##NAME(void* dst, const void* a, const void* b, size_t n) {       \
+    for (size_t i = 0; i < n; i++)                                                                       \
+      weft_st_##NAME(dst, i, weft_max_##NAME(weft_ld_##NAME(a, i), weft_ld_##NAME(b, i)));               \
+  }                                                                                                      \
+  WEFT_DEVICE_INLINE void weft_red_min_##NAME(void* dst, const void* a, const void* b, size_t n) {       \
+    for (size_t i = 0; i < n; i++)                                                                       \
+      weft_st_##NAME(dst, i, weft_min_##NAME(weft_ld_##NAME(a, i), weft_ld_##NAME(b, i)));               \
+  }                                                                                                      \
+  WEFT_DEVICE_INLINE void weft_premulsum_##NAME(void* dst, const void* a, const void* b, uint64_t s,     \
+                                                size_t n) {                                              \
+    T sc = weft_scalar_##NAME(s);                                                                        \
+    for (size_t i = 0; i < n; i++)                                                                       \
+      weft_st_##NAME(dst, i,                                                                             \
+                     weft_sum_##NAME(weft_ld_##NAME(a, i), weft_prod_##NAME(weft_ld_##NAME(b, i), sc))); \
+  }                                                                                                      \
+  WEFT_DEVICE_INLINE void weft_premul_##NAME(void* dst, const void* b, uint64_t s, size_t n) {           \
+    T sc = weft_scalar_##NAME(s);                                                                        \
+    for (size_t i = 0; i < n; i++) weft_st_##NAME(dst, i, weft_prod_##NAME(weft_ld_##NAME(b, i), sc));   \
+  }                                                                                                      \
+  WEFT_DEVICE_INLINE void weft_postdiv_##NAME(void* dst, uint64_t d, size_t n) {                         \
+    for (size_t i = 0; i < n; i++) weft_st_##NAME(dst, i, weft_div_##NAME(weft_ld_##NAME(dst, i), d));   \
   }
 
 WEFT_DEF_LOOPS(i8, int8_t)

@@ -234,10 +234,16 @@ WEFT_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks
   return init_rank(newcomm, nranks, nId, commIds, myrank, weft_current_device(), config);
 }
 
+/* Every communicator of ncclCommInitAll lives in this process, each with its connectors and setup
+ * thread, so a few thousand is already far beyond what one process can set up (NCCL bounds ndev
+ * by the GPUs present); larger values are refused at once instead of running out of memory. */
+#define WEFT_INIT_ALL_MAX_DEVS 4096
+
 WEFT_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
   print_version_once();
   WEFT_ARG_CHECK(comms != NULL, "comms is NULL");
-  WEFT_ARG_CHECK(ndev >= 1, "ndev %d must be at least 1", ndev);
+  WEFT_ARG_CHECK(ndev >= 1 && ndev <= WEFT_INIT_ALL_MAX_DEVS, "ndev %d must be in [1, %d]", ndev,
+                 WEFT_INIT_ALL_MAX_DEVS);
   for (int i = 0; devlist && i < ndev; i++) {
     WEFT_ARG_CHECK(devlist[i] >= 0, "devlist[%d] = %d is not a device", i, devlist[i]);
     for (int j = 0; j < i; j++)
@@ -247,13 +253,14 @@ WEFT_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
   ncclUniqueId id;
   WEFT_CHECK(weft_bootstrap_get_unique_id(&id));
   ncclResult_t res = ncclSuccess;
+  int written = 0; /* comms[0..written) were set by init_rank; the rest still hold the caller's bytes */
   weft_group_enter();
-  for (int i = 0; i < ndev && res == ncclSuccess; i++)
-    res = init_rank(&comms[i], ndev, 1, &id, i, devlist ? devlist[i] : i, NULL);
+  for (; written < ndev && res == ncclSuccess; written++)
+    res = init_rank(&comms[written], ndev, 1, &id, written, devlist ? devlist[written] : written, NULL);
   ncclResult_t end = weft_group_leave();
   if (res == ncclSuccess) res = end;
   if (WEFT_FAILED(res)) {
-    for (int i = 0; i < ndev; i++) {
+    for (int i = 0; i < written; i++) {
       if (comms[i]) weft_comm_free(comms[i]);
       comms[i] = NULL;
     }

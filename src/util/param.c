@@ -51,6 +51,9 @@ static const struct weft_param_def params[] = {
      "Host backend: 0 copies ring steps for the network into the FIFO"},
     {"WEFT_DIRECT", WEFT_PARAM_INT, "1",
      "Host backend: 0 disables the shared-board paths (small exchange, zero-copy)"},
+    {"WEFT_CHECK_CALLS", WEFT_PARAM_INT, "1",
+     "Host backend: 0 stops comparing each collective's fingerprint (collective, count, datatype, op, "
+     "root) across ranks on the shared boards; for measuring its cost only"},
     {"NCCL_COMM_BLOCKING", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.blocking"},
     {"NCCL_CGA_CLUSTER_SIZE", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.cgaClusterSize"},
     {"NCCL_MIN_CTAS", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.minCTAs"},

@@ -101,7 +101,9 @@ static void test_buffers(struct ncclComm* c) {
   EXPECT_INVALID(ncclAlltoAll(b, NULL, 3, ncclFloat, c, NULL), "recvbuff is NULL");
   /* c is rank 2: Broadcast/Scatter with root 2 need its sendbuff, root 0 does not. */
   EXPECT_INVALID(ncclBroadcast(NULL, b, 3, ncclFloat, 2, c, NULL), "sendbuff is NULL");
-  EXPECT_INVALID(ncclBcast(NULL, 3, ncclFloat, 0, c, NULL), "recvbuff is NULL");
+  /* ncclBcast's one argument is buff, at the root (2) and elsewhere alike. */
+  EXPECT_INVALID(ncclBcast(NULL, 3, ncclFloat, 0, c, NULL), "Broadcast: buff is NULL");
+  EXPECT_INVALID(ncclBcast(NULL, 3, ncclFloat, 2, c, NULL), "Broadcast: buff is NULL");
   EXPECT_INVALID(ncclReduce(b, NULL, 3, ncclFloat, ncclSum, 2, c, NULL), "recvbuff is NULL");
   EXPECT_INVALID(ncclReduce(NULL, b, 3, ncclFloat, ncclSum, 0, c, NULL), "sendbuff is NULL");
   EXPECT_INVALID(ncclGather(b, NULL, 3, ncclFloat, 2, c, NULL), "recvbuff is NULL");

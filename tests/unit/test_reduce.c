@@ -289,7 +289,45 @@ static void test_float_ops(void) {
   EXPECT(h[2] == weft_f32_to_f16(3.0f * weft_f16_to_f32(third)));
 }
 
+/* Buffers 1 and 2 bytes into an allocation, as users may pass them: the loops must read and
+ * write them correctly (and, in a UBSan build, without a misaligned access report). */
+static void test_unaligned(void) {
+  enum { N = 1000 };
+  static unsigned char mem[3][N * 8 + 16];
+  for (int off = 1; off <= 2; off++) {
+    void *d = mem[0] + off, *a = mem[1] + off, *b = mem[2] + off;
+    for (int i = 0; i < N; i++) {
+      double x = i, y = 2 * i;
+      memcpy((char*)a + 8 * i, &x, 8);
+      memcpy((char*)b + 8 * i, &y, 8);
+    }
+    weft_red_sum_f64(d, a, b, N);
+    weft_postdiv_f64(d, 3, N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+      double v;
+      memcpy(&v, (char*)d + 8 * i, 8);
+      bad += v != (double)i;
+    }
+    EXPECT_MSG(bad == 0, "f64 sum at offset %d: %d wrong", off, bad);
+    for (int i = 0; i < N; i++) {
+      float x = (float)i, y = 1.0f;
+      memcpy((char*)a + 4 * i, &x, 4);
+      memcpy((char*)b + 4 * i, &y, 4);
+    }
+    weft_red_max_f32(d, a, b, N);
+    bad = 0;
+    for (int i = 0; i < N; i++) {
+      float v;
+      memcpy(&v, (char*)d + 4 * i, 4);
+      bad += v != (i < 1 ? 1.0f : (float)i);
+    }
+    EXPECT_MSG(bad == 0, "f32 max at offset %d: %d wrong", off, bad);
+  }
+}
+
 int main(void) {
+  test_unaligned();
   rng_state = (uint64_t)time(NULL) * 2654435761u | 1;
   fprintf(stderr, "seed %llu\n", (unsigned long long)rng_state);
   for (int i = 0; i < 4; i++) test_format(&fmts[i]);

@@ -306,8 +306,10 @@ ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
               comm->rank, weft_coll_name(s->host->err_coll), s->dev,
               err == WEFT_CUDA_ERR_TIMEOUT ? "timed out (WEFT_TIMEOUT)" : "failed", s->host->err_peer,
               s->host->err_channel);
-  weft_comm_set_async_error(comm, ncclSystemError);
-  return ncclSystemError;
+  /* A timeout is NCCL's ncclTimeout; a kernel stopped by the abort flag was cut short by the user. */
+  ncclResult_t res = err == WEFT_CUDA_ERR_TIMEOUT ? ncclTimeout : ncclInvalidUsage;
+  weft_comm_set_async_error(comm, res);
+  return res;
 }
 
 /* Finalize: the comm's launched work has run (or given up), and any kernel error is reported. */

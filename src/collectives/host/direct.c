@@ -17,7 +17,7 @@
 #include "util/param.h"
 
 struct board_info {
-  int32_t pid, fd, ok;
+  int32_t pid, fd, ok, check, direct;
   uint64_t size;
 };
 
@@ -96,10 +96,14 @@ ncclResult_t weft_host_direct_init(struct ncclComm* comm, struct weft_direct** o
   ncclResult_t res = infos ? alloc_state(comm, &d) : ncclSystemError;
   WEFT_CHECK_GOTO(res, res, fail);
   struct board_info* me = &infos[comm->rank];
-  me->ok = weft_param_int("WEFT_DIRECT") != 0 && make_board(d, me);
+  /* WEFT_DIRECT=0 turns the data paths off; the boards stay for the fingerprint comparison. */
+  me->direct = weft_param_int("WEFT_DIRECT") != 0;
+  me->check = weft_param_int("WEFT_CHECK_CALLS") != 0;
+  me->ok = (me->direct || me->check) && make_board(d, me);
   WEFT_CHECK_GOTO(weft_bootstrap_allgather(comm->bootstrap, infos, sizeof(*infos)), res, fail);
   int ok = 1;
-  for (int p = 0; p < k; p++) ok &= infos[p].ok;
+  d->check = d->enabled = 1; /* every rank must take part, or none */
+  for (int p = 0; p < k; p++) ok &= infos[p].ok, d->check &= infos[p].check, d->enabled &= infos[p].direct;
   /* Agree on whether every rank mapped every board: the paths need all of them. */
   me->ok = ok && map_boards(d, infos);
   WEFT_CHECK_GOTO(weft_bootstrap_allgather(comm->bootstrap, infos, sizeof(*infos)), res, fail);
@@ -107,14 +111,18 @@ ncclResult_t weft_host_direct_init(struct ncclComm* comm, struct weft_direct** o
   free(infos);
   infos = NULL;
   if (!ok) {
-    WEFT_INFO(WEFT_INIT, "comm %p rank %d: direct paths off (WEFT_DIRECT=0 or a board could not be mapped)",
+    WEFT_INFO(WEFT_INIT,
+              "comm %p rank %d: shared boards off (WEFT_DIRECT=0 with WEFT_CHECK_CALLS=0, or a "
+              "board could not be mapped)",
               (void*)comm, comm->rank);
     weft_host_direct_fini(d);
     return ncclSuccess;
   }
-  WEFT_INFO(WEFT_INIT, "comm %p rank %d: direct paths on, %d ranks on %d CPUs%s, %s", (void*)comm, comm->rank,
-            k, cpus_available(), d->oversub ? " (oversubscribed: waits yield)" : "",
-            d->all_same_proc ? "one process" : "ncclMemAlloc buffers shared across processes");
+  WEFT_INFO(WEFT_INIT, "comm %p rank %d: direct paths %s, %d ranks on %d CPUs%s, %s, calls %scompared",
+            (void*)comm, comm->rank, d->enabled ? "on" : "off (boards compare calls only)", k,
+            cpus_available(), d->oversub ? " (oversubscribed: waits yield)" : "",
+            d->all_same_proc ? "one process" : "ncclMemAlloc buffers shared across processes",
+            d->check ? "" : "not ");
   *out = d;
   return ncclSuccess;
 fail:
@@ -208,6 +216,37 @@ ncclResult_t weft_direct_wait_all(struct weft_direct* d, struct weft_waiter* w, 
 
 static int supported(int coll) { return coll == WEFT_COLL_ALLREDUCE; }
 
+ncclResult_t weft_direct_check_peer(struct weft_direct* d, int p, uint64_t seq) {
+  const struct weft_call_fp* theirs = &d->boards[p]->fp[seq & 1];
+  if (!d->check || weft_call_fp_equal(theirs, &d->fp)) return ncclSuccess;
+  weft_call_fp_warn(d->rank, &d->fp, p, theirs, seq);
+  return ncclInvalidUsage;
+}
+
+static ncclResult_t check_all(struct weft_direct* d, uint64_t seq) {
+  for (int p = 0; p < d->nranks; p++)
+    if (p != d->rank) WEFT_CHECK(weft_direct_check_peer(d, p, seq));
+  return ncclSuccess;
+}
+
+/* Publish this rank's call of operation seq (with the arrival that follows). */
+static void post_fp(struct weft_direct* d, const struct weft_task* t, uint64_t seq) {
+  d->fp = weft_call_fp_of(t);
+  d->mine->fp[seq & 1] = d->fp;
+}
+
+/* A collective the ring runs: only its fingerprint goes through the boards. Every rank arrives
+ * and compares before any ring step, so ranks that called different collectives (or one of them
+ * a direct all-reduce) fail together instead of waiting for steps that never come. */
+static ncclResult_t announce(struct weft_direct* d, const struct weft_task* t, struct weft_waiter* w) {
+  uint64_t seq = ++d->seq;
+  post_fp(d, t, seq);
+  weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
+  ncclResult_t res = weft_direct_wait_all(d, w, 0, seq);
+  if (res == ncclSuccess) res = check_all(d, seq);
+  return res;
+}
+
 /* Publish this rank's buffers, wait for every peer's, and map theirs when every rank can share. */
 static ncclResult_t arrive(struct weft_direct* d, const struct weft_task* t, struct weft_waiter* w,
                            uint64_t seq, int* all_capable) {
@@ -216,8 +255,10 @@ static ncclResult_t arrive(struct weft_direct* d, const struct weft_task* t, str
   int ok_in = describe(t->sendbuff, bytes, &mine->in), ok_out = describe(t->recvbuff, bytes, &mine->out);
   mine->capable = d->all_same_proc || (ok_in && ok_out);
   if (bytes <= WEFT_DIRECT_SMALL_MAX) weft_direct_small_post(d, t, seq); /* in case a peer cannot share */
+  post_fp(d, t, seq);
   weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
   WEFT_CHECK(weft_direct_wait_all(d, w, 0, seq));
+  WEFT_CHECK(check_all(d, seq)); /* before a peer's descriptors are believed */
   *all_capable = 1;
   for (int p = 0; p < d->nranks; p++) *all_capable &= d->boards[p]->desc[seq & 1].capable;
   if (!*all_capable) return ncclSuccess;
@@ -240,11 +281,17 @@ static ncclResult_t arrive(struct weft_direct* d, const struct weft_task* t, str
 ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task* t, struct weft_waiter* w,
                                   int* handled) {
   *handled = 0;
-  if (d == NULL || d->forced || !supported(t->coll)) return ncclSuccess;
+  /* A call's own selection (nccl*Config) is the planner's to meet: the direct paths bypass it. */
+  int direct = d != NULL && d->enabled && !d->forced && supported(t->coll) && t->opts.sig == 0;
+  if (d == NULL || (!direct && !d->check)) return ncclSuccess;
   if (__atomic_load_n(&d->mine->failed, __ATOMIC_RELAXED)) {
     WEFT_WARN("Rank %d: %s (seq %llu) refused: an earlier operation of this communicator failed", d->rank,
               w->opname, (unsigned long long)w->seq);
     return ncclInvalidUsage;
+  }
+  if (!direct) {
+    ncclResult_t res = announce(d, t, w);
+    return res == ncclSuccess ? res : fail_op(d, res);
   }
   size_t es = weft_dt_size(t->dtype), bytes = t->count * es;
   struct weft_dev_redop op = {.kind = t->op.kind, .scalar = t->op.scalar, .divisor = t->op.divisor};
@@ -256,6 +303,7 @@ ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task*
     /* One step: inputs go through the boards, no descriptors, any buffers. */
     *handled = 1;
     weft_direct_small_post(d, t, seq);
+    post_fp(d, t, seq);
     weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
     res = weft_direct_small_reduce(d, t, &op, w, seq);
     return res == ncclSuccess ? res : fail_op(d, res);

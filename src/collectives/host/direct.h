@@ -15,14 +15,16 @@
 struct ncclComm;
 struct weft_direct;
 
-/* Set up the boards of comm (collective over its ranks). *out stays NULL when the direct paths
- * do not apply (several hosts, one rank, WEFT_DIRECT=0) or when any rank could not map every
- * board: all ranks then agree to use the ring only. */
+/* Set up the boards of comm (collective over its ranks). *out stays NULL when the boards do not
+ * apply (several hosts, one rank, WEFT_DIRECT=0 with WEFT_CHECK_CALLS=0) or when any rank could
+ * not map every board: all ranks then agree to use the ring only. With WEFT_DIRECT=0 the boards
+ * only carry the fingerprints of collective calls. */
 ncclResult_t weft_host_direct_init(struct ncclComm* comm, struct weft_direct** out);
 /* NULL-safe. */
 void weft_host_direct_fini(struct weft_direct* d);
 /* Run t through a direct path when one applies (*handled = 1); otherwise leave it to the ring
- * (*handled = 0). Every rank decides the same for the same task. */
+ * (*handled = 0), after every rank's call was compared on the boards (WEFT_CHECK_CALLS). Every
+ * rank decides the same for the same task; ranks whose calls differ all get ncclInvalidUsage. */
 ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task* t, struct weft_waiter* w,
                                   int* handled);
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "collectives/dev_types.h"
+#include "collectives/fingerprint.h"
 #include "collectives/host/wait.h"
 #include "collectives/task.h"
 #include "nccl.h"
@@ -39,7 +40,8 @@ struct weft_board {
   uint32_t arrive_sleepers;
   uint32_t failed;                          /* this rank gave up: peers stop waiting */
   unsigned char inl[2][WEFT_DIRECT_INLINE]; /* small inputs, same cache line as arrive */
-  char pad0[128 - 16 - 2 * WEFT_DIRECT_INLINE];
+  struct weft_call_fp fp[2];                /* the operation's call, for peers to compare */
+  char pad0[128 - 16 - 2 * WEFT_DIRECT_INLINE - 2 * sizeof(struct weft_call_fp)];
   uint64_t done; /* operations whose writes into peers' buffers this rank has finished */
   uint32_t done_sleepers;
   char pad1[128 - 12];
@@ -56,9 +58,12 @@ struct weft_seg_map {
 
 struct weft_direct {
   int nranks, rank;
-  int oversub;       /* more local ranks than CPUs */
-  int forced;        /* NCCL_ALGO/NCCL_PROTO set: the user asked for the ring's protocols */
-  int all_same_proc; /* every rank is a thread of this process: addresses are shared */
+  int oversub;            /* more local ranks than CPUs */
+  int forced;             /* NCCL_ALGO/NCCL_PROTO set: the user asked for the ring's protocols */
+  int all_same_proc;      /* every rank is a thread of this process: addresses are shared */
+  int enabled;            /* the data paths may run (WEFT_DIRECT on every rank); else boards compare only */
+  int check;              /* every collective's fingerprint is compared (WEFT_CHECK_CALLS, agreed) */
+  struct weft_call_fp fp; /* this rank's current operation */
   uint8_t* same_proc;
   uint64_t seq;
   struct weft_board* mine;
@@ -73,6 +78,8 @@ struct weft_direct {
 
 /* Wait until every peer's arrive (done = 0) or done (done = 1) counter reaches seq. */
 ncclResult_t weft_direct_wait_all(struct weft_direct* d, struct weft_waiter* w, int done, uint64_t seq);
+/* Whether peer p's call of operation seq (p has arrived) is this rank's; else WARN, ncclInvalidUsage. */
+ncclResult_t weft_direct_check_peer(struct weft_direct* d, int p, uint64_t seq);
 /* Copy this rank's input of a small all-reduce into its board (published by the next arrive). */
 void weft_direct_small_post(struct weft_direct* d, const struct weft_task* t, uint64_t seq);
 /* Reduce every rank's posted input, in rank order, into recvbuff. */

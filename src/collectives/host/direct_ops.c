@@ -77,6 +77,7 @@ ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_t
     if (p != d->rank) {
       ncclResult_t res =
           weft_host_wait_counter(w, &b->arrive, seq, &b->arrive_sleepers, &b->failed, p, "its input");
+      if (res == ncclSuccess) res = weft_direct_check_peer(d, p, seq); /* before reading its input */
       if (res != ncclSuccess) return res;
     }
     const void* in = inl ? (const void*)b->inl[par] : (const void*)b->slot[par];

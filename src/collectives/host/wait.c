@@ -110,20 +110,26 @@ ncclResult_t weft_host_check_peers(struct weft_waiter* w, int peer, int all) {
   return ncclSuccess;
 }
 
+/* What a wait cut short by the abort flag returns. A failure that raised the flag (a peer lost
+ * over the network: ncclRemoteError) left its code in the async error; otherwise the user's own
+ * ncclCommAbort, Revoke or Shrink ended the operation, which is a use of the communicator that
+ * ends its work, so ncclInvalidUsage as for any later use of it, not an internal error. */
+static ncclResult_t aborted_result(const struct weft_waiter* w) {
+  ncclResult_t r = w->async_result ? *w->async_result : ncclSuccess;
+  return (r != ncclSuccess && r != ncclInProgress) ? r : ncclInvalidUsage;
+}
+
 /* Abort, deadline, slow-wait WARN and peer liveness: everything a sleeping wait re-checks. */
 static ncclResult_t check_state(struct weft_waiter* w, uint64_t start, uint64_t now, int peer, int channel,
                                 const char* what) {
-  if (__atomic_load_n(w->abort_flag, __ATOMIC_ACQUIRE)) {
-    ncclResult_t r = w->async_result ? *w->async_result : ncclSuccess;
-    return (r != ncclSuccess && r != ncclInProgress) ? r : ncclInternalError;
-  }
+  if (__atomic_load_n(w->abort_flag, __ATOMIC_ACQUIRE)) return aborted_result(w);
   if (now - start >= w->timeout_ns) {
     WEFT_WARN(
         "Rank %d: %s (seq %llu) timed out after %llu s waiting for peer rank %d on channel %d (%s); "
         "WEFT_TIMEOUT sets the limit",
         w->rank, w->opname, (unsigned long long)w->seq, (unsigned long long)(w->timeout_ns / 1000000000ull),
         peer, channel, what);
-    return ncclSystemError;
+    return ncclTimeout;
   }
   if (!w->warned && now - start >= w->warn_ns) {
     w->warned = 1;

@@ -1,0 +1,27 @@
+/* A collective call's fingerprint: what every rank must pass alike (collective, count, datatype,
+ * reduction, root). Ranks compare fingerprints through data they already exchange, so a call
+ * whose ranks disagree fails on every rank instead of reading past a peer's buffer. */
+#ifndef WEFT_COLLECTIVES_FINGERPRINT_H
+#define WEFT_COLLECTIVES_FINGERPRINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collectives/task.h"
+
+/* 16 bytes, so two (one per parity) fit in a board's arrival line. */
+struct weft_call_fp {
+  uint8_t coll, dtype, op, pad;
+  int32_t root; /* Broadcast/Reduce only, else -1 */
+  uint64_t count;
+};
+
+/* The fingerprint of collective t; fields a collective does not use are neutral. */
+struct weft_call_fp weft_call_fp_of(const struct weft_task* t);
+int weft_call_fp_equal(const struct weft_call_fp* a, const struct weft_call_fp* b);
+/* WARN on rank `me` (seq: the call) naming the first field in which peer's call differs from its
+ * own, e.g. "rank 1 called ncclAllReduce with count 1024, rank 0 with count 2048". */
+void weft_call_fp_warn(int me, const struct weft_call_fp* mine, int peer, const struct weft_call_fp* theirs,
+                       uint64_t seq);
+
+#endif

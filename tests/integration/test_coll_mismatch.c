@@ -1,0 +1,117 @@
+/* Ranks of one communicator that disagree on a collective call (collective, count, datatype, op,
+ * root) must all fail with ncclInvalidUsage and a WARN naming the difference, never succeed or
+ * touch memory outside their own buffers (buffers are exact-size heap blocks, so an ASan build
+ * sees any overrun). Each case runs on a fresh communicator of threads and of processes, 2 and
+ * 4 ranks; the last rank makes the odd call. */
+#include <string.h>
+#include <sys/wait.h>
+
+#include "coll_util.h"
+
+struct call {
+  int coll; /* C_* of coll_util.h */
+  size_t count;
+  ncclDataType_t dt;
+  ncclRedOp_t op;
+  int root;
+};
+
+struct mcase {
+  const char* name;
+  const char* says; /* what every WARN must contain */
+  struct call base, odd;
+};
+
+#define AR(n, t, o) \
+  { C_ALLREDUCE, n, t, o, 0 }
+static const struct mcase cases[] = {
+    {"allreduce count, board exchange", "count", AR(256, ncclFloat32, ncclSum),
+     AR(128, ncclFloat32, ncclSum)},
+    {"allreduce count, small vs large", "count", AR(256, ncclFloat32, ncclSum),
+     AR(4096, ncclFloat32, ncclSum)},
+    {"allreduce count, zero-copy", "count", AR(65536, ncclFloat32, ncclSum), AR(32768, ncclFloat32, ncclSum)},
+    {"allreduce datatype float/double", "datatype", AR(512, ncclFloat32, ncclSum),
+     AR(512, ncclFloat64, ncclSum)},
+    {"allreduce op sum/max", "op ncclMax", AR(512, ncclFloat32, ncclSum), AR(512, ncclFloat32, ncclMax)},
+    {"broadcast root",
+     "root",
+     {C_BROADCAST, 1000, ncclInt32, ncclSum, 0},
+     {C_BROADCAST, 1000, ncclInt32, ncclSum, 1}},
+    {"reduce root", "root", {C_REDUCE, 1000, ncclInt32, ncclSum, 0}, {C_REDUCE, 1000, ncclInt32, ncclSum, 1}},
+    {"allgather count",
+     "count",
+     {C_ALLGATHER, 300, ncclInt8, ncclSum, 0},
+     {C_ALLGATHER, 200, ncclInt8, ncclSum, 0}},
+    {"reducescatter op",
+     "op",
+     {C_REDUCESCATTER, 300, ncclInt32, ncclSum, 0},
+     {C_REDUCESCATTER, 300, ncclInt32, ncclProd, 0}},
+    {"collective allreduce/broadcast",
+     "ncclBroadcast",
+     AR(256, ncclFloat32, ncclSum),
+     {C_BROADCAST, 256, ncclFloat32, ncclSum, 0}},
+    {"collective allgather/reducescatter",
+     "nccl",
+     {C_ALLGATHER, 4096, ncclInt8, ncclSum, 0},
+     {C_REDUCESCATTER, 4096, ncclInt8, ncclSum, 0}},
+};
+#define NCASES (int)(sizeof(cases) / sizeof(cases[0]))
+
+static ncclResult_t issue(const struct call* k, const void* s, void* r, ncclComm_t comm) {
+  switch (k->coll) {
+    case C_ALLREDUCE:
+      return ncclAllReduce(s, r, k->count, k->dt, k->op, comm, NULL);
+    case C_BROADCAST:
+      return ncclBroadcast(s, r, k->count, k->dt, k->root, comm, NULL);
+    case C_REDUCE:
+      return ncclReduce(s, r, k->count, k->dt, k->op, k->root, comm, NULL);
+    case C_ALLGATHER:
+      return ncclAllGather(s, r, k->count, k->dt, comm, NULL);
+    default:
+      return ncclReduceScatter(s, r, k->count, k->dt, k->op, comm, NULL);
+  }
+}
+
+static int as_procs;
+
+static int body(ncclComm_t comm, int rank, int nranks, void* arg) {
+  const struct mcase* c = arg;
+  int bad = 0;
+  float one = 1;
+  /* A matching call first: the check must not refuse calls that agree. */
+  WANT_RES(ncclAllReduce(&one, &one, 1, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
+  WANT(one == (float)nranks, "%s: control all-reduce gave %g", c->name, one);
+  const struct call* k = rank == nranks - 1 ? &c->odd : &c->base;
+  size_t es = dt_table[k->dt].size, n = k->count * es;
+  size_t sbytes = k->coll == C_REDUCESCATTER ? n * nranks : n,
+         rbytes = k->coll == C_ALLGATHER ? n * nranks : n;
+  char* s = malloc(sbytes);
+  char* r = malloc(rbytes);
+  memset(s, 1, sbytes);
+  ncclResult_t res = issue(k, s, r, comm);
+  WANT(res == ncclInvalidUsage, "case \"%s\" (%d ranks): %s returned %s, want invalid usage", c->name, nranks,
+       coll_names[k->coll], ncclGetErrorString(res));
+  /* The last error is one per process: thread ranks overwrite each other's, so processes check it. */
+  const char* text = as_procs ? ncclGetLastError(comm) : "mismatched collective (any)";
+  WANT(strstr(text, "mismatched collective") && (!as_procs || strstr(text, c->says)),
+       "case \"%s\": last error \"%s\" does not name the difference (%s)", c->name, text, c->says);
+  free(s);
+  free(r);
+  return bad;
+}
+
+int main(void) {
+  setenv("WEFT_TIMEOUT", "30", 1); /* a missed mismatch fails in seconds, not half an hour */
+  int failures = 0;
+  for (as_procs = 0; as_procs < 2; as_procs++)
+    for (int nranks = 2; nranks <= 4; nranks += 2)
+      for (int i = 0; i < NCASES; i++) {
+        int f = as_procs ? run_procs(nranks, body, (void*)&cases[i], 60)
+                         : run_threads(nranks, body, (void*)&cases[i]);
+        printf("%s %s, %d %s\n", f ? "FAIL" : "ok  ", cases[i].name, nranks,
+               as_procs ? "processes" : "threads");
+        failures += f != 0;
+      }
+  printf("%d of %d mismatch cases failed\n", failures, 4 * NCASES);
+  return failures ? 1 : 0;
+}
