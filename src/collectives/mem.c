@@ -15,6 +15,7 @@
 #include "collectives/cuda/engine_cuda.h"
 #include "core/api.h"
 #include "core/comm.h"
+#include "transport/connector.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/tsan.h"
@@ -29,38 +30,17 @@ static struct seg_node* segs;
 static struct weft_mem_reg* regs;
 static unsigned long seg_counter;
 
-/* Create, size and map an unlinked shm segment of size bytes (page multiple). */
+/* Create, size and map a segment of size bytes (page multiple) that peers open through
+ * /proc/<pid>/fd: it has no name, so nothing can leak in /dev/shm (transport/shm.c). */
 static ncclResult_t seg_create(size_t size, struct weft_mem_seg* seg) {
-  char name[64];
-  unsigned long n = __atomic_fetch_add(&seg_counter, 1, __ATOMIC_RELAXED);
-  snprintf(name, sizeof(name), "/weft-mem-%d-%lu", (int)getpid(), n);
-  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) {
-    WEFT_WARN("ncclMemAlloc: shm_open %s failed: %s", name, strerror(errno));
-    return ncclSystemError;
-  }
-  shm_unlink(name); /* peers map it through /proc/<pid>/fd: nothing can leak in /dev/shm */
-  /* Reserve the pages now: a /dev/shm too small must fail here, not as SIGBUS on first touch. */
-  int err = ftruncate(fd, (off_t)size) < 0 ? errno : posix_fallocate(fd, 0, (off_t)size);
-  if (err) {
-    WEFT_WARN(
-        "ncclMemAlloc: reserving %zu bytes of shared memory failed: %s%s", size, strerror(err),
-        err == ENOSPC ? " (/dev/shm is too small: raise its size, e.g. docker run --shm-size=...)" : "");
-    close(fd);
-    return ncclSystemError;
-  }
-  void* p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    WEFT_WARN("ncclMemAlloc: mmap of %zu bytes failed: %s", size, strerror(errno));
-    close(fd);
-    return ncclSystemError;
-  }
-  seg->base = p;
+  struct weft_shm_seg shm;
+  WEFT_CHECK(weft_shm_create("mem", size, &shm));
+  seg->base = shm.ptr;
   seg->size = size;
-  seg->fd = fd;
+  seg->fd = shm.fd;
   seg->pid = getpid();
-  seg->id = n + 1;
-  snprintf(seg->path, sizeof(seg->path), "/proc/%d/fd/%d", (int)seg->pid, fd);
+  seg->id = __atomic_add_fetch(&seg_counter, 1, __ATOMIC_RELAXED);
+  snprintf(seg->path, sizeof(seg->path), "%s", shm.name);
   return ncclSuccess;
 }
 
