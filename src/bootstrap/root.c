@@ -89,17 +89,21 @@ static void reject(struct root* r, int i, int expected, const char* why) {
   drop_conn(r, i, NULL);
 }
 
-/* Tell every waiting rank that r->gone went away, and let them go. */
+/* Tell every waiting rank that r->gone went away, and let them go. Highest rank first: the root
+ * usually lives in rank 0's process, which exits once told, taking the root with it. */
 static void announce_gone(struct root* r) {
   struct weft_bs_reply reply;
   fill_gone(r, &reply);
   WEFT_WARN("Bootstrap root %s: rank %d went away %s; telling the %s ranks", r->name, r->gone,
             r->paired ? "while the ranks connected" : "before all ranks checked in",
             r->paired ? "remaining" : "waiting");
-  for (int i = r->nconns - 1; i >= 0; i--) {
-    if (r->conns[i].rank < 0) continue;
-    send_reply(r, i, &reply);
-    drop_conn(r, i, NULL);
+  for (;;) {
+    int last = -1;
+    for (int i = 0; i < r->nconns; i++)
+      if (r->conns[i].rank >= 0 && (last < 0 || r->conns[i].rank > r->conns[last].rank)) last = i;
+    if (last < 0) return;
+    send_reply(r, last, &reply);
+    drop_conn(r, last, NULL);
   }
 }
 
