@@ -1,8 +1,10 @@
 /* The bootstrap root: a thread that collects every rank's check-in, then tells each rank the
- * address of its ring successor. It answers "who is missing?" queries from ranks that time out
- * and drops connections that do not speak the protocol without disturbing the job. Nothing is
- * parsed before its sender proved it holds the job key (answer to our challenge), and every
- * reply carries a MAC over the rank's nonce, so neither side can be impersonated. */
+ * address of its ring successor, and keeps each check-in connection until that rank's bootstrap
+ * is up, so a rank killed meanwhile is named to the others at once. It answers "who is missing?"
+ * queries from ranks that time out and drops connections that do not speak the protocol without
+ * disturbing the job. Nothing is parsed before its sender proved it holds the job key (answer to
+ * our challenge), and every reply carries a MAC over the rank's nonce, so neither side can be
+ * impersonated. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
