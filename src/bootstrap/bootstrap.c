@@ -81,8 +81,9 @@ static ncclResult_t ring_connect(struct weft_bootstrap* bs, const union weft_soc
   int next = (bs->rank + 1) % bs->nranks, prev = (bs->rank - 1 + bs->nranks) % bs->nranks;
   char who[64], what[160];
   snprintf(who, sizeof(who), "rank %d (ring successor of rank %d)", next, bs->rank);
-  /* The successor listened before it checked in: a refusal means it is gone, so no retries. */
-  WEFT_CHECK(weft_socket_connect_retry(next_addr, who, 0, abort_flag, deadline, &bs->next_fd));
+  /* The successor listened before it checked in: a refusal means it is gone, so it is final. */
+  ncclResult_t res = weft_socket_connect_listening(next_addr, who, 1, abort_flag, deadline, &bs->next_fd);
+  if (res != ncclSuccess) return weft_bs_root_explain(bs, res, "connecting the ring");
   struct weft_bs_header hdr = {
       .magic = bs->magic, .type = WEFT_SOCKET_BOOTSTRAP, .kind = WEFT_BS_RING, .src = bs->rank, .dst = next};
   struct weft_bs_op op;

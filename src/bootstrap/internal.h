@@ -242,6 +242,9 @@ void weft_bs_warn_gone(const struct weft_bootstrap* bs, const struct weft_bs_rep
 /* p2p.c: the root link is readable during `what`: ncclRemoteError (after a WARN) if it reports a
  * lost rank or closes; ncclSuccess while a message is still arriving. */
 ncclResult_t weft_bs_root_watch_read(struct weft_bootstrap* bs, const char* what);
+/* A wait failed with res (a peer closed or refused): if the root reports a vanished rank within
+ * moments, WARN that (the real cause) too. Returns res. */
+ncclResult_t weft_bs_root_explain(struct weft_bootstrap* bs, ncclResult_t res, const char* what);
 /* Say goodbye to the root (so it does not take us for dead) and close the link. */
 void weft_bs_root_watch_close(struct weft_bootstrap* bs);
 

@@ -268,32 +268,62 @@ static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops,
   return ncclSuccess;
 }
 
-ncclResult_t weft_bs_root_watch_read(struct weft_bootstrap* bs, const char* what) {
+/* Read what the root sent: 0 while a reply is incomplete, 1 when one is complete (and signed and
+ * well formed: *why empty), -1 when the link closed or failed. */
+static int root_read(struct weft_bootstrap* bs, char* why, size_t len) {
   struct weft_bs_root_watch* w = &bs->root;
   ssize_t n = weft_socket_try_recv(w->fd, (char*)&w->reply + w->got, sizeof(w->reply) - w->got);
   if (n < 0) {
-    WEFT_WARN("Bootstrap: rank %d of %d: lost %s while %s: %s", bs->rank, bs->nranks, w->name, what,
-              n == WEFT_SOCKET_CLOSED ? "connection closed" : strerror(errno));
-    return ncclRemoteError;
+    snprintf(why, len, "%s", n == WEFT_SOCKET_CLOSED ? "connection closed" : strerror(errno));
+    return -1;
   }
   w->got += (size_t)n;
-  if (w->got < sizeof(w->reply)) return ncclSuccess;
+  if (w->got < sizeof(w->reply)) return 0;
   w->got = 0;
   const struct weft_bs_reply* r = &w->reply.body;
+  why[0] = '\0';
+  if (!weft_auth_check(&w->key, WEFT_AUTH_LABEL_REPLY, w->nonce, r, sizeof(*r), w->reply.mac))
+    snprintf(why, len, "not signed with the job key");
+  else if (weft_bs_reply_valid(r, bs->nranks, why, len) && r->kind != WEFT_BS_REPLY_GONE)
+    snprintf(why, len, "reply kind %u after pairing", r->kind);
+  return 1;
+}
+
+ncclResult_t weft_bs_root_watch_read(struct weft_bootstrap* bs, const char* what) {
+  struct weft_bs_root_watch* w = &bs->root;
   char why[160];
-  if (!weft_auth_check(&w->key, WEFT_AUTH_LABEL_REPLY, w->nonce, r, sizeof(*r), w->reply.mac)) {
-    snprintf(why, sizeof(why), "not signed with the job key");
-  } else if (!weft_bs_reply_valid(r, bs->nranks, why, sizeof(why))) {
-    /* why says what is wrong */
-  } else if (r->kind != WEFT_BS_REPLY_GONE) {
-    snprintf(why, sizeof(why), "reply kind %u after pairing", r->kind);
+  int got = root_read(bs, why, sizeof(why));
+  if (got == 0) return ncclSuccess;
+  if (got < 0) {
+    WEFT_WARN("Bootstrap: rank %d of %d: lost %s while %s: %s", bs->rank, bs->nranks, w->name, what, why);
+  } else if (why[0] == '\0') {
+    weft_bs_warn_gone(bs, &w->reply.body, w->name, what);
   } else {
-    weft_bs_warn_gone(bs, r, w->name, what);
-    return ncclRemoteError;
+    WEFT_WARN("Bootstrap: rank %d of %d: unexpected message from %s while %s: %s", bs->rank, bs->nranks,
+              w->name, what, why);
   }
-  WEFT_WARN("Bootstrap: rank %d of %d: unexpected message from %s while %s: %s", bs->rank, bs->nranks,
-            w->name, what, why);
   return ncclRemoteError;
+}
+
+/* How long a failed wait asks the root whether a rank vanished: its word comes within
+ * microseconds of the loss, a peer's closed connection being one of its echoes. */
+#define ROOT_EXPLAIN_MS 500
+
+ncclResult_t weft_bs_root_explain(struct weft_bootstrap* bs, ncclResult_t res, const char* what) {
+  if (bs->root.fd < 0 || res != ncclRemoteError) return res;
+  int64_t until = weft_socket_now_ns() + ROOT_EXPLAIN_MS * 1000000LL;
+  while (weft_socket_now_ns() < until) {
+    weft_socket_poll_one(bs->root.fd, POLLIN, WEFT_SOCKET_POLL_MS);
+    char why[160];
+    int got = root_read(bs, why, sizeof(why));
+    if (got < 0 || (got > 0 && why[0] != '\0')) break;
+    if (got > 0) {
+      /* The WARN after the peer's: the last error names the rank that is really gone. */
+      weft_bs_warn_gone(bs, &bs->root.reply.body, bs->root.name, what);
+      break;
+    }
+  }
+  return res;
 }
 
 void weft_bs_root_watch_close(struct weft_bootstrap* bs) {
@@ -311,7 +341,8 @@ ncclResult_t weft_bs_progress(struct weft_bootstrap* bs, struct weft_bs_op* ops,
   for (;;) {
     int pending = 0;
     for (int i = 0; i < nops; i++) {
-      WEFT_CHECK(op_progress(bs, &ops[i], what));
+      ncclResult_t res = op_progress(bs, &ops[i], what);
+      if (res != ncclSuccess) return weft_bs_root_explain(bs, res, what);
       pending += !op_done(&ops[i]);
     }
     if (!pending && (until == NULL || until(bs, arg))) return ncclSuccess;

@@ -367,14 +367,14 @@ static int try_connect(int fd, const union weft_socket_addr* addr, volatile uint
 
 ncclResult_t weft_socket_connect(const union weft_socket_addr* addr, const char* who,
                                  volatile uint32_t* abort_flag, int64_t deadline, int* fd_out) {
-  return weft_socket_connect_retry(addr, who, weft_param_int("NCCL_SOCKET_RETRY_CNT"), abort_flag, deadline,
-                                   fd_out);
+  return weft_socket_connect_listening(addr, who, 0, abort_flag, deadline, fd_out);
 }
 
-ncclResult_t weft_socket_connect_retry(const union weft_socket_addr* addr, const char* who, int64_t retries,
-                                       volatile uint32_t* abort_flag, int64_t deadline, int* fd_out) {
+ncclResult_t weft_socket_connect_listening(const union weft_socket_addr* addr, const char* who, int listening,
+                                           volatile uint32_t* abort_flag, int64_t deadline, int* fd_out) {
   char text[WEFT_SOCKET_ADDR_STRLEN];
   weft_socket_addr_str(addr, text, sizeof(text));
+  int64_t retries = weft_param_int("NCCL_SOCKET_RETRY_CNT");
   int64_t sleep_ms = weft_param_int("NCCL_SOCKET_RETRY_SLEEP_MSEC");
   for (int64_t attempt = 1;; attempt++) {
     int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -394,7 +394,7 @@ ncclResult_t weft_socket_connect_retry(const union weft_socket_addr* addr, const
       WEFT_INFO(WEFT_BOOTSTRAP | WEFT_NET, "Connect to %s at %s: abort flag set", who, text);
       return ncclInternalError;
     }
-    int retryable = err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH;
+    int retryable = (err == ECONNREFUSED && !listening) || err == ETIMEDOUT || err == EHOSTUNREACH;
     if (!retryable || attempt > retries || weft_socket_now_ns() >= deadline) {
       WEFT_WARN("Connect to %s at %s failed after %lld attempt(s): %s", who, text, (long long)attempt,
                 strerror(err));

@@ -85,10 +85,10 @@ ncclResult_t weft_socket_listen(union weft_socket_addr* addr, int* fd);
  * NCCL_SOCKET_RETRY_SLEEP_MSEC; who names the peer in WARNs ("rank 3", "the root"). */
 ncclResult_t weft_socket_connect(const union weft_socket_addr* addr, const char* who,
                                  volatile uint32_t* abort_flag, int64_t deadline, int* fd);
-/* The same with `retries` refusals retried: 0 where the peer surely listens already, so a refusal
- * means it is gone. */
-ncclResult_t weft_socket_connect_retry(const union weft_socket_addr* addr, const char* who, int64_t retries,
-                                       volatile uint32_t* abort_flag, int64_t deadline, int* fd);
+/* The same; listening != 0 says the peer surely listens already, so a refusal means it is gone
+ * and is not retried (unreachable hosts and timeouts still are). */
+ncclResult_t weft_socket_connect_listening(const union weft_socket_addr* addr, const char* who, int listening,
+                                           volatile uint32_t* abort_flag, int64_t deadline, int* fd);
 /* Full transfers on a non-blocking fd. Abort gives ncclInternalError (INFO only), a deadline
  * ncclRemoteError, a closed or reset peer ncclRemoteError, other failures ncclSystemError. */
 ncclResult_t weft_socket_send_all(int fd, const void* buf, size_t len, const char* who,
