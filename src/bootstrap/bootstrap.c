@@ -18,6 +18,7 @@ const struct weft_auth_key* weft_bootstrap_key(const struct weft_bootstrap* bs) 
 
 void weft_bootstrap_destroy(struct weft_bootstrap* bs) {
   if (bs == NULL) return;
+  weft_bs_root_watch_close(bs);
   weft_socket_close(bs->listen_fd);
   weft_socket_close(bs->next_fd);
   weft_socket_close(bs->prev_fd);
@@ -48,7 +49,7 @@ static ncclResult_t create(int rank, int nranks, uint64_t magic, const struct we
   bs->magic = magic;
   bs->key = *key;
   bs->abort_flag = abort_flag;
-  bs->listen_fd = bs->next_fd = bs->prev_fd = -1;
+  bs->listen_fd = bs->next_fd = bs->prev_fd = bs->root.fd = -1;
   bs->peers = calloc(nranks, sizeof(*bs->peers));
   bs->send_seq = calloc(nranks, sizeof(*bs->send_seq));
   bs->recv_seq = calloc(nranks, sizeof(*bs->recv_seq));
@@ -80,13 +81,23 @@ static ncclResult_t ring_connect(struct weft_bootstrap* bs, const union weft_soc
   int next = (bs->rank + 1) % bs->nranks, prev = (bs->rank - 1 + bs->nranks) % bs->nranks;
   char who[64], what[160];
   snprintf(who, sizeof(who), "rank %d (ring successor of rank %d)", next, bs->rank);
-  WEFT_CHECK(weft_socket_connect(next_addr, who, abort_flag, deadline, &bs->next_fd));
+  /* The successor listened before it checked in: a refusal means it is gone, so it is final. */
+  ncclResult_t res = weft_socket_connect_listening(next_addr, who, 1, abort_flag, deadline, &bs->next_fd);
+  if (res != ncclSuccess) return weft_bs_root_explain(bs, res, "connecting the ring");
   struct weft_bs_header hdr = {
       .magic = bs->magic, .type = WEFT_SOCKET_BOOTSTRAP, .kind = WEFT_BS_RING, .src = bs->rank, .dst = next};
   struct weft_bs_op op;
   weft_bs_op_send(&op, bs->next_fd, next, &hdr, NULL, 0);
   snprintf(what, sizeof(what), "waiting for rank %d (ring predecessor) to connect", prev);
   return weft_bs_progress(bs, &op, 1, have_prev, NULL, abort_flag, deadline, what);
+}
+
+static ncclResult_t check_peers(const struct weft_bootstrap* bs) {
+  char why[160];
+  if (weft_bs_peers_valid(bs->peers, bs->nranks, why, sizeof(why))) return ncclSuccess;
+  WEFT_WARN("Bootstrap: rank %d of %d: the all-gather of listen addresses is corrupt: %s", bs->rank,
+            bs->nranks, why);
+  return ncclRemoteError;
 }
 
 /* The id's contents, with the key connections prove in place of the bare job key. */
@@ -103,9 +114,25 @@ static void warn_missing(const struct weft_bootstrap* bs, const struct weft_bs_r
             bs->nranks, waited, root, text);
 }
 
+void weft_bs_warn_gone(const struct weft_bootstrap* bs, const struct weft_bs_reply* r, const char* root,
+                       const char* what) {
+  char text[768];
+  weft_bs_format_missing(r, text, sizeof(text));
+  WEFT_WARN("Bootstrap: rank %d of %d: rank %d went away (killed or crashed) while %s, says %s; %s", bs->rank,
+            bs->nranks, r->gone, what, root, text);
+}
+
 static ncclResult_t on_reply(const struct weft_bootstrap* bs, const struct weft_bs_reply* r, const char* root,
                              int64_t start, union weft_socket_addr* next) {
+  char why[160];
+  if (!weft_bs_reply_valid(r, bs->nranks, why, sizeof(why))) {
+    WEFT_WARN("Bootstrap: rank %d: malformed reply from %s: %s", bs->rank, root, why);
+    return ncclRemoteError;
+  }
   switch (r->kind) {
+    case WEFT_BS_REPLY_GONE:
+      weft_bs_warn_gone(bs, r, root, "we waited for the others to check in");
+      return ncclRemoteError;
     case WEFT_BS_REPLY_NEXT:
       *next = r->next;
       return ncclSuccess;
@@ -272,8 +299,19 @@ static ncclResult_t checkin(struct weft_bootstrap* bs, const ncclUniqueId* ids, 
     weft_socket_close(plink.fd);
   }
   if (res == ncclSuccess) res = wait_root(bs, &link, root, abort_flag, start, deadline, next);
-  weft_socket_close(link.fd);
-  return res;
+  if (res != ncclSuccess) {
+    /* Leaving on purpose: the root must not take us for dead and fail the others. */
+    uint32_t bye = WEFT_BS_BYE;
+    (void)weft_socket_try_send(link.fd, &bye, sizeof(bye));
+    weft_socket_close(link.fd);
+    return res;
+  }
+  /* Keep the link while the ring forms: the root reports ranks lost meanwhile on it. */
+  bs->root.fd = link.fd;
+  bs->root.key = link.key;
+  memcpy(bs->root.nonce, link.nonce, sizeof(link.nonce));
+  snprintf(bs->root.name, sizeof(bs->root.name), "%s", root);
+  return ncclSuccess;
 }
 
 ncclResult_t weft_bootstrap_init_scalable(const ncclUniqueId* ids, int nids, int rank, int nranks,
@@ -302,6 +340,8 @@ ncclResult_t weft_bootstrap_init_scalable(const ncclUniqueId* ids, int nids, int
   WEFT_CHECK_GOTO(ring_connect(bs, &next, abort_flag, deadline), res, fail);
   bs->peers[rank] = bs->listen_addr;
   WEFT_CHECK_GOTO(weft_bs_allgather(bs, bs->peers, sizeof(*bs->peers), abort_flag, deadline), res, fail);
+  WEFT_CHECK_GOTO(check_peers(bs), res, fail);
+  weft_bs_root_watch_close(bs);
   char text[WEFT_SOCKET_ADDR_STRLEN];
   WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: rank %d nranks %d ready in %.1f ms (%d root%s, listening on %s)",
             rank, nranks, (weft_socket_now_ns() - start) / 1e6, nids, nids > 1 ? "s" : "",
@@ -349,10 +389,17 @@ ncclResult_t weft_bootstrap_split(struct weft_bootstrap* parent, int new_rank, i
     WEFT_CHECK_GOTO(weft_bs_recv_kind(parent, next, WEFT_BS_SPLIT, 0, &next_addr, sizeof(next_addr),
                                       abort_flag, deadline),
                     res, fail);
+    if (!weft_socket_addr_valid(&next_addr)) {
+      WEFT_WARN("Bootstrap: split rank %d: parent rank %d sent a listen address of family %d", new_rank, next,
+                next_addr.sa.sa_family);
+      res = ncclRemoteError;
+      goto fail;
+    }
     WEFT_CHECK_GOTO(ring_connect(bs, &next_addr, abort_flag, deadline), res, fail);
   }
   bs->peers[new_rank] = bs->listen_addr;
   WEFT_CHECK_GOTO(weft_bs_allgather(bs, bs->peers, sizeof(*bs->peers), abort_flag, deadline), res, fail);
+  WEFT_CHECK_GOTO(check_peers(bs), res, fail);
   WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: split parent rank %d -> rank %d nranks %d ready in %.1f ms",
             parent->rank, new_rank, new_nranks, (weft_socket_now_ns() - start) / 1e6);
   *out = bs;

@@ -36,7 +36,8 @@ enum weft_bs_kind {
   WEFT_BS_RING = 4,    /* rank -> ring successor */
   WEFT_BS_P2P = 5,     /* tagged message of weft_bootstrap_send */
   WEFT_BS_BARRIER = 6, /* dissemination barrier round */
-  WEFT_BS_SPLIT = 7    /* listen address of a split's new ring neighbour */
+  WEFT_BS_SPLIT = 7,   /* listen address of a split's new ring neighbour */
+  WEFT_BS_BYE = 8      /* rank -> root on the check-in connection: leaving on purpose (not dead) */
 };
 
 struct weft_bs_checkin {
@@ -58,7 +59,8 @@ struct weft_bs_signed_checkin {
 enum weft_bs_reply_kind {
   WEFT_BS_REPLY_NEXT = 1,    /* next: the successor's listen address */
   WEFT_BS_REPLY_MISSING = 2, /* count ranks missing, the first nlisted of them in missing[] */
-  WEFT_BS_REPLY_REJECT = 3   /* count = what the root expected (nranks) */
+  WEFT_BS_REPLY_REJECT = 3,  /* count = what the root expected (nranks) */
+  WEFT_BS_REPLY_GONE = 4     /* rank `gone` went away without a goodbye: the job cannot form */
 };
 
 struct weft_bs_reply {
@@ -67,6 +69,7 @@ struct weft_bs_reply {
   /* MISSING: nleft ranks checked in but went away; missing[] lists the ranks that never came
    * (nlisted of count), then nlisted_left of the ranks that left. */
   int32_t nleft, nlisted_left;
+  int32_t gone; /* GONE: the rank whose check-in connection closed without WEFT_BS_BYE */
   union weft_socket_addr next;
   int32_t missing[WEFT_BOOTSTRAP_MAX_LISTED];
 };
@@ -116,6 +119,17 @@ struct weft_bs_incoming {
   int64_t deadline;
 };
 
+/* The check-in connection kept while the ring forms: if a rank vanishes meanwhile, the root says
+ * so there (a signed GONE reply), and the wait it interrupts fails naming that rank. */
+struct weft_bs_root_watch {
+  int fd; /* -1: none (after init, and in splits) */
+  struct weft_auth_key key;
+  uint8_t nonce[WEFT_AUTH_NONCE_BYTES];
+  struct weft_bs_signed_reply reply;
+  size_t got;
+  char name[WEFT_SOCKET_ADDR_STRLEN + 64];
+};
+
 struct weft_bootstrap {
   int rank, nranks;
   uint64_t magic;
@@ -132,6 +146,7 @@ struct weft_bootstrap {
   struct weft_bs_msg* parked; /* completion order */
   struct pollfd* pfds;        /* scratch of weft_bs_progress */
   int cappfds;
+  struct weft_bs_root_watch root;
 };
 
 /* Ranks of root iroot of nroots: [lo, hi); the first nranks % nroots roots get one more. */
@@ -151,7 +166,37 @@ static inline int weft_bs_root_of(int nranks, int nroots, int rank) {
  * pre-shared key when one is set (ncclInvalidUsage when WEFT_PSK_FILE is unusable). */
 ncclResult_t weft_bs_conn_key(const struct weft_auth_key* job, struct weft_auth_key* out);
 
-/* root.c: "N of M never checked in: missing ranks a,b; K checked in and left: c" */
+/* What a root knows of its block: who checked in, and their listen addresses. */
+enum { WEFT_BS_HAVE_NEVER = 0, WEFT_BS_HAVE_PRESENT = 1, WEFT_BS_HAVE_LEFT = 2 };
+struct weft_bs_roster {
+  int nranks, nroots, iroot; /* nranks is 0 until the first check-in */
+  int lo, hi, extra;         /* our block, and the next block's first rank (-1: none) */
+  int nneeded, nhave;
+  union weft_socket_addr* addrs; /* by slot: rank - lo, extra at hi - lo */
+  uint8_t* have;                 /* WEFT_BS_HAVE_* by slot */
+};
+
+/* wire.c: pure checks of what arrives, shared by the state machines and tests/fuzz. Each returns 1
+ * when the message is acceptable, else 0 with the reason in why (may be NULL). */
+int weft_bs_checkin_valid(const struct weft_bs_checkin* m, uint64_t magic, char* why, size_t len);
+/* The job's shape from the first valid check-in; 0 when out of memory. */
+int weft_bs_roster_init(struct weft_bs_roster* r, const struct weft_bs_checkin* m);
+void weft_bs_roster_fini(struct weft_bs_roster* r);
+int weft_bs_roster_slot(const struct weft_bs_roster* r, int rank); /* -1: not ours */
+int weft_bs_roster_rank(const struct weft_bs_roster* r, int slot);
+/* Whether a valid check-in fits the roster (else the root rejects it); slot gets its place. */
+int weft_bs_roster_admit(const struct weft_bs_roster* r, const struct weft_bs_checkin* m, int* slot,
+                         char* why, size_t len);
+/* A MISSING reply: ranks that never came, then ranks that checked in and left. */
+void weft_bs_roster_missing(const struct weft_bs_roster* r, struct weft_bs_reply* reply);
+/* A reply's fields as a rank of nranks reads it (after its MAC). */
+int weft_bs_reply_valid(const struct weft_bs_reply* r, int nranks, char* why, size_t len);
+/* A rank-to-rank opening for rank of nranks, recv_seq[src] being the messages complete from src. */
+int weft_bs_header_valid(const struct weft_bs_header* h, uint64_t magic, int rank, int nranks,
+                         const uint64_t* recv_seq, char* why, size_t len);
+/* Every address of the all-gather can be connected to. */
+int weft_bs_peers_valid(const union weft_socket_addr* peers, int nranks, char* why, size_t len);
+/* "N of M never checked in: missing ranks a,b; K checked in and left: c" */
 void weft_bs_format_missing(const struct weft_bs_reply* reply, char* buf, size_t len);
 /* root.c: listen on addr (port 0 picks one) and serve check-ins from a detached thread. */
 ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic,
@@ -187,8 +232,24 @@ ncclResult_t weft_bs_recv_kind(struct weft_bootstrap* bs, int peer, int kind, in
 ncclResult_t weft_bs_allgather(struct weft_bootstrap* bs, void* data, size_t size,
                                volatile uint32_t* abort_flag, int64_t deadline);
 void weft_bs_incoming_drop_all(struct weft_bootstrap* bs);
+/* An accepted connection joins the incoming ones after our challenge; 0 (fd closed) on failure.
+ * weft_bs_incoming_read reads what arrived on inc[i]: a complete message is parked, a ring
+ * opening becomes prev_fd, and the entry is removed either way (also when it is dropped). */
+int weft_bs_incoming_add(struct weft_bootstrap* bs, int fd);
+void weft_bs_incoming_read(struct weft_bootstrap* bs, int i);
 
 /* bootstrap.c */
 int64_t weft_bs_timeout_s(void);
+/* WARN that the root reported rank r->gone went away while we were doing `what`. */
+void weft_bs_warn_gone(const struct weft_bootstrap* bs, const struct weft_bs_reply* r, const char* root,
+                       const char* what);
+/* p2p.c: the root link is readable during `what`: ncclRemoteError (after a WARN) if it reports a
+ * lost rank or closes; ncclSuccess while a message is still arriving. */
+ncclResult_t weft_bs_root_watch_read(struct weft_bootstrap* bs, const char* what);
+/* A wait failed with res (a peer closed or refused): if the root reports a vanished rank within
+ * moments, WARN that (the real cause) too. Returns res. */
+ncclResult_t weft_bs_root_explain(struct weft_bootstrap* bs, ncclResult_t res, const char* what);
+/* Say goodbye to the root (so it does not take us for dead) and close the link. */
+void weft_bs_root_watch_close(struct weft_bootstrap* bs);
 
 #endif

@@ -122,14 +122,6 @@ static void park(struct weft_bootstrap* bs, struct weft_bs_msg* m) {
   }
 }
 
-static int header_ok(struct weft_bootstrap* bs, const struct weft_bs_header* h) {
-  if (h->magic != bs->magic) return 0;
-  if (h->type != WEFT_SOCKET_BOOTSTRAP || h->src < 0 || h->src >= bs->nranks || h->dst != bs->rank) return 0;
-  if (h->kind == WEFT_BS_RING) return h->size == 0;
-  if (h->kind != WEFT_BS_P2P && h->kind != WEFT_BS_BARRIER && h->kind != WEFT_BS_SPLIT) return 0;
-  return h->size <= WEFT_BOOTSTRAP_MAX_MSG && h->seq > bs->recv_seq[h->src];
-}
-
 /* The opening is complete: once its answer checks out, a ring connection becomes prev_fd and a
  * message starts its payload. */
 static void inc_header(struct weft_bootstrap* bs, int i) {
@@ -137,7 +129,9 @@ static void inc_header(struct weft_bootstrap* bs, int i) {
   const struct weft_bs_header* h = &c->open.hdr;
   if (!weft_auth_check(&bs->key, WEFT_AUTH_LABEL_PEER, c->challenge, h, sizeof(*h), c->open.mac))
     return inc_drop(bs, i, "wrong answer to the challenge (not holding the job key)");
-  if (!header_ok(bs, h)) return inc_drop(bs, i, "malformed header");
+  char why[160];
+  if (!weft_bs_header_valid(h, bs->magic, bs->rank, bs->nranks, bs->recv_seq, why, sizeof(why)))
+    return inc_drop(bs, i, why);
   c->deadline = weft_socket_deadline(weft_bs_timeout_s());
   if (h->kind != WEFT_BS_RING) return;
   int prev = (bs->rank - 1 + bs->nranks) % bs->nranks;
@@ -160,7 +154,7 @@ static void inc_complete(struct weft_bootstrap* bs, int i) {
   inc_remove(bs, i, 1);
 }
 
-static void inc_readable(struct weft_bootstrap* bs, int i) {
+void weft_bs_incoming_read(struct weft_bootstrap* bs, int i) {
   struct weft_bs_incoming* c = &bs->inc[i];
   if (c->hgot < sizeof(c->open)) {
     ssize_t n = weft_socket_try_recv(c->fd, (char*)&c->open + c->hgot, sizeof(c->open) - c->hgot);
@@ -191,33 +185,35 @@ static void inc_readable(struct weft_bootstrap* bs, int i) {
   if (c->got == size) inc_complete(bs, i);
 }
 
-static void accept_all(struct weft_bootstrap* bs) {
-  for (;;) {
-    int fd = weft_socket_try_accept(bs->listen_fd, NULL);
-    if (fd < 0) return;
-    if (bs->ninc == bs->capinc) {
-      int cap = bs->capinc ? 2 * bs->capinc : 16;
-      struct weft_bs_incoming* grown = realloc(bs->inc, cap * sizeof(*grown));
-      if (grown == NULL) {
-        weft_socket_close(fd);
-        return;
-      }
-      bs->inc = grown;
-      bs->capinc = cap;
-    }
-    struct weft_bs_incoming* c = &bs->inc[bs->ninc];
-    memset(c, 0, sizeof(*c));
-    c->fd = fd;
-    /* A fresh socket's send buffer is empty: the challenge goes whole or the peer is gone. */
-    if (weft_auth_random(c->challenge, sizeof(c->challenge)) != ncclSuccess ||
-        weft_socket_try_send(fd, c->challenge, sizeof(c->challenge)) != (ssize_t)sizeof(c->challenge)) {
+int weft_bs_incoming_add(struct weft_bootstrap* bs, int fd) {
+  if (bs->ninc == bs->capinc) {
+    int cap = bs->capinc ? 2 * bs->capinc : 16;
+    struct weft_bs_incoming* grown = realloc(bs->inc, cap * sizeof(*grown));
+    if (grown == NULL) {
       weft_socket_close(fd);
-      continue;
+      return 0;
     }
-    bs->ninc++;
-    /* An honest connector answers as soon as it polls: a silent one holds an fd only this long. */
-    c->deadline = weft_socket_deadline(WEFT_AUTH_TIMEOUT_S);
+    bs->inc = grown;
+    bs->capinc = cap;
   }
+  struct weft_bs_incoming* c = &bs->inc[bs->ninc];
+  memset(c, 0, sizeof(*c));
+  c->fd = fd;
+  /* A fresh socket's send buffer is empty: the challenge goes whole or the peer is gone. */
+  if (weft_auth_random(c->challenge, sizeof(c->challenge)) != ncclSuccess ||
+      weft_socket_try_send(fd, c->challenge, sizeof(c->challenge)) != (ssize_t)sizeof(c->challenge)) {
+    weft_socket_close(fd);
+    return 0;
+  }
+  bs->ninc++;
+  /* An honest connector answers as soon as it polls: a silent one holds an fd only this long. */
+  c->deadline = weft_socket_deadline(WEFT_AUTH_TIMEOUT_S);
+  return 1;
+}
+
+static void accept_all(struct weft_bootstrap* bs) {
+  int fd;
+  while ((fd = weft_socket_try_accept(bs->listen_fd, NULL)) >= 0) (void)weft_bs_incoming_add(bs, fd);
 }
 
 void weft_bs_incoming_drop_all(struct weft_bootstrap* bs) {
@@ -228,8 +224,9 @@ void weft_bs_incoming_drop_all(struct weft_bootstrap* bs) {
 }
 
 /* One poll over the ops still running, the listen socket and the incoming connections. */
-static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops, int nops, int64_t deadline) {
-  int need = nops + 1 + bs->ninc;
+static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops, int nops, int64_t deadline,
+                              const char* what) {
+  int need = nops + 2 + bs->ninc;
   if (need > bs->cappfds) {
     struct pollfd* grown = realloc(bs->pfds, 2 * need * sizeof(*grown));
     if (grown == NULL) {
@@ -247,6 +244,8 @@ static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops,
   int first_inc = n + 1;
   bs->pfds[n++] = (struct pollfd){.fd = bs->listen_fd, .events = POLLIN};
   for (int i = 0; i < bs->ninc; i++) bs->pfds[n++] = (struct pollfd){.fd = bs->inc[i].fd, .events = POLLIN};
+  int root = bs->root.fd >= 0 ? n : -1;
+  if (root >= 0) bs->pfds[n++] = (struct pollfd){.fd = bs->root.fd, .events = POLLIN};
   int64_t left_ms = deadline == WEFT_SOCKET_NO_DEADLINE
                         ? WEFT_SOCKET_POLL_MS
                         : (deadline - weft_socket_now_ns() + 999999) / 1000000;
@@ -260,12 +259,79 @@ static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops,
   /* Backwards: removing entry i moves the last (already visited) one into its place. */
   for (int i = ninc - 1; i >= 0; i--) {
     if (bs->pfds[first_inc + i].revents)
-      inc_readable(bs, i);
+      weft_bs_incoming_read(bs, i);
     else if (now >= bs->inc[i].deadline)
       inc_drop(bs, i, "nothing arrived before the timeout");
   }
   if (bs->pfds[first_inc - 1].revents) accept_all(bs);
+  if (root >= 0 && bs->pfds[root].revents) return weft_bs_root_watch_read(bs, what);
   return ncclSuccess;
+}
+
+/* Read what the root sent: 0 while a reply is incomplete, 1 when one is complete (and signed and
+ * well formed: *why empty), -1 when the link closed or failed. */
+static int root_read(struct weft_bootstrap* bs, char* why, size_t len) {
+  struct weft_bs_root_watch* w = &bs->root;
+  ssize_t n = weft_socket_try_recv(w->fd, (char*)&w->reply + w->got, sizeof(w->reply) - w->got);
+  if (n < 0) {
+    snprintf(why, len, "%s", n == WEFT_SOCKET_CLOSED ? "connection closed" : strerror(errno));
+    return -1;
+  }
+  w->got += (size_t)n;
+  if (w->got < sizeof(w->reply)) return 0;
+  w->got = 0;
+  const struct weft_bs_reply* r = &w->reply.body;
+  why[0] = '\0';
+  if (!weft_auth_check(&w->key, WEFT_AUTH_LABEL_REPLY, w->nonce, r, sizeof(*r), w->reply.mac))
+    snprintf(why, len, "not signed with the job key");
+  else if (weft_bs_reply_valid(r, bs->nranks, why, len) && r->kind != WEFT_BS_REPLY_GONE)
+    snprintf(why, len, "reply kind %u after pairing", r->kind);
+  return 1;
+}
+
+ncclResult_t weft_bs_root_watch_read(struct weft_bootstrap* bs, const char* what) {
+  struct weft_bs_root_watch* w = &bs->root;
+  char why[160];
+  int got = root_read(bs, why, sizeof(why));
+  if (got == 0) return ncclSuccess;
+  if (got < 0) {
+    WEFT_WARN("Bootstrap: rank %d of %d: lost %s while %s: %s", bs->rank, bs->nranks, w->name, what, why);
+  } else if (why[0] == '\0') {
+    weft_bs_warn_gone(bs, &w->reply.body, w->name, what);
+  } else {
+    WEFT_WARN("Bootstrap: rank %d of %d: unexpected message from %s while %s: %s", bs->rank, bs->nranks,
+              w->name, what, why);
+  }
+  return ncclRemoteError;
+}
+
+/* How long a failed wait asks the root whether a rank vanished: its word comes within
+ * microseconds of the loss, a peer's closed connection being one of its echoes. */
+#define ROOT_EXPLAIN_MS 500
+
+ncclResult_t weft_bs_root_explain(struct weft_bootstrap* bs, ncclResult_t res, const char* what) {
+  if (bs->root.fd < 0 || res != ncclRemoteError) return res;
+  int64_t until = weft_socket_now_ns() + ROOT_EXPLAIN_MS * 1000000LL;
+  while (weft_socket_now_ns() < until) {
+    weft_socket_poll_one(bs->root.fd, POLLIN, WEFT_SOCKET_POLL_MS);
+    char why[160];
+    int got = root_read(bs, why, sizeof(why));
+    if (got < 0 || (got > 0 && why[0] != '\0')) break;
+    if (got > 0) {
+      /* The WARN after the peer's: the last error names the rank that is really gone. */
+      weft_bs_warn_gone(bs, &bs->root.reply.body, bs->root.name, what);
+      break;
+    }
+  }
+  return res;
+}
+
+void weft_bs_root_watch_close(struct weft_bootstrap* bs) {
+  if (bs->root.fd < 0) return;
+  uint32_t bye = WEFT_BS_BYE;
+  (void)weft_socket_try_send(bs->root.fd, &bye, sizeof(bye));
+  weft_socket_close(bs->root.fd);
+  bs->root.fd = -1;
 }
 
 ncclResult_t weft_bs_progress(struct weft_bootstrap* bs, struct weft_bs_op* ops, int nops,
@@ -275,7 +341,8 @@ ncclResult_t weft_bs_progress(struct weft_bootstrap* bs, struct weft_bs_op* ops,
   for (;;) {
     int pending = 0;
     for (int i = 0; i < nops; i++) {
-      WEFT_CHECK(op_progress(bs, &ops[i], what));
+      ncclResult_t res = op_progress(bs, &ops[i], what);
+      if (res != ncclSuccess) return weft_bs_root_explain(bs, res, what);
       pending += !op_done(&ops[i]);
     }
     if (!pending && (until == NULL || until(bs, arg))) return ncclSuccess;
@@ -289,7 +356,7 @@ ncclResult_t weft_bs_progress(struct weft_bootstrap* bs, struct weft_bs_op* ops,
                 bs->nranks, (now - start) / 1e9, what, (long long)weft_bs_timeout_s());
       return ncclRemoteError;
     }
-    WEFT_CHECK(wait_once(bs, ops, nops, deadline));
+    WEFT_CHECK(wait_once(bs, ops, nops, deadline, what));
   }
 }
 

@@ -1,12 +1,13 @@
 /* The bootstrap root: a thread that collects every rank's check-in, then tells each rank the
- * address of its ring successor. It answers "who is missing?" queries from ranks that time out
- * and drops connections that do not speak the protocol without disturbing the job. Nothing is
- * parsed before its sender proved it holds the job key (answer to our challenge), and every
- * reply carries a MAC over the rank's nonce, so neither side can be impersonated. */
+ * address of its ring successor, and keeps each check-in connection until that rank's bootstrap
+ * is up, so a rank killed meanwhile is named to the others at once. It answers "who is missing?"
+ * queries from ranks that time out and drops connections that do not speak the protocol without
+ * disturbing the job. Nothing is parsed before its sender proved it holds the job key (answer to
+ * our challenge), and every reply carries a MAC over the rank's nonce, so neither side can be
+ * impersonated. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +21,6 @@
 #define ROOT_GRACE_NS (5LL * 1000000000LL)
 #define ROOT_POLL_MS 1000
 
-/* A rank that checked in and then went away (gave up, aborted) is not what the job waits for:
- * keep it apart from ranks that never came, which are the ones errors must name. */
-enum { HAVE_NEVER = 0, HAVE_PRESENT = 1, HAVE_LEFT = 2 };
-
 struct root_conn {
   int fd;
   int rank; /* checked in and waiting for its reply; -1 while the check-in is arriving */
@@ -35,31 +32,25 @@ struct root_conn {
   union weft_socket_addr peer;
 };
 
+/* A rank that checked in and then left on purpose (gave up, aborted: it says WEFT_BS_BYE) may come
+ * back; one whose connection closed without a word was killed, so the job cannot form and every
+ * rank is told at once (GONE) instead of waiting for its timeout. After pairing, the check-in
+ * connections stay open until each rank's bootstrap is up, so a rank lost while the ring
+ * connects is named to all the others too. */
 struct root {
   int listen_fd;
   uint64_t magic;
   struct weft_auth_key key;
   char name[WEFT_SOCKET_ADDR_STRLEN];
   int64_t timeout_s, start, give_up;
-  int nranks, nroots, iroot; /* nranks is 0 until the first check-in */
-  int lo, hi, extra;         /* our block, and the next block's first rank (-1: none) */
-  int nneeded, nhave;
-  union weft_socket_addr* addrs; /* by slot: rank - lo, extra at hi - lo */
-  uint8_t* have;                 /* HAVE_* by slot */
+  struct weft_bs_roster ros;
+  int paired; /* every rank got its successor: now waiting for their goodbyes */
+  int gone;   /* the first rank that vanished, -1: none */
   struct root_conn* conns;
   int nconns, capconns;
   struct pollfd* fds;
   int capfds;
 };
-
-static int slot_of(const struct root* r, int rank) {
-  if (rank >= r->lo && rank < r->hi) return rank - r->lo;
-  return rank == r->extra ? r->hi - r->lo : -1;
-}
-
-static int rank_of_slot(const struct root* r, int slot) {
-  return slot < r->hi - r->lo ? r->lo + slot : r->extra;
-}
 
 static void drop_conn(struct root* r, int i, const char* why) {
   char text[WEFT_SOCKET_ADDR_STRLEN];
@@ -84,53 +75,13 @@ static void send_reply(struct root* r, int i, const struct weft_bs_reply* reply)
   (void)weft_socket_send_all(c->fd, &out, sizeof(out), who, NULL, weft_socket_deadline(5));
 }
 
-static void fill_missing(const struct root* r, struct weft_bs_reply* reply) {
-  memset(reply, 0, sizeof(*reply));
-  reply->kind = WEFT_BS_REPLY_MISSING;
-  reply->nneeded = r->nneeded;
-  for (int s = 0; s < r->nneeded; s++) {
-    if (r->have[s] != HAVE_NEVER) continue;
-    if (reply->nlisted < WEFT_BOOTSTRAP_MAX_LISTED) reply->missing[reply->nlisted++] = rank_of_slot(r, s);
-    reply->count++;
-  }
-  for (int s = 0; s < r->nneeded; s++) {
-    if (r->have[s] != HAVE_LEFT) continue;
-    if (reply->nlisted + reply->nlisted_left < WEFT_BOOTSTRAP_MAX_LISTED)
-      reply->missing[reply->nlisted + reply->nlisted_left++] = rank_of_slot(r, s);
-    reply->nleft++;
-  }
+static void fill_gone(const struct root* r, struct weft_bs_reply* reply) {
+  weft_bs_roster_missing(&r->ros, reply);
+  reply->kind = WEFT_BS_REPLY_GONE;
+  reply->gone = r->gone;
 }
 
-static int format_list(char* buf, size_t len, const int32_t* ranks, int n, int total) {
-  int used = 0;
-  for (int k = 0; k < n && used < (int)len - 16; k++)
-    used += snprintf(buf + used, len - used, "%s%d", k ? "," : "", ranks[k]);
-  if (total > n && used < (int)len - 4) used += snprintf(buf + used, len - used, ",...");
-  return used;
-}
-
-void weft_bs_format_missing(const struct weft_bs_reply* reply, char* buf, size_t len) {
-  int nlisted = reply->nlisted < 0                           ? 0
-                : reply->nlisted > WEFT_BOOTSTRAP_MAX_LISTED ? WEFT_BOOTSTRAP_MAX_LISTED
-                                                             : reply->nlisted;
-  int nleft = reply->nlisted_left < 0 ? 0 : reply->nlisted_left;
-  if (nleft > WEFT_BOOTSTRAP_MAX_LISTED - nlisted) nleft = WEFT_BOOTSTRAP_MAX_LISTED - nlisted;
-  int used = snprintf(buf, len, "%d of %d never checked in: missing ranks ", reply->count, reply->nneeded);
-  if (used < (int)len) used += format_list(buf + used, len - used, reply->missing, nlisted, reply->count);
-  if (reply->nleft > 0 && used < (int)len) {
-    used += snprintf(buf + used, len - used, "; %d checked in and left: ranks ", reply->nleft);
-    if (used < (int)len) format_list(buf + used, len - used, reply->missing + nlisted, nleft, reply->nleft);
-  }
-}
-
-static void reject(struct root* r, int i, int expected, const char* fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void reject(struct root* r, int i, int expected, const char* fmt, ...) {
-  char why[160];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, sizeof(why), fmt, ap);
-  va_end(ap);
+static void reject(struct root* r, int i, int expected, const char* why) {
   WEFT_WARN("Bootstrap root %s: rejecting check-in of rank %d: %s", r->name, r->conns[i].in.body.rank, why);
   struct weft_bs_reply reply;
   memset(&reply, 0, sizeof(reply));
@@ -140,74 +91,84 @@ static void reject(struct root* r, int i, int expected, const char* fmt, ...) {
   drop_conn(r, i, NULL);
 }
 
-/* First valid check-in: learn the job's shape and size our tables. */
-static int configure(struct root* r, const struct weft_bs_checkin* m) {
-  r->nranks = m->nranks;
-  r->nroots = m->nroots;
-  r->iroot = m->iroot;
-  weft_bs_block(r->nranks, r->nroots, r->iroot, &r->lo, &r->hi);
-  r->extra = (r->lo == 0 && r->hi == r->nranks) ? -1 : r->hi % r->nranks;
-  r->nneeded = r->hi - r->lo + (r->extra >= 0 ? 1 : 0);
-  r->addrs = calloc(r->nneeded, sizeof(*r->addrs));
-  r->have = calloc(r->nneeded, 1);
-  if (r->addrs == NULL || r->have == NULL) return 0;
-  WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: root %d of %d serving ranks %d-%d of %d", r->name, r->iroot,
-            r->nroots, r->lo, r->hi - 1, r->nranks);
-  return 1;
+/* Tell every waiting rank that r->gone went away, and let them go. Highest rank first: the root
+ * usually lives in rank 0's process, which exits once told, taking the root with it. */
+static void announce_gone(struct root* r) {
+  struct weft_bs_reply reply;
+  fill_gone(r, &reply);
+  WEFT_WARN("Bootstrap root %s: rank %d went away %s; telling the %s ranks", r->name, r->gone,
+            r->paired ? "while the ranks connected" : "before all ranks checked in",
+            r->paired ? "remaining" : "waiting");
+  for (;;) {
+    int last = -1;
+    for (int i = 0; i < r->nconns; i++)
+      if (r->conns[i].rank >= 0 && (last < 0 || r->conns[i].rank > r->conns[last].rank)) last = i;
+    if (last < 0) return;
+    send_reply(r, last, &reply);
+    drop_conn(r, last, NULL);
+  }
 }
 
 static void checkin(struct root* r, int i) {
   struct root_conn* c = &r->conns[i];
   const struct weft_bs_checkin* m = &c->in.body;
-  if (m->magic != r->magic) return drop_conn(r, i, "wrong magic");
-  if (m->type != WEFT_SOCKET_BOOTSTRAP || (m->kind != WEFT_BS_CHECKIN && m->kind != WEFT_BS_ADDR))
-    return drop_conn(r, i, "not a bootstrap check-in");
-  if (m->nranks < 1 || m->nranks > WEFT_BOOTSTRAP_MAX_RANKS || m->nroots < 1 || m->nroots > m->nranks ||
-      m->iroot < 0 || m->iroot >= m->nroots || m->rank < 0 || m->rank >= m->nranks)
-    return drop_conn(r, i, "check-in fields out of range");
-  if (r->nranks == 0 && !configure(r, m)) return drop_conn(r, i, "out of memory");
-  if (m->nranks != r->nranks)
-    return reject(r, i, r->nranks, "it says nranks %d, earlier ranks said %d", m->nranks, r->nranks);
-  if (m->nroots != r->nroots || m->iroot != r->iroot)
-    return reject(r, i, r->nranks, "it counts %d roots, earlier ranks %d", m->nroots, r->nroots);
-  int slot = slot_of(r, m->rank);
-  int wants_reply = m->kind == WEFT_BS_CHECKIN;
-  if (slot < 0 || (wants_reply && m->rank == r->extra) || (!wants_reply && m->rank != r->extra))
-    return reject(r, i, r->nranks, "rank %d does not belong to this root (kind %d)", m->rank, (int)m->kind);
-  if (r->have[slot] == HAVE_PRESENT) return reject(r, i, r->nranks, "rank %d checked in twice", m->rank);
-  r->addrs[slot] = m->listen;
-  r->have[slot] = HAVE_PRESENT;
-  r->nhave++;
+  char why[160];
+  if (!weft_bs_checkin_valid(m, r->magic, why, sizeof(why))) return drop_conn(r, i, why);
+  if (r->ros.nranks == 0) {
+    if (!weft_bs_roster_init(&r->ros, m)) return drop_conn(r, i, "out of memory");
+    WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: root %d of %d serving ranks %d-%d of %d", r->name,
+              r->ros.iroot, r->ros.nroots, r->ros.lo, r->ros.hi - 1, r->ros.nranks);
+  }
+  int slot;
+  if (!weft_bs_roster_admit(&r->ros, m, &slot, why, sizeof(why))) return reject(r, i, r->ros.nranks, why);
+  if (r->gone >= 0 && m->kind == WEFT_BS_CHECKIN) {
+    /* The job is lost already: say so now rather than after the timeout. */
+    struct weft_bs_reply reply;
+    fill_gone(r, &reply);
+    send_reply(r, i, &reply);
+    return drop_conn(r, i, NULL);
+  }
+  r->ros.addrs[slot] = m->listen;
+  r->ros.have[slot] = WEFT_BS_HAVE_PRESENT;
+  r->ros.nhave++;
   r->give_up = r->timeout_s > 0 ? weft_socket_now_ns() + r->timeout_s * 1000000000LL + ROOT_GRACE_NS
                                 : WEFT_SOCKET_NO_DEADLINE;
-  WEFT_TRACE(WEFT_BOOTSTRAP, "Bootstrap root %s: rank %d checked in (%d/%d)", r->name, m->rank, r->nhave,
-             r->nneeded);
-  if (wants_reply)
+  WEFT_TRACE(WEFT_BOOTSTRAP, "Bootstrap root %s: rank %d checked in (%d/%d)", r->name, m->rank, r->ros.nhave,
+             r->ros.nneeded);
+  if (m->kind == WEFT_BS_CHECKIN)
     c->rank = m->rank;
   else
     drop_conn(r, i, NULL);
 }
 
-/* A checked-in rank's connection is readable: a query, or the rank went away. */
-static void rank_left(struct root* r, int i, const char* why) {
+/* A checked-in rank's connection ended: said goodbye (vanished 0) or closed without a word. */
+static void rank_left(struct root* r, int i, int vanished, const char* why) {
   struct root_conn* c = &r->conns[i];
-  r->have[slot_of(r, c->rank)] = HAVE_LEFT;
-  r->nhave--;
-  WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: rank %d left before all ranks arrived: %s", r->name, c->rank,
-            why);
+  int rank = c->rank;
+  if (!r->paired) {
+    r->ros.have[weft_bs_roster_slot(&r->ros, rank)] = WEFT_BS_HAVE_LEFT;
+    r->ros.nhave--;
+    WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: rank %d left before all ranks arrived: %s", r->name, rank,
+              why);
+  }
   drop_conn(r, i, NULL);
+  if (vanished && r->gone < 0) {
+    r->gone = rank;
+    announce_gone(r);
+  }
 }
 
 static void waiting_readable(struct root* r, int i) {
   struct root_conn* c = &r->conns[i];
   ssize_t n = weft_socket_try_recv(c->fd, (char*)&c->query + c->qgot, sizeof(c->query) - c->qgot);
-  if (n < 0) return rank_left(r, i, n == WEFT_SOCKET_CLOSED ? "connection closed" : strerror(errno));
+  if (n < 0) return rank_left(r, i, 1, n == WEFT_SOCKET_CLOSED ? "connection closed" : strerror(errno));
   c->qgot += (size_t)n;
   if (c->qgot < sizeof(c->query)) return;
   c->qgot = 0;
-  if (c->query != WEFT_BS_QUERY) return rank_left(r, i, "unknown request");
+  if (c->query == WEFT_BS_BYE) return rank_left(r, i, 0, "it gave up");
+  if (c->query != WEFT_BS_QUERY || r->paired) return rank_left(r, i, 0, "unknown request");
   struct weft_bs_reply reply;
-  fill_missing(r, &reply);
+  weft_bs_roster_missing(&r->ros, &reply);
   send_reply(r, i, &reply);
 }
 
@@ -268,16 +229,24 @@ static void finish(struct root* r) {
     struct weft_bs_reply reply;
     memset(&reply, 0, sizeof(reply));
     reply.kind = WEFT_BS_REPLY_NEXT;
-    reply.next = r->addrs[slot_of(r, (c->rank + 1) % r->nranks)];
+    reply.next = r->ros.addrs[weft_bs_roster_slot(&r->ros, (c->rank + 1) % r->ros.nranks)];
     send_reply(r, i, &reply);
   }
-  WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: all %d ranks checked in after %.1f ms", r->name, r->nneeded,
-            (weft_socket_now_ns() - r->start) / 1e6);
+  r->paired = 1;
+  WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: all %d ranks checked in after %.1f ms", r->name,
+            r->ros.nneeded, (weft_socket_now_ns() - r->start) / 1e6);
+}
+
+static int nwaiting(const struct root* r) {
+  int n = 0;
+  for (int i = 0; i < r->nconns; i++) n += r->conns[i].rank >= 0;
+  return n;
 }
 
 static void give_up(struct root* r) {
+  if (r->paired) return; /* the ranks have their successors: nothing to tell */
   struct weft_bs_reply reply;
-  fill_missing(r, &reply);
+  weft_bs_roster_missing(&r->ros, &reply);
   char text[768];
   weft_bs_format_missing(&reply, text, sizeof(text));
   WEFT_WARN("Bootstrap root %s: gave up waiting; %s", r->name, text);
@@ -287,9 +256,11 @@ static void give_up(struct root* r) {
 
 static void serve(struct root* r) {
   for (;;) {
-    if (r->nranks > 0 && r->nhave == r->nneeded) return finish(r);
+    int started = r->ros.nranks > 0;
+    if (started && !r->paired && r->gone < 0 && r->ros.nhave == r->ros.nneeded) finish(r);
+    if (r->paired && nwaiting(r) == 0) return;
     int64_t now = weft_socket_now_ns();
-    if (r->nranks > 0 && now >= r->give_up) return give_up(r);
+    if (started && now >= r->give_up) return give_up(r);
     if (r->capfds < r->nconns + 1) {
       int cap = 2 * (r->nconns + 1);
       struct pollfd* grown = realloc(r->fds, cap * sizeof(*grown));
@@ -304,7 +275,7 @@ static void serve(struct root* r) {
     fds[0] = (struct pollfd){.fd = r->listen_fd, .events = POLLIN};
     for (int i = 0; i < r->nconns; i++) fds[i + 1] = (struct pollfd){.fd = r->conns[i].fd, .events = POLLIN};
     int nfds = r->nconns + 1;
-    int64_t wait_ms = r->nranks > 0 ? (r->give_up - now) / 1000000 + 1 : ROOT_POLL_MS;
+    int64_t wait_ms = started ? (r->give_up - now) / 1000000 + 1 : ROOT_POLL_MS;
     if (poll(fds, nfds, wait_ms < ROOT_POLL_MS ? (int)wait_ms : ROOT_POLL_MS) < 0 && errno != EINTR) {
       WEFT_WARN("Bootstrap root %s: poll failed: %s", r->name, strerror(errno));
       return;
@@ -328,8 +299,7 @@ static void* root_main(void* arg) {
   weft_socket_close(r->listen_fd);
   free(r->conns);
   free(r->fds);
-  free(r->addrs);
-  free(r->have);
+  weft_bs_roster_fini(&r->ros);
   memset(&r->key, 0, sizeof(r->key));
   free(r);
   return NULL;
@@ -362,6 +332,7 @@ ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic,
   }
   r->magic = magic;
   r->key = *key;
+  r->gone = -1;
   r->timeout_s = weft_bs_timeout_s();
   r->start = weft_socket_now_ns();
   weft_socket_addr_str(addr, r->name, sizeof(r->name));

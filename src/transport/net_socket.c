@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "transport/net.h"
+#include "transport/net_socket_wire.h"
 #include "util/auth.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -34,10 +35,10 @@
 #include "util/socket.h"
 #include "util/tls.h"
 
-#define MAGIC 0x5745465453434b54ull /* "WEFTSCKT" */
+#define MAGIC WEFT_NET_SOCKET_MAGIC
 #define MAX_IFS 16
 #define MAX_THREADS 16
-#define MAX_SOCKS 64
+#define MAX_SOCKS WEFT_NET_SOCKET_MAX_SOCKS
 #define MIN_CHUNK (64 * 1024)  /* a data socket gets at least this much of a message */
 #define INLINE_MAX (64 * 1024) /* messages up to this size ride on the control socket */
 #define QLEN WEFT_NET_MAX_REQUESTS
@@ -52,30 +53,13 @@ struct handle {
 };
 _Static_assert(sizeof(struct handle) <= WEFT_NET_HANDLE_BYTES, "socket handle too large");
 
-struct hello {
-  uint64_t magic, id;
-  uint32_t index, nsocks; /* index 0 is the control socket */
-};
-
-/* First bytes on every socket: the answer covers the hello. */
-struct opening {
-  uint8_t mac[WEFT_AUTH_MAC_BYTES];
-  struct hello h;
-};
-
-struct msg_hdr {
-  uint64_t size;
-  int32_t tag;
-  uint32_t magic;
-};
-
 struct req {
   struct comm* comm;
   int used, is_send, nbuf, stage; /* stage: 0 header, 1 inline data, 2 chunks, 3 done */
   void* bufs[WEFT_NET_MAX_RECVS];
   size_t sizes[WEFT_NET_MAX_RECVS];
   int tags[WEFT_NET_MAX_RECVS];
-  struct msg_hdr hdr;
+  struct weft_net_socket_msg_hdr hdr;
   size_t hdr_done, data_done, size;
   int matched;
   char* data;
@@ -119,7 +103,7 @@ struct comm {
 
 struct pending {
   int fd;
-  struct opening in;
+  struct weft_net_socket_opening in;
   size_t got;
   int64_t deadline;
 };
@@ -472,9 +456,10 @@ static ncclResult_t sock_connect(int dev, const struct weft_auth_key* key, void*
     int err = 0;
     socklen_t len = sizeof(err);
     getsockopt(st->fds[i], SOL_SOCKET, SO_ERROR, &err, &len);
-    struct opening o;
+    struct weft_net_socket_opening o;
     memset(&o, 0, sizeof(o));
-    o.h = (struct hello){.magic = MAGIC, .id = st->id, .index = (uint32_t)i, .nsocks = (uint32_t)(st->n - 1)};
+    o.h = (struct weft_net_socket_hello){
+        .magic = MAGIC, .id = st->id, .index = (uint32_t)i, .nsocks = (uint32_t)(st->n - 1)};
     weft_auth_mac(&st->key, WEFT_AUTH_LABEL_NET, st->challenge, &o.h, sizeof(o.h), o.mac);
     /* A fresh socket's send buffer is empty: the opening goes whole or not at all. */
     if (err != 0 || send(st->fds[i], &o, sizeof(o), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(o)) {
@@ -508,16 +493,15 @@ static void pending_drop(struct listen_comm* l, int i, const char* why) {
 
 /* An authenticated opening: its socket joins the connection being assembled if it fits. */
 static void pending_place(struct listen_comm* l, int i) {
-  const struct hello* h = &l->pending[i].in.h;
-  if (h->magic != MAGIC || h->nsocks > MAX_SOCKS || h->index > h->nsocks)
-    return pending_drop(l, i, "malformed hello");
+  const struct weft_net_socket_hello* h = &l->pending[i].in.h;
+  char why[64];
+  if (!weft_net_socket_hello_fits(l->have_id, l->id, l->nsocks, l->fds, h, why, sizeof(why)))
+    return pending_drop(l, i, why);
   if (!l->have_id) {
     l->have_id = 1;
     l->id = h->id;
     l->nsocks = h->nsocks;
   }
-  if (h->id != l->id || h->nsocks != l->nsocks || l->fds[h->index] >= 0)
-    return pending_drop(l, i, "hello does not match the pending connection");
   l->fds[h->index] = l->pending[i].fd;
   l->nfound++;
   l->pending[i] = l->pending[--l->npending];
@@ -621,18 +605,17 @@ static int ctrl_io(struct comm* c, void* buf, size_t len, size_t* done) {
 
 /* Receiver: pick the buffer by tag once the header is in. */
 static int match_header(struct comm* c, struct req* r) {
-  if (r->hdr.magic != (uint32_t)MAGIC) {
+  int i = weft_net_socket_match(&r->hdr, r->nbuf, r->tags, r->sizes);
+  if (i == -1) {
     set_err(c, ncclRemoteError, "garbled message header", 0);
     return -1;
   }
-  for (int i = 0; i < r->nbuf; i++)
-    if (r->tags[i] == r->hdr.tag) {
-      if (r->hdr.size > r->sizes[i]) break;
-      r->matched = i;
-      r->data = r->bufs[i];
-      r->size = (size_t)r->hdr.size;
-      return 0;
-    }
+  if (i >= 0) {
+    r->matched = i;
+    r->data = r->bufs[i];
+    r->size = (size_t)r->hdr.size;
+    return 0;
+  }
   WEFT_WARN("NET/Socket : message of %llu bytes with tag %d from %s fits no posted buffer",
             (unsigned long long)r->hdr.size, r->hdr.tag, c->peer);
   set_err(c, ncclInternalError, "unexpected message", 0);
@@ -678,7 +661,7 @@ static ncclResult_t sock_isend(void* sc, const void* data, size_t size, int tag,
   r->is_send = 1;
   r->data = (char*)data;
   r->size = size;
-  r->hdr = (struct msg_hdr){size, tag, (uint32_t)MAGIC};
+  r->hdr = (struct weft_net_socket_msg_hdr){size, tag, (uint32_t)MAGIC};
   *request = r;
   progress(c);
   return ncclSuccess;

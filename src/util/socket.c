@@ -77,8 +77,12 @@ const char* weft_socket_addr_str(const union weft_socket_addr* addr, char* buf, 
   return buf;
 }
 
-/* Split "host:port" / "[v6]:port" into its parts; returns 0 on a malformed text. */
-static int split_host_port(const char* text, char* host, size_t hostlen, long* port) {
+int weft_socket_addr_valid(const union weft_socket_addr* addr) {
+  sa_family_t family = addr->sa.sa_family;
+  return (family == AF_INET || family == AF_INET6) && weft_socket_addr_port(addr) > 0;
+}
+
+int weft_socket_split_host_port(const char* text, char* host, size_t hostlen, long* port) {
   const char* colon;
   if (text[0] == '[') {
     const char* close = strchr(text, ']');
@@ -103,7 +107,7 @@ static int split_host_port(const char* text, char* host, size_t hostlen, long* p
 ncclResult_t weft_socket_addr_parse(const char* text, int family, union weft_socket_addr* out) {
   char host[256];
   long port;
-  if (text == NULL || !split_host_port(text, host, sizeof(host), &port)) {
+  if (text == NULL || !weft_socket_split_host_port(text, host, sizeof(host), &port)) {
     WEFT_WARN("Invalid address \"%s\": expected host:port, [ipv6]:port or hostname:port",
               text ? text : "(null)");
     return ncclInvalidArgument;
@@ -363,6 +367,11 @@ static int try_connect(int fd, const union weft_socket_addr* addr, volatile uint
 
 ncclResult_t weft_socket_connect(const union weft_socket_addr* addr, const char* who,
                                  volatile uint32_t* abort_flag, int64_t deadline, int* fd_out) {
+  return weft_socket_connect_listening(addr, who, 0, abort_flag, deadline, fd_out);
+}
+
+ncclResult_t weft_socket_connect_listening(const union weft_socket_addr* addr, const char* who, int listening,
+                                           volatile uint32_t* abort_flag, int64_t deadline, int* fd_out) {
   char text[WEFT_SOCKET_ADDR_STRLEN];
   weft_socket_addr_str(addr, text, sizeof(text));
   int64_t retries = weft_param_int("NCCL_SOCKET_RETRY_CNT");
@@ -385,7 +394,7 @@ ncclResult_t weft_socket_connect(const union weft_socket_addr* addr, const char*
       WEFT_INFO(WEFT_BOOTSTRAP | WEFT_NET, "Connect to %s at %s: abort flag set", who, text);
       return ncclInternalError;
     }
-    int retryable = err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH;
+    int retryable = (err == ECONNREFUSED && !listening) || err == ETIMEDOUT || err == EHOSTUNREACH;
     if (!retryable || attempt > retries || weft_socket_now_ns() >= deadline) {
       WEFT_WARN("Connect to %s at %s failed after %lld attempt(s): %s", who, text, (long long)attempt,
                 strerror(err));

@@ -52,6 +52,10 @@ void weft_socket_addr_set_port(union weft_socket_addr* addr, int port);
 int weft_socket_addr_equal(const union weft_socket_addr* a, const union weft_socket_addr* b);
 /* Writes the address into buf (WEFT_SOCKET_ADDR_STRLEN bytes) and returns buf. */
 const char* weft_socket_addr_str(const union weft_socket_addr* addr, char* buf, size_t len);
+/* An address a peer sent that can be connected to: IPv4 or IPv6 with a port. */
+int weft_socket_addr_valid(const union weft_socket_addr* addr);
+/* Split "host:port" / "[v6]:port" into host (hostlen bytes) and port; 0 on a malformed text. */
+int weft_socket_split_host_port(const char* text, char* host, size_t hostlen, long* port);
 /* "host:port", "[ipv6]:port" or "hostname:port"; family AF_UNSPEC takes the first address. */
 ncclResult_t weft_socket_addr_parse(const char* text, int family, union weft_socket_addr* out);
 
@@ -81,6 +85,10 @@ ncclResult_t weft_socket_listen(union weft_socket_addr* addr, int* fd);
  * NCCL_SOCKET_RETRY_SLEEP_MSEC; who names the peer in WARNs ("rank 3", "the root"). */
 ncclResult_t weft_socket_connect(const union weft_socket_addr* addr, const char* who,
                                  volatile uint32_t* abort_flag, int64_t deadline, int* fd);
+/* The same; listening != 0 says the peer surely listens already, so a refusal means it is gone
+ * and is not retried (unreachable hosts and timeouts still are). */
+ncclResult_t weft_socket_connect_listening(const union weft_socket_addr* addr, const char* who, int listening,
+                                           volatile uint32_t* abort_flag, int64_t deadline, int* fd);
 /* Full transfers on a non-blocking fd. Abort gives ncclInternalError (INFO only), a deadline
  * ncclRemoteError, a closed or reset peer ncclRemoteError, other failures ncclSystemError. */
 ncclResult_t weft_socket_send_all(int fd, const void* buf, size_t len, const char* who,

@@ -46,7 +46,9 @@ static int weft_mappings(void) {
   char line[512];
   int n = 0;
   while (fgets(line, sizeof(line), f))
-    if (strstr(line, "/weft-") != NULL) n++;
+    /* Weft's segments have no name: unnamed files in /dev/shm ("/dev/shm/#<inode> (deleted)")
+     * or memfds ("/memfd:weft-<tag> (deleted)"). */
+    if (strstr(line, "/dev/shm/") != NULL || strstr(line, "memfd:weft") != NULL) n++;
   fclose(f);
   return n;
 }
