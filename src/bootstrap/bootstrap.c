@@ -204,7 +204,7 @@ static ncclResult_t wait_root(struct weft_bootstrap* bs, const struct root_link*
     if (n < 0) return root_closed(bs, &reply, got, root, n);
     if (weft_socket_aborted(abort_flag)) {
       WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: rank %d: abort flag set while waiting for %s", bs->rank, root);
-      return ncclInternalError;
+      return ncclInvalidUsage;
     }
     int64_t now = weft_socket_now_ns();
     if (now >= deadline && answer_by == 0) {
@@ -263,7 +263,7 @@ static ncclResult_t stagger(int local, int block, volatile uint32_t* abort_flag)
   if (block <= threshold || rate <= 0) return ncclSuccess;
   int64_t until = weft_socket_now_ns() + (int64_t)local * 1000000000LL / rate;
   while (weft_socket_now_ns() < until) {
-    if (weft_socket_aborted(abort_flag)) return ncclInternalError;
+    if (weft_socket_aborted(abort_flag)) return ncclInvalidUsage;
     weft_socket_poll_one(-1, 0, WEFT_SOCKET_POLL_MS);
   }
   return ncclSuccess;

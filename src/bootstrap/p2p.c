@@ -348,7 +348,7 @@ ncclResult_t weft_bs_progress(struct weft_bootstrap* bs, struct weft_bs_op* ops,
     if (!pending && (until == NULL || until(bs, arg))) return ncclSuccess;
     if (weft_socket_aborted(abort_flag)) {
       WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: rank %d: abort flag set while %s", bs->rank, what);
-      return ncclInternalError;
+      return ncclInvalidUsage;
     }
     int64_t now = weft_socket_now_ns();
     if (now >= deadline) {

@@ -117,7 +117,7 @@ static ncclResult_t wait_connected(const struct weft_net_peer* p, const char* wh
   for (;;) {
     WEFT_CHECK(step(arg, comm));
     if (*comm != NULL) return ncclSuccess;
-    if (weft_socket_aborted(p->abort_flag)) return ncclInternalError;
+    if (weft_socket_aborted(p->abort_flag)) return ncclInvalidUsage;
     if (weft_socket_now_ns() >= deadline) {
       WEFT_WARN("Rank %d: %s rank %d (host %s) over the network timed out (WEFT_BOOTSTRAP_TIMEOUT)", p->rank,
                 what, p->peer, p->peer_host);

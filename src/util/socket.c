@@ -336,11 +336,12 @@ ncclResult_t weft_socket_listen(union weft_socket_addr* addr, int* fd_out) {
   return ncclSuccess;
 }
 
-/* Sleep ms in poll slices; returns ncclInternalError when aborted, ncclRemoteError at deadline. */
+/* Sleep ms in poll slices; returns ncclInvalidUsage when aborted (the caller's own abort, as the
+ * collectives report it), ncclRemoteError at deadline. */
 static ncclResult_t pause_ms(int64_t ms, volatile uint32_t* abort_flag, int64_t deadline) {
   int64_t until = weft_socket_now_ns() + ms * 1000000LL;
   while (weft_socket_now_ns() < until) {
-    if (weft_socket_aborted(abort_flag)) return ncclInternalError;
+    if (weft_socket_aborted(abort_flag)) return ncclInvalidUsage;
     if (weft_socket_now_ns() >= deadline) return ncclRemoteError;
     poll(NULL, 0, slice_ms(until < deadline ? until : deadline));
   }
@@ -392,7 +393,7 @@ ncclResult_t weft_socket_connect_listening(const union weft_socket_addr* addr, c
     close(fd);
     if (err == ECANCELED) {
       WEFT_INFO(WEFT_BOOTSTRAP | WEFT_NET, "Connect to %s at %s: abort flag set", who, text);
-      return ncclInternalError;
+      return ncclInvalidUsage;
     }
     int retryable = (err == ECONNREFUSED && !listening) || err == ETIMEDOUT || err == EHOSTUNREACH;
     if (!retryable || attempt > retries || weft_socket_now_ns() >= deadline) {
@@ -403,7 +404,7 @@ ncclResult_t weft_socket_connect_listening(const union weft_socket_addr* addr, c
     WEFT_TRACE(WEFT_BOOTSTRAP | WEFT_NET, "Connect to %s at %s: %s, retry %lld", who, text, strerror(err),
                (long long)attempt);
     ncclResult_t res = pause_ms(sleep_ms * attempt, abort_flag, deadline);
-    if (res == ncclInternalError) {
+    if (res == ncclInvalidUsage) {
       WEFT_INFO(WEFT_BOOTSTRAP | WEFT_NET, "Connect to %s at %s: abort flag set", who, text);
       return res;
     }
@@ -475,7 +476,7 @@ static ncclResult_t transfer_all(int fd, char* buf, size_t len, int is_send, con
     if (weft_socket_aborted(abort_flag)) {
       WEFT_INFO(WEFT_BOOTSTRAP | WEFT_NET, "%s %s: abort flag set", is_send ? "Send to" : "Receive from",
                 who);
-      return ncclInternalError;
+      return ncclInvalidUsage;
     }
     if (weft_socket_now_ns() >= deadline) {
       WEFT_WARN("Timed out %s %s after %zu of %zu bytes", is_send ? "sending to" : "receiving from", who,

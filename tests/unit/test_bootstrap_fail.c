@@ -153,7 +153,7 @@ static void abort_init(void) {
   pthread_t t;
   pthread_create(&t, NULL, set_later, &s);
   struct weft_bootstrap* bs = NULL;
-  EXPECT(weft_bootstrap_init(&id, 0, 3, &flag, &bs) == ncclInternalError);
+  EXPECT(weft_bootstrap_init(&id, 0, 3, &flag, &bs) == ncclInvalidUsage);
   expect_prompt(t, &s, weft_socket_now_ns());
   EXPECT(bs == NULL);
   /* Same with NCCL_COMM_ID while rank 0 (the root's host) is absent: the connect retries stop. */
@@ -163,7 +163,7 @@ static void abort_init(void) {
   EXPECT(weft_bootstrap_get_unique_id(&id) == ncclSuccess);
   flag = 0;
   pthread_create(&t, NULL, set_later, &s);
-  EXPECT(weft_bootstrap_init(&id, 1, 2, &flag, &bs) == ncclInternalError);
+  EXPECT(weft_bootstrap_init(&id, 1, 2, &flag, &bs) == ncclInvalidUsage);
   expect_prompt(t, &s, weft_socket_now_ns());
   unsetenv("NCCL_COMM_ID");
 }
@@ -203,9 +203,9 @@ static void p2p_abort_and_timeout(void) {
   pthread_t setter;
   pthread_create(&setter, NULL, set_later, &s);
   t0 = weft_socket_now_ns();
-  EXPECT(weft_bootstrap_recv(jobs[0].bs, 1, 9, buf, sizeof(buf)) == ncclInternalError);
+  EXPECT(weft_bootstrap_recv(jobs[0].bs, 1, 9, buf, sizeof(buf)) == ncclInvalidUsage);
   expect_prompt(setter, &s, weft_socket_now_ns());
-  EXPECT(weft_bootstrap_barrier(jobs[0].bs) == ncclInternalError); /* the flag stays set */
+  EXPECT(weft_bootstrap_barrier(jobs[0].bs) == ncclInvalidUsage); /* the flag stays set */
   /* The peer leaves: a receive from it fails at once instead of waiting for the timeout. */
   flag = 0;
   weft_bootstrap_destroy(jobs[1].bs);
@@ -250,7 +250,7 @@ static void disagreeing_ranks(void) {
   usleep(100000);
   __atomic_store_n(&flag, 1, __ATOMIC_RELEASE); /* rank 1 gives up while waiting at the root */
   pthread_join(t1, NULL);
-  EXPECT(j1.res == ncclInternalError);
+  EXPECT(j1.res == ncclInvalidUsage);
   usleep(50000);
   j1 = (struct solo_job){&id, 1, 3, NULL, ncclInternalError};
   struct solo_job j2 = {&id, 2, 3, NULL, ncclInternalError};

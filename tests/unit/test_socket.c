@@ -205,12 +205,12 @@ static void test_transfers(void) {
   EXPECT(secs_since(t0) >= 0.29 && secs_since(t0) < 2.0);
   EXPECT(strstr(weft_log_last_error(), "peer-xyz") != NULL);
 
-  /* The abort flag set from another thread ends the wait promptly with ncclInternalError. */
+  /* The abort flag set from another thread ends the wait promptly with ncclInvalidUsage (the caller's own abort). */
   volatile uint32_t flag = 0;
   struct setter s = {&flag, 100};
   pthread_create(&t, NULL, set_later, &s);
   t0 = weft_socket_now_ns();
-  EXPECT(weft_socket_recv_all(afd, in, 10, "peer", &flag, weft_socket_deadline(30)) == ncclInternalError);
+  EXPECT(weft_socket_recv_all(afd, in, 10, "peer", &flag, weft_socket_deadline(30)) == ncclInvalidUsage);
   EXPECT(secs_since(t0) < 0.5);
   pthread_join(t, NULL);
 
@@ -250,7 +250,7 @@ static void test_connect_retry(void) {
   pthread_t t;
   pthread_create(&t, NULL, set_later, &s);
   t0 = weft_socket_now_ns();
-  EXPECT(weft_socket_connect(&a, "nobody", &flag, weft_socket_deadline(30), &fd) == ncclInternalError);
+  EXPECT(weft_socket_connect(&a, "nobody", &flag, weft_socket_deadline(30), &fd) == ncclInvalidUsage);
   EXPECT(secs_since(t0) < 0.5);
   pthread_join(t, NULL);
 
