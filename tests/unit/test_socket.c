@@ -205,7 +205,8 @@ static void test_transfers(void) {
   EXPECT(secs_since(t0) >= 0.29 && secs_since(t0) < 2.0);
   EXPECT(strstr(weft_log_last_error(), "peer-xyz") != NULL);
 
-  /* The abort flag set from another thread ends the wait promptly with ncclInvalidUsage (the caller's own abort). */
+  /* The abort flag set from another thread ends the wait promptly with ncclInvalidUsage (the caller's own
+   * abort). */
   volatile uint32_t flag = 0;
   struct setter s = {&flag, 100};
   pthread_create(&t, NULL, set_later, &s);
