@@ -120,7 +120,7 @@ static int body(ncclComm_t comm, int rank, int nranks, void* arg) {
 }
 
 int main(void) {
-  setenv("WEFT_TIMEOUT", "30", 1); /* a missed mismatch fails in seconds, not half an hour */
+  setenv("WEFT_TIMEOUT", "10", 1); /* a missed mismatch fails in seconds, not half an hour */
   int failures = 0;
   /* WEFT_DIRECT=0: the ring runs every collective, so only its steps carry the check. */
   for (int direct = 1; direct >= 0; direct--) {
