@@ -257,6 +257,7 @@ static ncclResult_t arrive(struct weft_direct* d, const struct weft_task* t, str
   struct weft_desc* mine = &d->mine->desc[seq & 1];
   int ok_in = describe(t->sendbuff, bytes, &mine->in), ok_out = describe(t->recvbuff, bytes, &mine->out);
   mine->capable = d->all_same_proc || (ok_in && ok_out);
+  mine->bytes = bytes;
   if (bytes <= WEFT_DIRECT_SMALL_MAX) weft_direct_small_post(d, t, seq); /* in case a peer cannot share */
   post_fp(d, seq);
   weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
@@ -264,6 +265,11 @@ static ncclResult_t arrive(struct weft_direct* d, const struct weft_task* t, str
   WEFT_CHECK(check_all(d, seq)); /* before a peer's descriptors are believed */
   *all_capable = 1;
   for (int p = 0; p < d->nranks; p++) *all_capable &= d->boards[p]->desc[seq & 1].capable;
+  /* Memory safety does not rest on WEFT_CHECK_CALLS: buffers of another size are never touched. */
+  for (int p = 0; *all_capable && p < d->nranks; p++)
+    if (d->boards[p]->desc[seq & 1].bytes != bytes)
+      return weft_direct_found(d, p, d->cur_seq, &d->fp, d->boards[p]->op_seq[seq & 1],
+                               &d->boards[p]->fp[seq & 1]);
   if (!*all_capable) return ncclSuccess;
   for (int p = 0; p < d->nranks; p++) {
     const struct weft_desc* desc = &d->boards[p]->desc[seq & 1];

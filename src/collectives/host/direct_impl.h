@@ -29,7 +29,8 @@ struct weft_desc {
   uint32_t capable; /* every peer may read in and write out directly */
   uint32_t pad0;
   struct weft_dbuf in, out;
-  char pad1[128 - 8 - 2 * sizeof(struct weft_dbuf)];
+  uint64_t bytes; /* of in and out: zero-copy moves only what every rank's buffers hold */
+  char pad1[128 - 16 - 2 * sizeof(struct weft_dbuf)];
 };
 
 /* A mismatch this rank found: in its collective number seq, peer's step (or board) said it was
