@@ -1,7 +1,8 @@
 /* Cost of the per-call fingerprint check (WEFT_CHECK_CALLS) and of the unaligned-safe reduction
  * loops, each measured side by side in one run:
- *  - small all-reduce and broadcast latency on thread ranks, on two sets of communicators of the
- *    same ranks, one made with the check on and one with it off, timed in alternating blocks;
+ *  - small all-reduce and broadcast latency, large all-reduce and all-gather time, on thread ranks, on two
+ * sets of communicators of the same ranks, one made with the check on and one with it off, timed in
+ * alternating blocks;
  *  - a large float sum through reduce.h's loops at offsets 0 and 1 against a plain typed loop.
  * Build: gcc -O2 -Iinclude -Isrc bench/call_check.c -Lbuild/lib -lnccl -Wl,-rpath,$PWD/build/lib \
  *        -pthread -o build/call_check        Run: build/call_check [nranks] */
@@ -20,7 +21,9 @@
 static int nranks = 2;
 static ncclComm_t on[8], off[8];
 static pthread_barrier_t bar;
-static double lat[2][2][BLOCKS]; /* [coll][check off/on][block]: us per call, rank 0 */
+#define NCOLLS 4
+#define BIG (1u << 20)                /* floats: 4 MiB all-reduce, all-gather of 4 MiB per rank */
+static double lat[NCOLLS][2][BLOCKS]; /* [coll][check off/on][block]: us per call, rank 0 */
 
 static double now(void) {
   struct timespec ts;
@@ -28,26 +31,35 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double block(ncclComm_t comm, int coll, float* buf) {
+static double block(ncclComm_t comm, int coll, float* buf, float* big, float* gathered) {
+  int iters = coll < 2 ? ITERS : ITERS / 100;
   pthread_barrier_wait(&bar);
   double t0 = now();
-  for (int i = 0; i < ITERS; i++)
+  for (int i = 0; i < iters; i++)
     if (coll == 0)
       ncclAllReduce(buf, buf, 8, ncclFloat32, ncclSum, comm, NULL);
-    else
+    else if (coll == 1)
       ncclBroadcast(buf, buf, 8, ncclFloat32, 0, comm, NULL);
-  return (now() - t0) / ITERS * 1e6;
+    else if (coll == 2)
+      ncclAllReduce(big, big, BIG, ncclFloat32, ncclSum, comm, NULL);
+    else
+      ncclAllGather(big, gathered, BIG, ncclFloat32, comm, NULL);
+  return (now() - t0) / iters * 1e6;
 }
 
 static void* rank_main(void* arg) {
   int r = (int)(long)arg;
   float buf[8] = {0};
+  float* big = calloc(BIG, sizeof(float));
+  float* gathered = calloc((size_t)BIG * nranks, sizeof(float));
   for (int b = 0; b < BLOCKS; b++)
-    for (int coll = 0; coll < 2; coll++)
+    for (int coll = 0; coll < NCOLLS; coll++)
       for (int chk = 0; chk < 2; chk++) {
-        double us = block(chk ? on[r] : off[r], coll, buf);
+        double us = block(chk ? on[r] : off[r], coll, buf, big, gathered);
         if (r == 0) lat[coll][chk][b] = us;
       }
+  free(big);
+  free(gathered);
   return NULL;
 }
 
@@ -100,8 +112,9 @@ int main(int argc, char** argv) {
   pthread_t th[8];
   for (int r = 0; r < nranks; r++) pthread_create(&th[r], NULL, rank_main, (void*)(long)r);
   for (int r = 0; r < nranks; r++) pthread_join(th[r], NULL);
-  const char* names[2] = {"all-reduce 32 B", "broadcast 32 B"};
-  for (int coll = 0; coll < 2; coll++) {
+  const char* names[NCOLLS] = {"all-reduce 32 B", "broadcast 32 B", "all-reduce 4 MiB",
+                               "all-gather 4 MiB/rank"};
+  for (int coll = 0; coll < NCOLLS; coll++) {
     double o = median(lat[coll][0], BLOCKS), c = median(lat[coll][1], BLOCKS);
     printf("%s, %d thread ranks: check off %.2f us, on %.2f us, ratio on/off %.3f\n", names[coll], nranks, o,
            c, c / o);

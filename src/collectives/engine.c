@@ -11,9 +11,11 @@
 #include "collectives/agree.h"
 #include "collectives/coll.h"
 #include "collectives/cuda/engine_cuda.h"
+#include "collectives/fingerprint.h"
 #include "collectives/host/direct.h"
 #include "collectives/host/exec.h"
 #include "collectives/host/interleave.h"
+#include "collectives/host/step_tag.h"
 #include "collectives/host/wait.h"
 #include "collectives/mem.h"
 #include "collectives/rma.h"
@@ -258,6 +260,7 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   s->pp.nnodes = comm->nnodes;
   WEFT_CHECK(weft_plan_agree(comm, &s->pp, s->simple_bytes, s->ll_bytes)); /* before connecting channels */
   s->send_by_ref = weft_param_int("WEFT_NET_SEND_BY_REF") != 0;
+  s->check_calls = weft_param_int("WEFT_CHECK_CALLS") != 0;
   init_watch(comm, s);
   WEFT_CHECK(buffers_create(comm, s));
   /* Parameters are read once per communicator: lookups cost microseconds per launch. */
@@ -314,18 +317,52 @@ const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* co
   return comm->coll ? &comm->coll->pp : NULL;
 }
 
+/* A ring rank that took no step from the previous rank in this call (a broadcast root) looks
+ * once whether that rank sent one for this very collective anyway: then their calls differ,
+ * as when both think they are the root, and no receive would ever see it. */
+static ncclResult_t peek_unexpected(struct weft_coll_state* s, const uint64_t* recv_steps, int nch,
+                                    struct weft_waiter* w) {
+  for (int c = 0; c < nch && w->step_tag; c++) {
+    const struct weft_conn* r = &s->recv[c];
+    if (r->step != recv_steps[c] || __atomic_load_n(&r->ctrl->tail, __ATOMIC_ACQUIRE) <= r->step) continue;
+    uint64_t theirs = __atomic_load_n(&r->ctrl->step_tag[r->step % WEFT_NSTEPS], __ATOMIC_RELAXED);
+    if (theirs >> 32 == w->step_tag >> 32 && theirs != w->step_tag)
+      return weft_host_bad_step(w, r->peer, theirs);
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t run_ring(struct ncclComm* comm, const struct weft_plan* plan, const struct weft_task* t,
+                             struct weft_waiter* w) {
+  struct weft_coll_state* s = comm->coll;
+  int one = comm->nranks == 1;
+  if (s->interleave && plan->nchannels > 1)
+    return weft_host_run_interleaved(plan->work, plan->nchannels, s->send, s->recv, w, t->sendbuff,
+                                     t->recvbuff, s->co_stacks);
+  uint64_t recv_steps[WEFT_PLAN_MAX_CHANNELS];
+  for (int c = 0; c < plan->nchannels; c++) {
+    recv_steps[c] = s->recv[c].step;
+    WEFT_CHECK(weft_host_run_work(&plan->work[c], one ? NULL : &s->send[c], one ? NULL : &s->recv[c], w, c,
+                                  t->sendbuff, t->recvbuff));
+  }
+  return one ? ncclSuccess : peek_unexpected(s, recv_steps, plan->nchannels, w);
+}
+
 static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct weft_waiter* w) {
   struct weft_coll_state* s = comm->coll;
   w->opname = weft_coll_name(t->coll);
   w->seq = t->seq;
   w->warned = 0;
+  /* Collectives are numbered alike on every rank (sends and receives are not: they pair up). */
+  uint64_t call_seq = ++s->coll_seq;
+  struct weft_call_fp fp = weft_call_fp_of(t);
+  w->step_tag = s->check_calls ? weft_step_tag_make(call_seq, weft_call_fp_hash(&fp)) : 0;
   int handled = 0;
-  /* The direct paths run it, or (shared boards, WEFT_CHECK_CALLS) compare its call across ranks. */
-  WEFT_CHECK(weft_host_direct_run(s->direct, t, w, &handled));
+  /* The direct paths run it, or (shared boards) record which call the ring runs. */
+  WEFT_CHECK(weft_host_direct_run(s->direct, t, w, call_seq, &handled));
   if (handled) return ncclSuccess;
   struct weft_plan plan;
   WEFT_CHECK(weft_plan_coll(&s->pp, t, &plan));
-  int one = comm->nranks == 1;
   if (plan.algo == WEFT_PLAN_TREE) {
     if (s->tree == NULL)
       WEFT_CHECK(weft_tree_connect(comm, s->pp.nchannels, s->simple_bytes, s->ll_bytes, &s->tree));
@@ -333,13 +370,7 @@ static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct 
       WEFT_CHECK(weft_host_run_tree(&plan.work[c], &s->tree->ch[c], w, c, t->sendbuff, t->recvbuff));
     return ncclSuccess;
   }
-  if (s->interleave && plan.nchannels > 1)
-    return weft_host_run_interleaved(plan.work, plan.nchannels, s->send, s->recv, w, t->sendbuff, t->recvbuff,
-                                     s->co_stacks);
-  for (int c = 0; c < plan.nchannels; c++)
-    WEFT_CHECK(weft_host_run_work(&plan.work[c], one ? NULL : &s->send[c], one ? NULL : &s->recv[c], w, c,
-                                  t->sendbuff, t->recvbuff));
-  return ncclSuccess;
+  return run_ring(comm, &plan, t, w);
 }
 
 static void free_tasks(struct weft_task* t) {
@@ -385,6 +416,7 @@ void weft_engine_waiter(struct ncclComm* comm, struct weft_waiter* w) {
   w->watch = comm->coll->watch;
   w->cause = &comm->cause;
   w->peer_cause = comm->coll->peer_cause;
+  weft_host_direct_hooks(comm->coll->direct, w);
 }
 
 ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
@@ -439,6 +471,7 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
       res = run_coll(comm, t, &w);
     }
   }
+  w.step_tag = 0; /* point-to-point steps are not a collective's */
   if (res == ncclSuccess && np > 0) res = weft_host_p2p_run(comm, p2p, np, &w);
   if (res != ncclSuccess) publish_cause(comm);
   free(p2p);

@@ -29,6 +29,8 @@ struct weft_coll_state {
   struct weft_tree_state* tree; /* tree channels, connected at the first tree collective */
   int interleave;               /* ring channels over the network run step by step interleaved */
   int send_by_ref;              /* network sends may read user buffers in place (WEFT_NET_SEND_BY_REF) */
+  int check_calls;              /* ring steps carry and check their call's tag (WEFT_CHECK_CALLS) */
+  uint64_t coll_seq;            /* collectives run so far: numbered alike on every rank */
   void* co_stacks[WEFT_PLAN_MAX_CHANNELS]; /* their coroutine stacks, kept between collectives */
   struct weft_cause** peer_cause; /* [nranks]: shared pages where ring neighbours say why they gave up */
   /* Suspended comm: the p2p pairs ([nranks] sends, then [nranks] receives) and whether the trees

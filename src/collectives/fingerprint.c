@@ -46,22 +46,35 @@ static void field_text(const struct weft_call_fp* fp, const struct weft_call_fp*
     snprintf(buf, n, "root %d", (int)fp->root);
 }
 
-void weft_call_fp_warn(int me, const struct weft_call_fp* mine, int peer, const struct weft_call_fp* theirs,
-                       uint64_t seq) {
-  if (mine->coll != theirs->coll) {
+uint32_t weft_call_fp_hash(const struct weft_call_fp* fp) {
+  /* FNV-1a over the fields: any single-field difference changes it. */
+  uint64_t words[2];
+  memcpy(words, fp, sizeof(words));
+  uint32_t h = 2166136261u;
+  for (int w = 0; w < 2; w++)
+    for (int i = 0; i < 8; i++) h = (h ^ (uint8_t)(words[w] >> (8 * i))) * 16777619u;
+  return h;
+}
+
+void weft_call_fp_warn_ranks(int me, int a, const struct weft_call_fp* fa, int b,
+                             const struct weft_call_fp* fb, uint64_t seq, const char* note) {
+  if (fa->coll != fb->coll) {
     WEFT_WARN(
         "Rank %d: mismatched collective (seq %llu): rank %d called nccl%s, rank %d called nccl%s; every rank "
-        "must "
-        "call the same collectives in the same order; nothing of it was moved and the communicator is "
-        "unusable",
-        me, (unsigned long long)seq, peer, weft_coll_name(theirs->coll), me, weft_coll_name(mine->coll));
+        "must call the same collectives in the same order; the communicator is unusable%s",
+        me, (unsigned long long)seq, a, weft_coll_name(fa->coll), b, weft_coll_name(fb->coll), note);
     return;
   }
-  char a[48], b[48];
-  field_text(theirs, mine, a, sizeof(a));
-  field_text(mine, theirs, b, sizeof(b));
+  char ta[48], tb[48];
+  field_text(fa, fb, ta, sizeof(ta));
+  field_text(fb, fa, tb, sizeof(tb));
   WEFT_WARN(
       "Rank %d: mismatched collective (seq %llu): rank %d called nccl%s with %s, rank %d with %s; every rank "
-      "must pass the same arguments; the communicator is unusable",
-      me, (unsigned long long)seq, peer, weft_coll_name(mine->coll), a, me, b);
+      "must pass the same arguments; the communicator is unusable%s",
+      me, (unsigned long long)seq, a, weft_coll_name(fb->coll), ta, b, tb, note);
+}
+
+void weft_call_fp_warn(int me, const struct weft_call_fp* mine, int peer, const struct weft_call_fp* theirs,
+                       uint64_t seq) {
+  weft_call_fp_warn_ranks(me, peer, theirs, me, mine, seq, "");
 }

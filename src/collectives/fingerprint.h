@@ -19,9 +19,15 @@ struct weft_call_fp {
 /* The fingerprint of collective t; fields a collective does not use are neutral. */
 struct weft_call_fp weft_call_fp_of(const struct weft_task* t);
 int weft_call_fp_equal(const struct weft_call_fp* a, const struct weft_call_fp* b);
+/* A 32-bit hash of fp, for connector step tags (collectives/host/step_tag.h). */
+uint32_t weft_call_fp_hash(const struct weft_call_fp* fp);
 /* WARN on rank `me` (seq: the call) naming the first field in which peer's call differs from its
  * own, e.g. "rank 1 called ncclAllReduce with count 1024, rank 0 with count 2048". */
 void weft_call_fp_warn(int me, const struct weft_call_fp* mine, int peer, const struct weft_call_fp* theirs,
                        uint64_t seq);
+/* The same WARN on rank me about two other ranks' calls (b's fingerprint the reference), with
+ * note appended (e.g. who found it). */
+void weft_call_fp_warn_ranks(int me, int a, const struct weft_call_fp* fa, int b,
+                             const struct weft_call_fp* fb, uint64_t seq, const char* note);
 
 #endif

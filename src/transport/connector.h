@@ -32,7 +32,12 @@ int weft_cause_get(const struct weft_cause* c, struct weft_cause* out);
 struct weft_conn_ctrl {
   uint64_t tail;
   uint32_t tail_waiting;
-  char pad0[128 - 12];
+  uint32_t pad_tag;
+  /* Host senders: the call each step belongs to (the collective's sequence number in the high
+   * half, a hash of its fingerprint in the low one; 0: not checked), written before the step is
+   * published, on the line the receiver reads for tail anyway. */
+  uint64_t step_tag[WEFT_NSTEPS];
+  char pad0[128 - 16 - 8 * WEFT_NSTEPS];
   uint64_t head;
   uint32_t head_waiting;
   char pad1[128 - 12];

@@ -193,8 +193,7 @@ static ncclResult_t resolve(struct weft_direct* d, int p, const struct weft_dbuf
   return ncclSuccess;
 }
 
-/* Mark this rank failed so peers waiting on its board give up instead of hanging. */
-static ncclResult_t fail_op(struct weft_direct* d, ncclResult_t res) {
+ncclResult_t weft_direct_fail(struct weft_direct* d, ncclResult_t res) {
   __atomic_store_n(&d->mine->failed, 1, __ATOMIC_RELEASE);
   weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, d->mine->arrive);
   weft_host_post_counter(&d->mine->done, &d->mine->done_sleepers, d->mine->done);
@@ -217,10 +216,11 @@ ncclResult_t weft_direct_wait_all(struct weft_direct* d, struct weft_waiter* w, 
 static int supported(int coll) { return coll == WEFT_COLL_ALLREDUCE; }
 
 ncclResult_t weft_direct_check_peer(struct weft_direct* d, int p, uint64_t seq) {
-  const struct weft_call_fp* theirs = &d->boards[p]->fp[seq & 1];
-  if (!d->check || weft_call_fp_equal(theirs, &d->fp)) return ncclSuccess;
-  weft_call_fp_warn(d->rank, &d->fp, p, theirs, seq);
-  return ncclInvalidUsage;
+  const struct weft_board* b = d->boards[p];
+  uint64_t their_seq = b->op_seq[seq & 1];
+  if (!d->check || (weft_call_fp_equal(&b->fp[seq & 1], &d->fp) && their_seq == d->cur_seq))
+    return ncclSuccess;
+  return weft_direct_found(d, p, d->cur_seq, &d->fp, their_seq, &b->fp[seq & 1]);
 }
 
 static ncclResult_t check_all(struct weft_direct* d, uint64_t seq) {
@@ -229,22 +229,25 @@ static ncclResult_t check_all(struct weft_direct* d, uint64_t seq) {
   return ncclSuccess;
 }
 
-/* Publish this rank's call of operation seq (with the arrival that follows). */
-static void post_fp(struct weft_direct* d, const struct weft_task* t, uint64_t seq) {
-  d->fp = weft_call_fp_of(t);
+/* Publish this rank's call of direct operation seq (with the arrival that follows). */
+static void post_fp(struct weft_direct* d, uint64_t seq) {
   d->mine->fp[seq & 1] = d->fp;
+  d->mine->op_seq[seq & 1] = d->cur_seq;
 }
 
-/* A collective the ring runs: only its fingerprint goes through the boards. Every rank arrives
- * and compares before any ring step, so ranks that called different collectives (or one of them
- * a direct all-reduce) fail together instead of waiting for steps that never come. */
-static ncclResult_t announce(struct weft_direct* d, const struct weft_task* t, struct weft_waiter* w) {
-  uint64_t seq = ++d->seq;
-  post_fp(d, t, seq);
-  weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
-  ncclResult_t res = weft_direct_wait_all(d, w, 0, seq);
-  if (res == ncclSuccess) res = check_all(d, seq);
-  return res;
+/* A collective the ring runs: it only says on the board which call it is, for a peer that gets
+ * an unexpected step or waits in a direct operation of the same number. No rank waits here: the
+ * steps the ring exchanges carry the check (step_tag.h). */
+static void record_ring(struct weft_direct* d) {
+  struct weft_board* b = d->mine;
+  int par = (int)(d->cur_seq & 1);
+  uint64_t words[2];
+  memcpy(words, &d->fp, sizeof(words));
+  __atomic_store_n(&b->ring_ver[par], 2 * d->cur_seq - 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  __atomic_store_n(&b->ring_fp[par][0], words[0], __ATOMIC_RELAXED);
+  __atomic_store_n(&b->ring_fp[par][1], words[1], __ATOMIC_RELAXED);
+  __atomic_store_n(&b->ring_ver[par], 2 * d->cur_seq, __ATOMIC_RELEASE);
 }
 
 /* Publish this rank's buffers, wait for every peer's, and map theirs when every rank can share. */
@@ -254,13 +257,19 @@ static ncclResult_t arrive(struct weft_direct* d, const struct weft_task* t, str
   struct weft_desc* mine = &d->mine->desc[seq & 1];
   int ok_in = describe(t->sendbuff, bytes, &mine->in), ok_out = describe(t->recvbuff, bytes, &mine->out);
   mine->capable = d->all_same_proc || (ok_in && ok_out);
+  mine->bytes = bytes;
   if (bytes <= WEFT_DIRECT_SMALL_MAX) weft_direct_small_post(d, t, seq); /* in case a peer cannot share */
-  post_fp(d, t, seq);
+  post_fp(d, seq);
   weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
   WEFT_CHECK(weft_direct_wait_all(d, w, 0, seq));
   WEFT_CHECK(check_all(d, seq)); /* before a peer's descriptors are believed */
   *all_capable = 1;
   for (int p = 0; p < d->nranks; p++) *all_capable &= d->boards[p]->desc[seq & 1].capable;
+  /* Memory safety does not rest on WEFT_CHECK_CALLS: buffers of another size are never touched. */
+  for (int p = 0; *all_capable && p < d->nranks; p++)
+    if (d->boards[p]->desc[seq & 1].bytes != bytes)
+      return weft_direct_found(d, p, d->cur_seq, &d->fp, d->boards[p]->op_seq[seq & 1],
+                               &d->boards[p]->fp[seq & 1]);
   if (!*all_capable) return ncclSuccess;
   for (int p = 0; p < d->nranks; p++) {
     const struct weft_desc* desc = &d->boards[p]->desc[seq & 1];
@@ -278,20 +287,32 @@ static ncclResult_t arrive(struct weft_direct* d, const struct weft_task* t, str
   return ncclSuccess;
 }
 
+/* A direct operation that failed because a peer gave up: when that was a mismatch another rank
+ * found, say so (ncclInvalidUsage) rather than that the peer failed. */
+static ncclResult_t direct_failed(struct weft_direct* d, ncclResult_t res) {
+  ncclResult_t why = res == ncclRemoteError ? weft_direct_poisoned(d) : ncclSuccess;
+  return weft_direct_fail(d, why != ncclSuccess ? why : res);
+}
+
 ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task* t, struct weft_waiter* w,
-                                  int* handled) {
+                                  uint64_t call_seq, int* handled) {
   *handled = 0;
-  /* A call's own selection (nccl*Config) is the planner's to meet: the direct paths bypass it. */
-  int direct = d != NULL && d->enabled && !d->forced && supported(t->coll) && t->opts.sig == 0;
-  if (d == NULL || (!direct && !d->check)) return ncclSuccess;
+  if (d == NULL) return ncclSuccess;
   if (__atomic_load_n(&d->mine->failed, __ATOMIC_RELAXED)) {
     WEFT_WARN("Rank %d: %s (seq %llu) refused: an earlier operation of this communicator failed", d->rank,
               w->opname, (unsigned long long)w->seq);
     return ncclInvalidUsage;
   }
+  /* A rank whose part of a mismatched call ended before anyone found it learns here. */
+  WEFT_CHECK(weft_direct_poisoned(d));
+  d->cur_seq = call_seq;
+  d->fp = d->hist[call_seq & 1] = weft_call_fp_of(t);
+  /* A call's own selection (nccl*Config) is the planner's to meet: the direct paths bypass it. */
+  int direct = d->enabled && !d->forced && supported(t->coll) && t->opts.sig == 0;
+  d->in_ring = !direct;
   if (!direct) {
-    ncclResult_t res = announce(d, t, w);
-    return res == ncclSuccess ? res : fail_op(d, res);
+    if (d->check) record_ring(d);
+    return ncclSuccess;
   }
   size_t es = weft_dt_size(t->dtype), bytes = t->count * es;
   struct weft_dev_redop op = {.kind = t->op.kind, .scalar = t->op.scalar, .divisor = t->op.divisor};
@@ -303,14 +324,14 @@ ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task*
     /* One step: inputs go through the boards, no descriptors, any buffers. */
     *handled = 1;
     weft_direct_small_post(d, t, seq);
-    post_fp(d, t, seq);
+    post_fp(d, seq);
     weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
     res = weft_direct_small_reduce(d, t, &op, w, seq);
-    return res == ncclSuccess ? res : fail_op(d, res);
+    return res == ncclSuccess ? res : direct_failed(d, res);
   }
   int all_capable;
   res = arrive(d, t, w, seq, &all_capable);
-  if (res != ncclSuccess) return fail_op(d, res);
+  if (res != ncclSuccess) return direct_failed(d, res);
   if (all_capable) {
     *handled = 1;
     res = weft_direct_allreduce(d, t, &op, w, seq);
@@ -318,5 +339,5 @@ ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task*
     *handled = 1;
     res = weft_direct_small_reduce(d, t, &op, w, seq);
   }
-  return res == ncclSuccess ? res : fail_op(d, res);
+  return res == ncclSuccess ? res : direct_failed(d, res);
 }

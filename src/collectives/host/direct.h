@@ -22,10 +22,14 @@ struct weft_direct;
 ncclResult_t weft_host_direct_init(struct ncclComm* comm, struct weft_direct** out);
 /* NULL-safe. */
 void weft_host_direct_fini(struct weft_direct* d);
-/* Run t through a direct path when one applies (*handled = 1); otherwise leave it to the ring
- * (*handled = 0), after every rank's call was compared on the boards (WEFT_CHECK_CALLS). Every
- * rank decides the same for the same task; ranks whose calls differ all get ncclInvalidUsage. */
+/* Run t, the comm's collective number call_seq, through a direct path when one applies
+ * (*handled = 1), comparing every rank's call on the boards (WEFT_CHECK_CALLS); otherwise leave
+ * it to the ring (*handled = 0), whose steps carry the check (step_tag.h). Every rank decides
+ * the same for the same task; ranks whose calls differ get ncclInvalidUsage. */
 ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task* t, struct weft_waiter* w,
-                                  int* handled);
+                                  uint64_t call_seq, int* handled);
+/* Let w's waits end when another rank found a mismatched call, and name a mismatch this rank
+ * finds from a step (wait.h: poll, bad_step). NULL d: nothing to do. */
+void weft_host_direct_hooks(struct weft_direct* d, struct weft_waiter* w);
 
 #endif

@@ -29,22 +29,42 @@ struct weft_desc {
   uint32_t capable; /* every peer may read in and write out directly */
   uint32_t pad0;
   struct weft_dbuf in, out;
-  char pad1[128 - 8 - 2 * sizeof(struct weft_dbuf)];
+  uint64_t bytes; /* of in and out: zero-copy moves only what every rank's buffers hold */
+  char pad1[128 - 16 - 2 * sizeof(struct weft_dbuf)];
 };
 
-/* One rank's board: written only by its owner (except the sleeper counts), read by every peer.
- * Counters count operations (seq); parity-indexed parts of operation seq are rewritten at seq+2
- * at the earliest, which needs every peer to have arrived at seq+1, i.e. finished seq. */
+/* A mismatch this rank found: in its collective number seq, peer's step (or board) said it was
+ * in its collective their_seq with fingerprint theirs (known: theirs could be read). */
+struct weft_found {
+  uint64_t seq, their_seq;
+  int32_t peer;
+  uint32_t known;
+  struct weft_call_fp mine, theirs;
+};
+
+/* One rank's board: written only by its owner (except the sleeper counts and poison), read by
+ * every peer. Counters count direct operations (seq); parity-indexed parts of operation seq are
+ * rewritten at seq+2 at the earliest, which needs every peer to have arrived at seq+1, i.e.
+ * finished seq. Collectives the ring runs do not arrive: they take no part in that count. */
 struct weft_board {
   uint64_t arrive; /* operations this rank has entered (inputs readable, outputs writable) */
   uint32_t arrive_sleepers;
   uint32_t failed;                          /* this rank gave up: peers stop waiting */
   unsigned char inl[2][WEFT_DIRECT_INLINE]; /* small inputs, same cache line as arrive */
   struct weft_call_fp fp[2];                /* the operation's call, for peers to compare */
-  char pad0[128 - 16 - 2 * WEFT_DIRECT_INLINE - 2 * sizeof(struct weft_call_fp)];
+  uint64_t op_seq[2]; /* its collective number (all collectives, counted alike on every rank) */
+  char pad0[128 - 32 - 2 * WEFT_DIRECT_INLINE - 2 * sizeof(struct weft_call_fp)];
   uint64_t done; /* operations whose writes into peers' buffers this rank has finished */
   uint32_t done_sleepers;
   char pad1[128 - 12];
+  uint32_t poison; /* written by peers: 1 + the rank that found a mismatched call (0: none) */
+  char pad2[128 - 4];
+  /* The last two collectives the ring ran for this rank, by parity of their number n:
+   * ring_ver = 2n once ring_fp holds its fingerprint, odd while being rewritten. Read by a peer
+   * that got a step it did not expect or sleeps in the same collective. */
+  uint64_t ring_ver[2], ring_fp[2][2];
+  struct weft_found found; /* written before this rank poisons its peers */
+  char pad3[128 - 48 - sizeof(struct weft_found)];
   struct weft_desc desc[2];
   unsigned char slot[2][WEFT_DIRECT_SMALL_MAX] __attribute__((aligned(64)));
 };
@@ -64,6 +84,9 @@ struct weft_direct {
   int enabled;            /* the data paths may run (WEFT_DIRECT on every rank); else boards compare only */
   int check;              /* every collective's fingerprint is compared (WEFT_CHECK_CALLS, agreed) */
   struct weft_call_fp fp; /* this rank's current operation */
+  uint64_t cur_seq;       /* its collective number (every collective, alike on every rank) */
+  struct weft_call_fp hist[2]; /* this rank's last two calls, by parity of their number */
+  int in_ring;                 /* it runs on the ring: a peer in a direct operation of that number differs */
   uint8_t* same_proc;
   uint64_t seq;
   struct weft_board* mine;
@@ -80,6 +103,16 @@ struct weft_direct {
 ncclResult_t weft_direct_wait_all(struct weft_direct* d, struct weft_waiter* w, int done, uint64_t seq);
 /* Whether peer p's call of operation seq (p has arrived) is this rank's; else WARN, ncclInvalidUsage. */
 ncclResult_t weft_direct_check_peer(struct weft_direct* d, int p, uint64_t seq);
+/* The call checks' side (direct_check.c). Another rank found a mismatch (poisoned this board):
+ * WARN naming it and return ncclInvalidUsage; ncclSuccess when none was found. */
+ncclResult_t weft_direct_poisoned(struct weft_direct* d);
+/* This rank found that peer's call differs: in collective number seq this rank called mine, and
+ * peer was in its number their_seq, theirs (NULL: unknown). Record it, poison every board, fail
+ * this rank; ncclInvalidUsage. */
+ncclResult_t weft_direct_found(struct weft_direct* d, int peer, uint64_t seq, const struct weft_call_fp* mine,
+                               uint64_t their_seq, const struct weft_call_fp* theirs);
+/* Mark this rank failed so peers waiting on its board give up instead of hanging; returns res. */
+ncclResult_t weft_direct_fail(struct weft_direct* d, ncclResult_t res);
 /* Copy this rank's input of a small all-reduce into its board (published by the next arrive). */
 void weft_direct_small_post(struct weft_direct* d, const struct weft_task* t, uint64_t seq);
 /* Reduce every rank's posted input, in rank order, into recvbuff. */

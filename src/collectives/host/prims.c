@@ -8,6 +8,7 @@
 
 #include "collectives/host/interleave.h"
 #include "collectives/host/reduce.h"
+#include "collectives/host/step_tag.h"
 
 int weft_conn_send_ready(struct weft_conn* c) {
   return __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE) + WEFT_NSTEPS > c->step;
@@ -97,6 +98,7 @@ static const void* recv_begin(struct weft_prims* p, size_t bytes) {
   if (p->proto == WEFT_PROTO_SIMPLE) {
     p->err = wait_for(p, recv_ready, c, &c->ctrl->tail, &c->ctrl->tail_waiting, c->peer,
                       "data from the previous rank");
+    if (p->err == ncclSuccess) p->err = weft_step_tag_check(p->waiter, c);
     return p->err ? NULL : c->simple + (c->step % WEFT_NSTEPS) * c->simple_slot;
   }
   const struct weft_ll_line* lines =
@@ -110,6 +112,8 @@ static const void* recv_begin(struct weft_prims* p, size_t bytes) {
                         "LL data from the previous rank");
       if (p->err) return NULL;
     }
+    /* The first word seen is the step seen: its tag decides before the rest is awaited. */
+    if (i == 0 && (p->err = weft_step_tag_check(p->waiter, c)) != ncclSuccess) return NULL;
     dst[2 * i] = (uint32_t)__atomic_load_n(&lines[i].w[0], __ATOMIC_RELAXED);
     dst[2 * i + 1] = (uint32_t)__atomic_load_n(&lines[i].w[1], __ATOMIC_RELAXED);
   }
@@ -135,6 +139,7 @@ static void* send_begin(struct weft_prims* p) {
 /* ref: the payload left where it lies (by_ref only), or NULL when it is in the slot. */
 static void send_end(struct weft_prims* p, size_t bytes, const void* ref) {
   struct weft_conn* c = p->send;
+  weft_step_tag_put(c, p->waiter->step_tag);
   if (p->proto == WEFT_PROTO_LL) {
     struct weft_ll_line* lines = (struct weft_ll_line*)((char*)c->ll + (c->step % WEFT_NSTEPS) * c->ll_slot);
     uint64_t flag = (uint64_t)(uint32_t)(c->step + 1) << 32;

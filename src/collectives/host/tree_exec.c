@@ -6,6 +6,7 @@
 
 #include "collectives/dev_types.h"
 #include "collectives/host/reduce.h"
+#include "collectives/host/step_tag.h"
 #include "collectives/host/wait.h"
 #include "collectives/tree.h"
 
@@ -45,6 +46,7 @@ static const void* recv_data(struct weft_tree_prims* p, struct weft_conn* c, siz
   if (p->proto == WEFT_PROTO_SIMPLE) {
     p->err = weft_host_wait(p->w, recv_ready, c, &c->ctrl->tail, &c->ctrl->tail_waiting, c->peer, p->channel,
                             what);
+    if (p->err == ncclSuccess) p->err = weft_step_tag_check(p->w, c);
     return p->err ? NULL : c->simple + (c->step % WEFT_NSTEPS) * c->simple_slot;
   }
   const struct weft_ll_line* lines =
@@ -57,6 +59,7 @@ static const void* recv_data(struct weft_tree_prims* p, struct weft_conn* c, siz
         (p->err = weft_host_wait(p->w, ll_ready, &lw, &c->ctrl->tail, &c->ctrl->tail_waiting, c->peer,
                                  p->channel, what)) != ncclSuccess)
       return NULL;
+    if (i == 0 && (p->err = weft_step_tag_check(p->w, c)) != ncclSuccess) return NULL; /* before the rest */
     dst[2 * i] = (uint32_t)__atomic_load_n(&lines[i].w[0], __ATOMIC_RELAXED);
     dst[2 * i + 1] = (uint32_t)__atomic_load_n(&lines[i].w[1], __ATOMIC_RELAXED);
   }
@@ -74,6 +77,7 @@ static void send_data(struct weft_tree_prims* p, struct weft_conn* c, const void
   p->err =
       weft_host_wait(p->w, send_ready, c, &c->ctrl->head, &c->ctrl->head_waiting, c->peer, p->channel, what);
   if (p->err) return;
+  weft_step_tag_put(c, p->w->step_tag); /* LL: before the flagged words */
   if (p->proto == WEFT_PROTO_SIMPLE) {
     memcpy(c->simple + (c->step % WEFT_NSTEPS) * c->simple_slot, src, bytes);
   } else {

@@ -137,6 +137,10 @@ static ncclResult_t check_state(struct weft_waiter* w, uint64_t start, uint64_t 
               w->opname, (unsigned long long)w->seq, (unsigned long long)((now - start) / 1000000000ull),
               peer, channel, what);
   }
+  if (w->poll != NULL) {
+    ncclResult_t res = w->poll(w->hook_arg, w);
+    if (res != ncclSuccess) return res;
+  }
   if (now >= w->next_live_check_ns) {
     w->next_live_check_ns = now + 500000000ull;
     uint64_t grace = w->timeout_ns / 2 < 10000000000ull ? w->timeout_ns / 2 : 10000000000ull;
@@ -237,6 +241,17 @@ ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, ui
   WEFT_WARN("Rank %d: %s (seq %llu): peer rank %d failed while this rank waited for %s", w->rank, w->opname,
             (unsigned long long)w->seq, peer, what);
   return ncclRemoteError;
+}
+
+ncclResult_t weft_host_bad_step(struct weft_waiter* w, int peer, uint64_t theirs) {
+  if (w->bad_step != NULL) return w->bad_step(w->hook_arg, w, peer, theirs);
+  WEFT_WARN(
+      "Rank %d: mismatched collective (seq %llu): a step from rank %d belongs to its collective #%llu "
+      "(fingerprint %08x), this rank's %s is collective #%llu (%08x); every rank must call the same "
+      "collectives with the same arguments; the communicator is unusable",
+      w->rank, (unsigned long long)w->seq, peer, (unsigned long long)(theirs >> 32), (unsigned)theirs,
+      w->opname, (unsigned long long)(w->step_tag >> 32), (unsigned)w->step_tag);
+  return ncclInvalidUsage;
 }
 
 ncclResult_t weft_host_idle(struct weft_waiter* w, uint64_t start_ns, int peer, int channel,

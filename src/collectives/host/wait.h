@@ -22,9 +22,16 @@ struct weft_waiter {
   uint64_t seq;       /* its sequence number */
   int warned;         /* the one slow-wait WARN of this operation was logged */
   uint64_t next_live_check_ns;
-  int oversub; /* more ranks than CPUs on this host: waits yield instead of spinning */
-  struct weft_cause* cause;              /* the communicator's: filled when a dead peer had one */
+  int oversub;              /* more ranks than CPUs on this host: waits yield instead of spinning */
+  struct weft_cause* cause; /* the communicator's: filled when a dead peer had one */
   struct weft_cause* const* peer_cause; /* [nranks] or NULL: where a peer publishes why it gave up */
+  uint64_t step_tag; /* the running collective's connector step tag (step_tag.h); 0: not checked */
+  /* Set where the ranks share boards (direct.c). poll runs with every sleeping wait's checks and
+   * fails the wait when another rank found the call mismatched; bad_step reports a step whose
+   * tag is not this call's. Both return ncclInvalidUsage after their WARN. */
+  ncclResult_t (*poll)(void* arg, struct weft_waiter* w);
+  ncclResult_t (*bad_step)(void* arg, struct weft_waiter* w, int peer, uint64_t theirs);
+  void* hook_arg;
 };
 
 void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks);
@@ -48,6 +55,9 @@ void weft_host_post_counter(uint64_t* counter, uint32_t* sleepers, uint64_t valu
  * with idle_ns; checks abort, deadline and peers. */
 ncclResult_t weft_host_idle(struct weft_waiter* w, uint64_t start_ns, int peer, int channel,
                             const char* what);
+/* A step from peer carried tag theirs, not w->step_tag: WARN (through bad_step when set) and
+ * return ncclInvalidUsage. */
+ncclResult_t weft_host_bad_step(struct weft_waiter* w, int peer, uint64_t theirs);
 /* Whether the process of peer (or, with all, of any watched rank) died; WARNs naming it and
  * returns ncclRemoteError. */
 ncclResult_t weft_host_check_peers(struct weft_waiter* w, int peer, int all);
