@@ -18,10 +18,11 @@ done
 fail=0
 bad() { echo "FAIL $*"; fail=1; }
 
-free_port() { # a port nobody listens on, from the ephemeral range
+free_port() { # a port nobody listens on, below Linux's ephemeral range (32768 up): a port there may
+  # still be the local end of a closing connection of an earlier run, and then the root cannot bind it
   local p
   for _ in $(seq 50); do
-    p=$((20000 + RANDOM % 20000))
+    p=$((20000 + RANDOM % 12000))
     ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && { echo "$p"; return; }
   done
   echo 29517
@@ -132,5 +133,5 @@ rc=$?
 NCCL_COMM_ID=127.0.0.1:$(free_port) WEFT_RANK=0 WEFT_NRANKS=2 timeout 30 "$BIN/all_reduce_perf" -T 1 -b 8 -e 8 \
   >"$TMP/timeout" 2>&1
 rc=$?
-[ $rc = 4 ] && grep -q 'Test timeout (1s)' "$TMP/timeout" || bad "-T 1 with a missing peer: exit $rc"
+[ $rc = 4 ] && grep -q 'Test timeout (1s)' "$TMP/timeout" || { bad "-T 1 with a missing peer: exit $rc"; tail -n 5 "$TMP/timeout"; }
 exit $fail
