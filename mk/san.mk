@@ -8,9 +8,9 @@
 # SAN_PART=asan|tsan runs one half (CI runs one per job, see README).
 SAN_ASAN_BUILD ?= build-asan
 SAN_TSAN_BUILD ?= build-tsan
-# Python loads the library into an uninstrumented interpreter; the fuzz target carries its own
+# Python loads the library into an uninstrumented interpreter; the fuzz targets carry their own
 # sanitizers; nvcc and the emulated GPU have their own builds (make emu-tsan).
-SAN_SKIP ?= tests/gpuemu/|test_python_clients|test_fuzz_xml|test_cuda_build|test_algo_nvcc|test_mpirun
+SAN_SKIP ?= tests/gpuemu/|test_python_clients|test_fuzz_xml|test_fuzz_wire|test_cuda_build|test_algo_nvcc|test_mpirun
 # Not yet: test_coll_comms (a race TSan reports in its two-communicator threads case, between the
 # direct all-reduce's copy and the test's read), test_bootstrap (forks after starting threads),
 # test_coll_config_call (races in the test and in util/log.c).
