@@ -349,6 +349,11 @@ static int run_allreduce(ncclComm_t comm, int me, int n, const ncclCollConfig_t*
   return run_config_case(&c, comm, me, n, cfg, what);
 }
 
+/* The last-error text is one per process, as in NCCL, and every thread rank WARNs: rank 0 reads
+ * it only once all ranks have returned from the failed call (so no WARN is half written), and
+ * before any of them goes on. */
+static pthread_barrier_t warned_barrier;
+
 /* A launch whose ranks disagree fails on every rank before anything runs; like any failed launch
  * it leaves the comm failed (ncclCommGetAsyncError), so each case has a comm of its own. */
 static int mismatch_body(ncclComm_t comm, int me, int n, void* arg) {
@@ -366,8 +371,10 @@ static int mismatch_body(ncclComm_t comm, int me, int n, void* arg) {
     r = ncclGroupEnd();
   }
   bad += expect_all(r, ncclInvalidUsage, "a launch whose ranks' configs differ", me);
+  pthread_barrier_wait(&warned_barrier);
   EXPECT_MSG(me != 0 || strstr(ncclGetLastError(comm), "differ between ranks") != NULL, "%s",
              ncclGetLastError(comm));
+  pthread_barrier_wait(&warned_barrier);
   ncclResult_t async = ncclSuccess;
   EXPECT(ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclInvalidUsage);
   free(x);
@@ -492,7 +499,9 @@ int main(int argc, char** argv) {
                                 "a group whose second call differs on the last rank"};
   for (int n = 2; n <= 3; n++) {
     for (int which = 0; which < 3; which++) {
+      pthread_barrier_init(&warned_barrier, NULL, (unsigned)n);
       failed = run_threads(n, mismatch_body, &which);
+      pthread_barrier_destroy(&warned_barrier);
       printf("%s, %d ranks: %s\n", cases[which], n, failed ? "FAILED" : "an error on every rank");
       EXPECT(failed == 0);
     }
