@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "uid.h"
 #include "nccl.h"
 
 #define N 4
@@ -199,7 +200,8 @@ static int killed_peer_rank(ncclUniqueId id, int r) {
 
 static void test_shrink_abort_killed_process(void) {
   ncclUniqueId id;
-  EXPECT_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+  struct test_uid_holder holder; /* the root runs in a helper: no thread here when we fork */
+  EXPECT_EQ_INT(test_uid_from_child(&id, &holder), ncclSuccess);
   fflush(stdout);
   fflush(stderr);
   pid_t pids[N];
@@ -220,6 +222,7 @@ static void test_shrink_abort_killed_process(void) {
                  WIFSIGNALED(status) ? "signal" : "exit status",
                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
   }
+  test_uid_release(&holder);
 }
 
 /* ---- revoke ---- */
