@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "uid.h"
 #include "nccl.h"
+#include "uid.h"
 
 #define OLD 2
 #define NEW 4

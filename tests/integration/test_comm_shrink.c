@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "uid.h"
 #include "nccl.h"
+#include "uid.h"
 
 #define N 4
 #define COUNT 1000
