@@ -201,7 +201,7 @@ static int garbage_to_root(const struct weft_bootstrap_handle* h, int nranks) {
 
 /* The same for a rank's listen socket, while the job runs. */
 static void garbage_to_rank(struct weft_bootstrap* bs, int target) {
-  const union weft_socket_addr* a = &bs->peers[target];
+  const union weft_socket_addr* a = &bs->peers[target].addr;
   char noise[300];
   for (size_t i = 0; i < sizeof(noise); i++) noise[i] = (char)(i * 53 + 7);
   send_and_close(a, noise, sizeof(noise));
