@@ -51,6 +51,10 @@ static const struct weft_param_def params[] = {
      "Host backend: 0 copies ring steps for the network into the FIFO"},
     {"WEFT_DIRECT", WEFT_PARAM_INT, "1",
      "Host backend: 0 disables the shared-board paths (small exchange, zero-copy)"},
+    {"WEFT_DETERMINISTIC", WEFT_PARAM_INT, "0",
+     "1: reductions give bitwise identical results from run to run, whatever the channel count, protocol, "
+     "algorithm or timing (AllReduce runs as Reduce to the last rank then Broadcast, every channel on the "
+     "rank-order ring); ranks must agree"},
     {"WEFT_CHECK_CALLS", WEFT_PARAM_INT, "1",
      "Host backend: 0 stops comparing each collective's fingerprint (collective, count, datatype, op, "
      "root) across ranks on the shared boards; for measuring its cost only"},
