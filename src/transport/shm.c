@@ -28,7 +28,8 @@ static void warn_space(size_t size, int err) {
   if (statvfs(shm_dir(), &st) == 0) avail = (unsigned long long)st.f_bavail * st.f_frsize;
   WEFT_WARN(
       "A shared memory segment needs %zu bytes but %s has %llu bytes free (%s); raise its size, "
-      "e.g. docker run --shm-size=1g, or mount -o remount,size=1G /dev/shm, or lower NCCL_BUFFSIZE",
+      "e.g. docker run --shm-size=1g, or mount -o remount,size=1G /dev/shm, or lower NCCL_BUFFSIZE "
+      "(weft-doctor check shm.size: weft-doctor --ranks N says how much N ranks of this host need)",
       size, shm_dir(), avail, strerror(err));
 }
 
