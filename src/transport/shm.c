@@ -99,7 +99,7 @@ ncclResult_t weft_shm_open(const char* name, size_t size, struct weft_shm_seg* s
   if (fd < 0) {
     WEFT_WARN(
         "Opening a peer's shared memory segment %s failed: %s (the peer exited, or runs in another PID "
-        "namespace)",
+        "namespace or without /proc: weft-doctor check ptrace.procfd)",
         name, strerror(errno));
     return ncclSystemError;
   }
