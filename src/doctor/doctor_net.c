@@ -148,6 +148,10 @@ static void check_host(const char* host, const struct weft_doctor_opts* o, const
   char addr[WEFT_SOCKET_ADDR_STRLEN];
   weft_socket_addr_str(&to, addr, sizeof(addr));
   const char* spec = ifname_spec();
+  /* Unset, the library prefers an interface in the peer's subnet (as for NCCL_COMM_ID's). */
+  struct weft_socket_if near[MAX_IFS];
+  int nnear = spec ? 0 : weft_socket_find_ifs(&to, near, MAX_IFS);
+  if (nnear > 0) pick = near, npick = nnear;
   for (int i = 0; i < npick; i++) {
     int bound_dev = 0, err = probe(&pick[i], &to, o->timeout_ms > 0 ? o->timeout_ms : 2000, &bound_dev);
     const char* how = bound_dev ? "" : " (bound by address: no CAP_NET_RAW for SO_BINDTODEVICE)";
@@ -159,9 +163,8 @@ static void check_host(const char* host, const struct weft_doctor_opts* o, const
     /* The first interface carries the bootstrap; a later one only some network connections. */
     struct weft_doctor_finding* f =
         weft_doctor_add(r, "net.reach", i == 0 ? WEFT_DOCTOR_BLOCK : WEFT_DOCTOR_WARN, NULL,
-                        "%s (%s) cannot be reached through %s (NCCL_SOCKET_IFNAME=%s): %s%s; the bootstrap "
-                        "or the socket network "
-                        "of a job across these hosts fails or waits until its timeout",
+                        "%s (%s) cannot be reached through %s (NCCL_SOCKET_IFNAME=%s): %s%s; a job across "
+                        "these hosts fails at init or waits until its timeout",
                         host, addr, pick[i].name, spec ? spec : "unset",
                         err == ETIMEDOUT ? "no answer (dropped)" : strerror(err), how);
     if (f)

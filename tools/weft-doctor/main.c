@@ -9,6 +9,8 @@
 #include "doctor/doctor.h"
 #include "report.h"
 
+#define MAX_PEERS 64
+
 static void usage(FILE* f) {
   fprintf(
       f,
@@ -70,7 +72,7 @@ static const char* need_value(int argc, char** argv, int* i) {
 
 int main(int argc, char** argv) {
   struct weft_doctor_opts o = {0};
-  const char* peers[64];
+  const char* peers[MAX_PEERS];
   int json = 0, problems = 0;
   o.peers = peers;
   for (int i = 1; i < argc; i++) {
@@ -85,9 +87,12 @@ int main(int argc, char** argv) {
       o.port = parse_int(a, need_value(argc, argv, &i), 1, 65535);
     else if (strcmp(a, "--timeout-ms") == 0)
       o.timeout_ms = parse_int(a, need_value(argc, argv, &i), 1, 600000);
-    else if (strcmp(a, "--peer-env") == 0 && o.npeers < 64)
+    else if (strcmp(a, "--peer-env") == 0 && o.npeers < MAX_PEERS)
       peers[o.npeers++] = need_value(argc, argv, &i);
-    else if (strcmp(a, "--json") == 0)
+    else if (strcmp(a, "--peer-env") == 0) {
+      fprintf(stderr, "weft-doctor: at most %d --peer-env files\n", MAX_PEERS);
+      return 2;
+    } else if (strcmp(a, "--json") == 0)
       json = 1;
     else if (strcmp(a, "--problems") == 0)
       problems = 1;
