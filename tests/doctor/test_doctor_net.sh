@@ -35,10 +35,14 @@ doctor() {
     >"$T/$out" 2>&1
   rc=$?
   grep 'net\.' "$T/$out"
+  # The exit status follows the worst finding; other families (this machine's /dev/shm, ...) may
+  # block too, so "no net finding blocks" is what a passing case checks.
+  net_blocks=$(grep -c '^blocks net\.' "$T/$out")
+  [ $rc = $(($(grep -c '^blocks' "$T/$out") > 0)) ] || [ "$out" = bad.txt ] || { echo "FAIL: exit $rc"; fail=1; }
 }
 
 doctor eth0 good.txt -H "$H1"
-[ $rc = 0 ] || { echo "FAIL: through eth0 weft-doctor exited $rc"; fail=1; }
+[ "$net_blocks" = 0 ] || { echo "FAIL: through eth0 a net check blocks"; fail=1; }
 grep -q "^ok     net.reach .*$H1.* answers through eth0" "$T/good.txt" || { echo "FAIL: eth0 does not reach $H1"; fail=1; }
 
 doctor eth1 bad.txt -H "$H1" --json
@@ -56,7 +60,7 @@ PY
 # A host list file names the same host; an interface name matching nothing blocks before probing.
 printf '# hosts\n%s slots=1\n' "$H1" >"$T/hosts"
 doctor eth0 file.txt --hostfile "$T/hosts"
-[ $rc = 0 ] && grep -q "^ok     net.reach" "$T/file.txt" || { echo "FAIL: --hostfile"; fail=1; }
+[ "$net_blocks" = 0 ] && grep -q "^ok     net.reach" "$T/file.txt" || { echo "FAIL: --hostfile"; fail=1; }
 doctor ens9 none.txt -H "$H1"
 [ $rc = 1 ] && grep -q "^blocks net.ifname .*NCCL_SOCKET_IFNAME=ens9" "$T/none.txt" || { echo "FAIL: ens9"; fail=1; }
 grep -q "fix: Set NCCL_SOCKET_IFNAME to one of: .*eth0" "$T/none.txt" || { echo "FAIL: ens9 fix lists eth0"; fail=1; }
@@ -64,7 +68,7 @@ grep -q "fix: Set NCCL_SOCKET_IFNAME to one of: .*eth0" "$T/none.txt" || { echo 
 # NCCL_SOCKET_IFNAME=eth selects both: eth0 reaches, eth1 (given a smaller MTU) does not: warnings.
 ip -n "${NS_PREFIX}0" link set eth1 mtu 1400
 doctor eth both.txt -H "$H1"
-[ $rc = 0 ] || { echo "FAIL: with eth0 reaching, weft-doctor exited $rc"; fail=1; }
+[ "$net_blocks" = 0 ] || { echo "FAIL: with eth0 reaching, a net check blocks"; fail=1; }
 grep -q "^warn   net.mtu .*eth0 mtu 1500, eth1 mtu 1400" "$T/both.txt" || { echo "FAIL: no MTU mismatch"; fail=1; }
 grep -q "^warn   net.reach .*through eth1" "$T/both.txt" || { echo "FAIL: eth1 not reported"; fail=1; }
 
