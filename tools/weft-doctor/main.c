@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   struct weft_doctor_opts o = {0};
   const char* peers[MAX_PEERS];
   int json = 0, problems = 0;
+  char* from_file = NULL; /* the last --hostfile's hosts */
   o.peers = peers;
   for (int i = 1; i < argc; i++) {
     const char* a = argv[i];
@@ -81,9 +82,10 @@ int main(int argc, char** argv) {
       o.ranks = parse_int(a, need_value(argc, argv, &i), 1, 1 << 20);
     else if (strcmp(a, "-H") == 0 || strcmp(a, "--hosts") == 0)
       o.hosts = need_value(argc, argv, &i);
-    else if (strcmp(a, "--hostfile") == 0)
-      o.hosts = read_hostfile(need_value(argc, argv, &i));
-    else if (strcmp(a, "--port") == 0)
+    else if (strcmp(a, "--hostfile") == 0) {
+      free(from_file); /* a later one replaces it, as -H does */
+      o.hosts = from_file = read_hostfile(need_value(argc, argv, &i));
+    } else if (strcmp(a, "--port") == 0)
       o.port = parse_int(a, need_value(argc, argv, &i), 1, 65535);
     else if (strcmp(a, "--timeout-ms") == 0)
       o.timeout_ms = parse_int(a, need_value(argc, argv, &i), 1, 600000);
@@ -113,5 +115,6 @@ int main(int argc, char** argv) {
     doctor_print_text(stdout, &r, problems);
   int blocks = weft_doctor_worst(&r) == WEFT_DOCTOR_BLOCK;
   weft_doctor_report_free(&r);
+  free(from_file);
   return blocks ? 1 : 0;
 }
