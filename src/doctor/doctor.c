@@ -122,3 +122,26 @@ const char* weft_doctor_env_get(const struct weft_doctor_opts* o, const char* na
     if (strncmp(env[i], name, n) == 0 && env[i][n] == '=') return env[i] + n + 1;
   return NULL;
 }
+
+/* Launchers tell each rank how many share its host; weft-doctor started the same way learns it. */
+static const char* const local_size_vars[] = {"WEFT_LOCAL_NRANKS",          "LOCAL_WORLD_SIZE",
+                                              "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                              "SLURM_NTASKS_PER_NODE",      NULL};
+
+int weft_doctor_local_ranks(const struct weft_doctor_opts* o, const char** from) {
+  if (o->ranks > 0) {
+    *from = "--ranks";
+    return o->ranks;
+  }
+  for (int i = 0; local_size_vars[i]; i++) {
+    const char* v = weft_doctor_env_get(o, local_size_vars[i]);
+    int n = v ? atoi(v) : 0;
+    if (n > 0) {
+      *from = local_size_vars[i];
+      return n;
+    }
+  }
+  int gpus = weft_doctor_count_gpus();
+  *from = gpus > 0 ? "one per GPU" : "no --ranks, no launcher variable, no GPU: 1";
+  return gpus > 0 ? gpus : 1;
+}

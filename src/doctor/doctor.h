@@ -26,7 +26,7 @@ struct weft_doctor_report {
 
 /* What the job will look like; zero values mean "unknown, assume the common case". */
 struct weft_doctor_opts {
-  int ranks;                /* ranks of the job on this host (sizes /dev/shm needs); 0: one per GPU, else 1 */
+  int ranks;                /* ranks of the job on this host; 0: see weft_doctor_local_ranks */
   const char* hosts;        /* comma list of other hosts (names or addresses) to reach; NULL: none */
   int port;                 /* TCP port probed on each host (a refused connection still proves a route) */
   int timeout_ms;           /* per probe */
@@ -67,6 +67,10 @@ const char* weft_doctor_path(char* buf, size_t size, const char* path);
 int weft_doctor_read_line(const char* path, char* buf, size_t size);
 /* NAME's value in the job's environment (opts->env, else this process's); NULL when unset. */
 const char* weft_doctor_env_get(const struct weft_doctor_opts* o, const char* name);
+/* Ranks the job runs on this host: --ranks, else a launcher's variable (WEFT_LOCAL_NRANKS,
+ * LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE), else one
+ * per GPU, else 1; *from names where the number came from. */
+int weft_doctor_local_ranks(const struct weft_doctor_opts* o, const char** from);
 /* Number of GPUs (NVIDIA display/3D controllers) on the PCI bus under the root. */
 int weft_doctor_count_gpus(void);
 

@@ -46,12 +46,14 @@ void weft_doctor_check_gpus(const struct weft_doctor_opts* o, struct weft_doctor
                     "no NVIDIA GPU on the PCI bus: ranks run on the host backend");
     return;
   }
-  if (o->ranks > nvis) {
+  const char* from = NULL;
+  int ranks = weft_doctor_local_ranks(o, &from);
+  if (ranks > nvis) {
     weft_doctor_add(r, "gpus.duplicate", WEFT_DOCTOR_WARN,
                     "Run at most one rank per GPU on this host (or accept sharing: Weft only)",
-                    "%d local rank(s) but %d visible GPU(s): some ranks share a GPU; NVIDIA NCCL fails with "
-                    "'Duplicate GPU detected', Weft gives each its share of the SMs",
-                    o->ranks, nvis);
+                    "%d local rank(s) (%s) but %d visible GPU(s): some ranks share a GPU; NVIDIA NCCL fails "
+                    "with 'Duplicate GPU detected', Weft gives each its share of the SMs",
+                    ranks, from, nvis);
     return;
   }
   weft_doctor_add(r, "gpus.duplicate", WEFT_DOCTOR_OK, NULL, "%d GPU(s) on the bus, %d visible, each once",

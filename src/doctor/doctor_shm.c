@@ -29,12 +29,6 @@ void weft_doctor_shm_need(size_t* at_init, size_t* at_most) {
   *at_most = 4 * nch * conn + 7 * p2p;
 }
 
-static int local_ranks(const struct weft_doctor_opts* o) {
-  if (o->ranks > 0) return o->ranks;
-  int gpus = weft_doctor_count_gpus();
-  return gpus > 0 ? gpus : 1;
-}
-
 void weft_doctor_check_shm(const struct weft_doctor_opts* o, struct weft_doctor_report* r) {
   const char* dir = weft_param_str("WEFT_SHM_DIR");
   if (dir == NULL || dir[0] == 0) dir = "/dev/shm";
@@ -47,7 +41,8 @@ void weft_doctor_check_shm(const struct weft_doctor_opts* o, struct weft_doctor_
         "%s cannot be read (%m): ranks of one host cannot share memory", dir);
     return;
   }
-  int ranks = local_ranks(o);
+  const char* ranks_from = NULL;
+  int ranks = weft_doctor_local_ranks(o, &ranks_from);
   size_t init_one, most_one;
   weft_doctor_shm_need(&init_one, &most_one);
   double free_b = (double)st.f_bavail * (double)st.f_frsize;
@@ -59,7 +54,6 @@ void weft_doctor_check_shm(const struct weft_doctor_opts* o, struct weft_doctor_
       "Give %s at least %.0f MiB: docker run --shm-size=%.0fm (Kubernetes: an emptyDir with medium: Memory "
       "on /dev/shm), or mount -o remount,size=%.0fm %s; or lower NCCL_BUFFSIZE / NCCL_MAX_NCHANNELS",
       dir, most_b / MIB + 1, most_b / MIB + 64, most_b / MIB + 64, dir);
-  const char* ranks_from = o->ranks > 0 ? "--ranks" : "one per GPU found, else 1";
   if (free_b < init_b) {
     weft_doctor_add(
         r, "shm.size", WEFT_DOCTOR_BLOCK, fix,

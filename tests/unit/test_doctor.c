@@ -131,7 +131,17 @@ static void test_pcie_gpus_numa(void) {
   weft_doctor_check_gpus(&o2, &r);
   EXPECT_FINDING(&r, "pcie.acs", WEFT_DOCTOR_OK, "no PCI bridge");
   EXPECT_FINDING(&r, "pcie.iommu", WEFT_DOCTOR_OK, "passthrough");
-  EXPECT_FINDING(&r, "gpus.duplicate", WEFT_DOCTOR_WARN, "3 local rank(s) but 2 visible");
+  EXPECT_FINDING(&r, "gpus.duplicate", WEFT_DOCTOR_WARN, "3 local rank(s) (--ranks) but 2 visible");
+  weft_doctor_report_free(&r);
+  /* Without --ranks, a launcher's variable says how many ranks share the host. */
+  const char* env3[] = {"CUDA_VISIBLE_DEVICES=0,1", "LOCAL_WORLD_SIZE=5", NULL};
+  struct weft_doctor_opts o3 = {.env = env3};
+  weft_doctor_check_gpus(&o3, &r);
+  weft_doctor_check_shm(&o3, &r);
+  EXPECT_FINDING(&r, "gpus.duplicate", WEFT_DOCTOR_WARN, "5 local rank(s) (LOCAL_WORLD_SIZE) but 2 visible");
+  const struct weft_doctor_finding* shm = find(&r, "shm.size", 0);
+  EXPECT_MSG(shm && strstr(shm->seen, "5 local rank(s) (LOCAL_WORLD_SIZE)"), "%s",
+             shm ? shm->seen : "missing");
   weft_doctor_report_free(&r);
 }
 

@@ -12,19 +12,19 @@
 #define MAX_PEERS 64
 
 static void usage(FILE* f) {
-  fprintf(
-      f,
-      "usage: weft-doctor [--ranks N] [-H host1,host2 | --hostfile FILE] [--port P] [--timeout-ms T]\n"
-      "                   [--peer-env FILE]... [--json] [--problems]\n"
-      "  --ranks N         ranks the job runs on this host (sizes /dev/shm; default: one per GPU, else 1)\n"
-      "  -H LIST           other hosts (names or addresses) to reach through NCCL_SOCKET_IFNAME\n"
-      "  --hostfile FILE   the same, one host per line ('host slots=N' and # comments allowed)\n"
-      "  --port P          TCP port probed on each host (default 1: a refusal proves the route)\n"
-      "  --timeout-ms T    wait per probe (default 2000)\n"
-      "  --peer-env FILE   another rank's environment (env > FILE, or /proc/PID/environ) to compare\n"
-      "  --json            one JSON object instead of text\n"
-      "  --problems        print only findings that are not ok\n"
-      "Exit status: 0 nothing blocks a job, 1 something does, 2 bad usage.\n");
+  fprintf(f,
+          "usage: weft-doctor [--ranks N] [-H host1,host2 | --hostfile FILE] [--port P] [--timeout-ms T]\n"
+          "                   [--peer-env FILE]... [--json] [--problems]\n"
+          "  --ranks N         ranks the job runs on this host (sizes /dev/shm; default: the launcher's\n"
+          "                    LOCAL_WORLD_SIZE and the like, else one per GPU, else 1)\n"
+          "  -H LIST           other hosts (names or addresses) to reach through NCCL_SOCKET_IFNAME\n"
+          "  --hostfile FILE   the same, one host per line ('host slots=N' and # comments allowed)\n"
+          "  --port P          TCP port probed on each host (default 1: a refusal proves the route)\n"
+          "  --timeout-ms T    wait per probe (default 2000)\n"
+          "  --peer-env FILE   another rank's environment (env > FILE, or /proc/PID/environ) to compare\n"
+          "  --json            one JSON object instead of text\n"
+          "  --problems        print only findings that are not ok\n"
+          "Exit status: 0 nothing blocks a job, 1 something does, 2 bad usage.\n");
 }
 
 static int parse_int(const char* opt, const char* v, int lo, int hi) {
