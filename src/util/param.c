@@ -104,6 +104,12 @@ static const struct weft_param_def params[] = {
     {"WEFT_SHM_DIR", WEFT_PARAM_STR, "/dev/shm", "Directory whose free space shared memory uses"},
     {"WEFT_CUDA_ARCH", WEFT_PARAM_STR, NULL,
      "Informational: GPU architectures the CUDA backend was built for"},
+    /* weft-doctor and the checks init shares with it */
+    {"WEFT_DOCTOR_ROOT", WEFT_PARAM_STR, "",
+     "Prefix of the /proc and /sys files weft-doctor's checks read (tests plant findings in a fake tree)"},
+    {"WEFT_ENV_CHECK", WEFT_PARAM_INT, "1",
+     "1: init WARNs once about NCCL_*/WEFT_* variables that look misspelt (close to a known name); 0: "
+     "silent"},
 };
 
 #define NPARAMS ((int)(sizeof(params) / sizeof(params[0])))
