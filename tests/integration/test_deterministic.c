@@ -209,7 +209,7 @@ static void disagreeing_ranks(void) {
     int status;
     waitpid(pids[r], &status, 0);
     EXPECT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-               "rank %d did not fail init with ncclInvalidUsage", r);
+               "rank %d did not fail init with ncclInvalidUsage (status 0x%x)", r, status);
   }
   test_uid_release(&root);
 }

@@ -70,9 +70,11 @@ static void comm_id_case(const char* fmt, int nranks, int procs) {
   unsetenv("NCCL_COMM_ID");
 }
 
+/* Ranks as processes, rank 0's process hosting the root: run before any thread exists. */
+static void test_comm_id_processes(void) { comm_id_case("127.0.0.1:%d", 4, 1); }
+
 static void test_comm_id(void) {
   comm_id_case("127.0.0.1:%d", 5, 0);
-  comm_id_case("127.0.0.1:%d", 4, 1);
   comm_id_case("localhost:%d", 3, 0);
   if (ipv6_loopback()) comm_id_case("[::1]:%d", 3, 0);
 }
@@ -317,11 +319,12 @@ int main(void) {
   struct {
     const char* name;
     void (*fn)(void);
-  } tests[] = {
-      /* Processes first: they fork, and no thread may exist yet (TSan). */
-      {"processes", test_processes},  {"unique ids", test_unique_ids}, {"threads 1-16", test_threads},
-      {"NCCL_COMM_ID", test_comm_id}, {"scalable", test_scalable},     {"split", test_split},
-      {"garbage", test_garbage},      {"misuse", test_misuse},         {"no fd leak", test_no_fd_leak}};
+  } tests[] = {/* Processes first: they fork, and no thread may exist yet (TSan). */
+               {"processes", test_processes},   {"NCCL_COMM_ID procs", test_comm_id_processes},
+               {"unique ids", test_unique_ids}, {"threads 1-16", test_threads},
+               {"NCCL_COMM_ID", test_comm_id},  {"scalable", test_scalable},
+               {"split", test_split},           {"garbage", test_garbage},
+               {"misuse", test_misuse},         {"no fd leak", test_no_fd_leak}};
   for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
     int64_t t = weft_socket_now_ns();
     int before = test_failures;
