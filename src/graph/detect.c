@@ -351,6 +351,10 @@ static ncclResult_t detect_sysfs(struct weft_xml_node* xml, const char* root) {
 
 /* hwloc unless WEFT_TOPO_DETECT=sysfs or a fake sysfs tree is given; sysfs when hwloc is missing
  * and detection was not pinned to it. The log says which was used. */
+static _Thread_local const char* last_method = "none";
+
+const char* weft_topo_detect_method(void) { return last_method; }
+
 static ncclResult_t detect_xml(struct weft_xml_node* xml) {
   const char* mode = weft_param_str("WEFT_TOPO_DETECT");
   const char* root = weft_param_str("WEFT_TOPO_SYSFS");
@@ -365,6 +369,7 @@ static ncclResult_t detect_xml(struct weft_xml_node* xml) {
     ncclResult_t res = weft_detect_hwloc_xml(WEFT_HWLOC_THIS_MACHINE, NULL, xml, what, sizeof(what));
     if (res == ncclSuccess) {
       WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "Topology detection: hwloc (%s)", what);
+      last_method = "hwloc";
       return ncclSuccess;
     }
     if (res != ncclSystemError || strcmp(mode, "hwloc") == 0) {
@@ -373,6 +378,7 @@ static ncclResult_t detect_xml(struct weft_xml_node* xml) {
     }
   }
   WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "Topology detection: sysfs%s%s", root[0] ? " under " : "", root);
+  last_method = "sysfs";
   ncclResult_t res = detect_sysfs(xml, root);
   if (res == ncclSystemError) WEFT_WARN("topology detection: out of memory building the XML tree");
   return res;

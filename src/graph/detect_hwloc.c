@@ -127,9 +127,13 @@ static void link_text(struct hw* h, const struct hwloc_pcidev_attr_s* p, const c
     if (f) fclose(f);
     if (speed[0] || width[0]) return;
   }
-  static const double gts[] = {64, 32, 16, 8, 5, 2.5};
-  for (int g = 0; g < 6 && p->linkspeed > 0; g++)
-    for (int w = 1; w <= 32; w *= 2) {
+  /* The same GB/s comes from several pairs (Gen4 x8 = Gen3 x16); the model only needs the product,
+   * so the widest link is named, as GPUs and NICs mostly are x16. */
+  static const double gts[] = {2.5, 5, 8, 16, 32, 64};
+  static const int widths[] = {16, 8, 4, 2, 1, 32};
+  for (int k = 0; k < 6 && p->linkspeed > 0; k++)
+    for (int g = 0; g < 6; g++) {
+      int w = widths[k];
       double enc = gts[g] < 8 ? 0.8 : 128.0 / 130.0, gbs = gts[g] * w * enc / 8;
       if (gbs > p->linkspeed * 0.97 && gbs < p->linkspeed * 1.03) {
         snprintf(speed, 64, "%.1f GT/s PCIe", gts[g]);

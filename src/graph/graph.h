@@ -92,6 +92,8 @@ ncclResult_t weft_topo_load_file(const char* path, struct weft_topo_system** out
  * from dlopen'ed NVML when present. WEFT_TOPO_DETECT=hwloc|sysfs pins the path; WEFT_HWLOC_XML or
  * HWLOC_XMLFILE make hwloc read a file instead. Never fails for lack of devices. */
 ncclResult_t weft_topo_detect(struct weft_topo_system** out);
+/* "hwloc" or "sysfs": how this thread's last weft_topo_detect read the machine ("none" before). */
+const char* weft_topo_detect_method(void);
 /* The same model from an hwloc XML file (source 1, arg = path) or synthetic description (source 2,
  * e.g. "pack:2 numa:2 core:16 pu:2"); see util/hwloc.h. Needs hwloc at run time. */
 ncclResult_t weft_topo_detect_hwloc(int source, const char* arg, struct weft_topo_system** out);

@@ -43,9 +43,13 @@ static int loaded;
   } while (0)
 
 static void load_lib(void) {
-  void* lib = dlopen("libhwloc.so.15", RTLD_NOW | RTLD_LOCAL);
+  const char* name = weft_param_str("WEFT_HWLOC_LIB");
+  if (name == NULL || name[0] == 0) name = "libhwloc.so.15";
+  /* RTLD_LOCAL keeps hwloc's symbols from an application's own copy; the price is that hwloc's
+   * plugins (libxml2 XML parser) cannot load, and files go through hwloc's built-in parser. */
+  void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) {
-    snprintf(load_error_buf, sizeof(load_error_buf), "cannot load libhwloc.so.15: %s", dlerror());
+    snprintf(load_error_buf, sizeof(load_error_buf), "cannot load %s: %s", name, dlerror());
     load_error = load_error_buf;
     return;
   }

@@ -93,6 +93,8 @@ static const struct weft_param_def params[] = {
      "Prefix of /sys and /proc for topology detection (tests use a fake tree)"},
     {"WEFT_TOPO_DETECT", WEFT_PARAM_STR, "auto",
      "Topology detection: auto (hwloc when it loads, else sysfs), hwloc, or sysfs"},
+    {"WEFT_HWLOC_LIB", WEFT_PARAM_STR, "libhwloc.so.15",
+     "hwloc library to dlopen (tests name a missing one to check the sysfs fallback)"},
     {"WEFT_HWLOC_XML", WEFT_PARAM_STR, NULL,
      "hwloc XML file (lstopo --of xml) detected instead of this machine"},
     {"NCCL_IB_DISABLE", WEFT_PARAM_INT, "0", "Disable the InfiniBand transport"},
