@@ -271,6 +271,7 @@ ncclResult_t weft_detect_gpu_elem(struct weft_xml_node* pci, int dev, const stru
   if (nv && nv->sm > 0) WEFT_CHECK(weft_xml_set_int(g, "sm", nv->sm));
   WEFT_CHECK(weft_xml_set_int(g, "rank", dev));
   WEFT_CHECK(weft_xml_set_int(g, "gdr", 1));
+  if (nv && nv->p2p == 0) WEFT_CHECK(weft_xml_set_int(g, "p2p", 0)); /* Weft's attribute */
   for (int i = 0; nv && i < nv->ntargets; i++) {
     struct weft_xml_node* l = weft_xml_add_child(g, "nvlink");
     if (l == NULL) return ncclSystemError;

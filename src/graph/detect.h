@@ -11,6 +11,7 @@
 struct weft_nvml_gpu {
   char busid[16]; /* "0000:18:00.0" */
   int sm;         /* compute capability x 10, 0 unknown */
+  int p2p;        /* 1: PCIe P2P reads with every other GPU; 0: not with some; -1 unknown */
   int ntargets;
   struct {
     char busid[16];

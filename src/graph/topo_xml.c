@@ -149,6 +149,9 @@ static ncclResult_t add_gpu(struct build* b, struct weft_topo_node* parent, cons
   g->u.gpu.sm = gx ? (int)weft_xml_get_int(gx, "sm", 0) : 0;
   if (g->u.gpu.sm <= 0) g->u.gpu.sm = guess_sm(weft_xml_get_int(pci, "device", 0));
   g->u.gpu.gdr = gx ? (int)weft_xml_get_int(gx, "gdr", 1) : 1;
+  /* p2p is Weft's attribute (NCCL asks the driver at run time); without it, the board's id says. */
+  int p2p = weft_topo_gpu_p2p(weft_xml_get_int(pci, "device", 0));
+  g->u.gpu.p2p = gx ? (int)weft_xml_get_int(gx, "p2p", p2p) != 0 : p2p;
   b->gpu_xml[g->index] = gx;
   b->rank_attr[g->index] = gx ? (int)weft_xml_get_int(gx, "rank", -1) : -1;
   return weft_topo_connect(parent, g, WEFT_LINK_PCI, bw);
@@ -202,6 +205,9 @@ static ncclResult_t add_cpu(struct build* b, const struct weft_xml_node* x) {
     c->u.cpu.arch = cpu_arch(weft_xml_get(x, "arch"));
     c->u.cpu.vendor = cpu_vendor(weft_xml_get(x, "vendor"));
     c->u.cpu.model = (int)weft_xml_get_int(x, "modelid", 0);
+    c->mem.type = WEFT_LINK_LOC;
+    c->mem.remote = c;
+    c->mem.bw = c->mem.bw_full = weft_topo_mem_bw(c->u.cpu.arch, c->u.cpu.vendor, c->u.cpu.model) / 2;
     snprintf(c->name, sizeof(c->name), "%lld", (long long)numa);
   }
   return add_children(b, c, x);

@@ -91,6 +91,8 @@ static const struct weft_param_def params[] = {
      "Do not send to a NIC through an NVLink peer GPU closer to it (PXN)"},
     {"WEFT_TOPO_SYSFS", WEFT_PARAM_STR, "",
      "Prefix of /sys and /proc for topology detection (tests use a fake tree)"},
+    {"WEFT_TOPO_HOST_MEM_BW", WEFT_PARAM_INT, NULL,
+     "GB/s a NUMA node's memory gives GPU/NIC traffic staged there (default: estimate by CPU)"},
     {"WEFT_TOPO_DETECT", WEFT_PARAM_STR, "auto",
      "Topology detection: auto (hwloc when it loads, else sysfs), hwloc, or sysfs"},
     {"WEFT_HWLOC_LIB", WEFT_PARAM_STR, "libhwloc.so.15",

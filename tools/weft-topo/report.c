@@ -117,8 +117,9 @@ static void json_system(struct report* r, FILE* f) {
     struct weft_topo_node* g = weft_topo_rank_node(sys, 0, i);
     fprintf(f, "%s{\"rank\": %d, \"dev\": %d, \"busid\": ", i ? ", " : "", i, g->u.gpu.dev);
     jstr(f, g->u.gpu.host_rank ? "" : g->name);
-    fprintf(f, ", \"sm\": %d, \"numa\": %lld}", g->u.gpu.sm,
-            g->cpu >= 0 ? (long long)sys->nodes[WEFT_NODE_CPU][g->cpu].id : -1LL);
+    fprintf(f, ", \"sm\": %d, \"numa\": %lld, \"p2p\": %s}", g->u.gpu.sm,
+            g->cpu >= 0 ? (long long)sys->nodes[WEFT_NODE_CPU][g->cpu].id : -1LL,
+            g->u.gpu.host_rank || g->u.gpu.p2p ? "true" : "false");
   }
   fprintf(f, "],\n    \"nets\": [");
   int k = 0;
