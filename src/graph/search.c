@@ -398,6 +398,9 @@ static void search_loop(struct search* s, struct weft_topo_graph* g, struct weft
   if (!s->inter) tn[0] = WEFT_PATH_LOC;
   for (int i = 0; i < ns && s->steps < s->total_limit; i++) {
     if (g->nchannels && g->nchannels * g->bw_intra >= speeds[i] * g->max_channels - 1e-3f) break;
+    /* NCCL's rule: a found solution is not traded for many channels at under half its speed
+     * (on PCIe machines, dozens of 0.24 GB/s channels would add up to a little more). */
+    if (g->nchannels && speeds[i] < 0.49f * g->bw_intra) break;
     s->speed = speeds[i];
     int found = 0;
     for (int a = 0; a < nti && !found; a++)

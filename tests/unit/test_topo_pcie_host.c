@@ -45,13 +45,17 @@ static struct weft_topo_system* load_edited(const char* file, const char* from, 
   return sys;
 }
 
-static void ring_of(struct weft_topo_system* sys, int* nch, float* bw, int* type) {
+static void ring_nodes(struct weft_topo_system* sys, int nnodes, int* nch, float* bw, int* type) {
   struct weft_topo_graph* g = calloc(1, sizeof(*g));
-  EXPECT(weft_topo_search(sys, 0, 1, WEFT_PATTERN_RING, g) == ncclSuccess);
+  EXPECT(weft_topo_search(sys, 0, nnodes, WEFT_PATTERN_RING, g) == ncclSuccess);
   *nch = g->nchannels;
   *bw = g->bw_intra;
   *type = g->type_intra;
   free(g);
+}
+
+static void ring_of(struct weft_topo_system* sys, int* nch, float* bw, int* type) {
+  ring_nodes(sys, 1, nch, bw, type);
 }
 
 static int near(float a, float b) { return fabsf(a - b) < 0.01f; }
@@ -85,6 +89,10 @@ static void check_two_sockets(void) {
   ring_of(geforce, &nch, &bw, &type);
   unsetenv("NCCL_P2P_LEVEL");
   EXPECT_MSG(nch == 1 && near(bw, 5), "GeForce, P2P_LEVEL=SYS: %d x %.2f, expected 1 x 5", nch, bw);
+  /* Two nodes: the ring enters and leaves through the socket-1 NIC; the 5 GB/s channel stays one
+   * channel, not 21 of 0.24 GB/s that add up to a little more (NCCL stops under half the speed). */
+  ring_nodes(geforce, 2, &nch, &bw, &type);
+  EXPECT_MSG(nch == 1 && near(bw, 5), "GeForce, 2 nodes: %d x %.2f, expected 1 x 5", nch, bw);
   weft_topo_system_destroy(geforce);
   /* The memory is shared: 4 staged hops a channel on each socket. 32 GB/s of memory is 16 of
    * staged traffic (each byte written then read): 4 GB/s a hop. */
