@@ -125,15 +125,20 @@ void weft_topo_reset_bw(struct weft_topo_system* sys) {
     }
 }
 
-/* Memory bandwidth a NUMA node gives to DMA from PCIe devices, as a round figure per platform
- * generation: what a few DDR channels sustain, not the peak of all of them (a NUMA node of an
- * AMD NPS4 part has two channels; a desktop has two). Overridable where it is known. */
-float weft_topo_mem_bw(int arch, int vendor, int model) {
+/* Memory bandwidth a NUMA node gives to DMA from PCIe devices, as a round figure per platform:
+ * what its DDR channels sustain for device traffic, not their peak. AMD EPYC splits a socket's
+ * channels between its NUMA nodes (NPS2/NPS4: two channels a node), so a host's 100 GB/s is
+ * shared by its nodes; measured 4x RTX 4090 all-reduce on an NPS4 Rome host (12.6 GB/s busbw)
+ * is what 25 GB/s a node gives. Overridable where it is known. */
+float weft_topo_mem_bw(int arch, int vendor, int model, int host_numa_nodes) {
   int64_t given = weft_param_is_set("WEFT_TOPO_HOST_MEM_BW") ? weft_param_int("WEFT_TOPO_HOST_MEM_BW") : 0;
   if (given > 0) return (float)given;
   if (arch == WEFT_CPU_ARCH_ARM || arch == WEFT_CPU_ARCH_POWER) return 100;
   if (vendor == WEFT_CPU_VENDOR_INTEL) return model >= 0x8F ? 150 : model >= 0x55 ? 80 : 50;
-  if (vendor == WEFT_CPU_VENDOR_AMD) return 60;
+  if (vendor == WEFT_CPU_VENDOR_AMD) {
+    float per = 100.0f / (host_numa_nodes > 0 ? host_numa_nodes : 1);
+    return per < 25 ? 25 : per;
+  }
   return 50;
 }
 

@@ -97,8 +97,9 @@ void weft_topo_reset_bw(struct weft_topo_system* sys);
 float weft_topo_nvlink_bw(int sm);
 float weft_topo_pci_bw(const char* link_speed, int width);
 float weft_topo_sys_bw(int arch, int vendor, int model);
-/* GB/s of a NUMA node's memory for DMA-staged traffic (WEFT_TOPO_HOST_MEM_BW, else an estimate). */
-float weft_topo_mem_bw(int arch, int vendor, int model);
+/* GB/s of a NUMA node's memory for DMA-staged traffic (WEFT_TOPO_HOST_MEM_BW, else an estimate
+ * from the CPU and how many NUMA nodes its host has). */
+float weft_topo_mem_bw(int arch, int vendor, int model, int host_numa_nodes);
 /* 0 for GPUs known to lack PCIe peer-to-peer (GeForce cards), 1 otherwise. */
 int weft_topo_gpu_p2p(long long pci_device);
 int64_t weft_topo_busid_parse(const char* busid);

@@ -205,9 +205,6 @@ static ncclResult_t add_cpu(struct build* b, const struct weft_xml_node* x) {
     c->u.cpu.arch = cpu_arch(weft_xml_get(x, "arch"));
     c->u.cpu.vendor = cpu_vendor(weft_xml_get(x, "vendor"));
     c->u.cpu.model = (int)weft_xml_get_int(x, "modelid", 0);
-    c->mem.type = WEFT_LINK_LOC;
-    c->mem.remote = c;
-    c->mem.bw = c->mem.bw_full = weft_topo_mem_bw(c->u.cpu.arch, c->u.cpu.vendor, c->u.cpu.model) / 2;
     snprintf(c->name, sizeof(c->name), "%lld", (long long)numa);
   }
   return add_children(b, c, x);
@@ -263,6 +260,19 @@ static ncclResult_t add_gpu_links(struct build* b, struct weft_topo_node* g) {
     }
   }
   return ncclSuccess;
+}
+
+/* Each CPU's memory as the resource staged traffic shares: half its bandwidth, since every
+ * staged byte is written and then read. */
+static void set_memory(struct weft_topo_system* sys) {
+  for (int i = 0; i < sys->count[WEFT_NODE_CPU]; i++) {
+    struct weft_topo_node* c = &sys->nodes[WEFT_NODE_CPU][i];
+    int nodes = 0;
+    for (int j = 0; j < sys->count[WEFT_NODE_CPU]; j++) nodes += sys->nodes[WEFT_NODE_CPU][j].host == c->host;
+    c->mem.type = WEFT_LINK_LOC;
+    c->mem.remote = c;
+    c->mem.bw = c->mem.bw_full = weft_topo_mem_bw(c->u.cpu.arch, c->u.cpu.vendor, c->u.cpu.model, nodes) / 2;
+  }
 }
 
 /* Graph files name GPUs by dev: repeated devs on a host become the local ranks. */
@@ -327,6 +337,7 @@ ncclResult_t weft_topo_from_xml(struct weft_topo_system* sys) {
       float bw = weft_topo_sys_bw(a->u.cpu.arch, a->u.cpu.vendor, a->u.cpu.model);
       res = weft_topo_connect(a, c, WEFT_LINK_SYS, bw);
     }
+  if (res == ncclSuccess) set_memory(sys);
   if (res == ncclSuccess) assign_ranks(b);
   free(b);
   return res;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Predictions on real PCIe machines' NCCL topology dumps (the held-out set, read where it is kept;
 # SKIP when absent) against what NCCL itself chose on them: the RTX 3090 box's 2-node graph
-# (1 channel at 4 GB/s) and Azure's NC A100 v4 ring graph (2 channels at 12 GB/s, SYS); GeForce
+# (1 channel at 4 GB/s), Azure's NC A100 v4 ring graph (2 channels at 12 GB/s, SYS), the 4x RTX
+# 4090 host's measured all-reduce (12.6 GB/s busbw: predicted 1 x 12); GeForce
 # GPUs are modelled without P2P, so their rings go through host memory (PHB or SYS).
 set -u
 cd "$(dirname "$0")/../.."
@@ -30,6 +31,8 @@ expect() { # file nodes wanted why
 
 expect pcie-8x-rtx3090-2plx-ib56g.xml 2 "1 4 SYS False" "NCCL 2.18.1's graph dump for this box: 1 channel, speed 4"
 expect pcie-8x-rtx3090-2plx-ib56g.xml 1 "1 5 SYS False" "switch uplinks carry 4 staged hops a channel"
+expect pcie-4x-rtx4090-epyc-rome.xml 1 "1 12 SYS False" \
+  "this host's own all-reduce records: 12.6 GB/s busbw; one GPU per NPS4 node, 25 GB/s of memory a node"
 expect azure-ncv4-a100pcie-x4.pre-pr314.xml 1 "2 12 SYS True" "Azure's ncv4-graph.xml: ring, 2 channels, speed 12, SYS"
 for f in pcie-4x-rtx4090-epyc-rome.xml pcie-2x-rtx4090-cx4-ib100g.xml; do
   [ -f "$DIR/$f" ] || continue
