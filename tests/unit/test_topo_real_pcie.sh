@@ -31,6 +31,7 @@ expect() { # file nodes wanted why
 
 expect pcie-8x-rtx3090-2plx-ib56g.xml 2 "1 4 SYS False" "NCCL 2.18.1's graph dump for this box: 1 channel, speed 4"
 expect pcie-8x-rtx3090-2plx-ib56g.xml 1 "1 5 SYS False" "switch uplinks carry 4 staged hops a channel"
+expect pcie-8x-rtx3090-2plx-ib56g.xml 4 "1 4 SYS False" "4 such nodes measured 4.03 GB/s all-reduce busbw at 1 GiB"
 expect pcie-4x-rtx4090-epyc-rome.xml 1 "1 12 SYS False" \
   "this host's own all-reduce records: 12.6 GB/s busbw; one GPU per NPS4 node, 25 GB/s of memory a node"
 expect azure-ncv4-a100pcie-x4.pre-pr314.xml 1 "2 12 SYS True" "Azure's ncv4-graph.xml: ring, 2 channels, speed 12, SYS"
