@@ -40,9 +40,9 @@ struct weft_hwloc_topo {
 int weft_hwloc_available(const char** why);
 
 /* Opens a topology. source THIS_MACHINE honours WEFT_HWLOC_XML, then hwloc's own HWLOC_XMLFILE,
- * then reads the machine; XML and SYNTHETIC take arg. I/O objects (PCI devices, bridges, OS devices) are kept.
- * ncclSystemError when hwloc is missing (INFO only: callers fall back), ncclInvalidArgument with
- * a WARN for a file or description hwloc rejects. */
+ * then reads the machine; XML and SYNTHETIC take arg. I/O objects (PCI devices, bridges, OS devices) are
+ * kept. ncclSystemError when hwloc is missing (INFO only: callers fall back), ncclInvalidArgument with a WARN
+ * for a file or description hwloc rejects. */
 ncclResult_t weft_hwloc_open(int source, const char* arg, struct weft_hwloc_topo** out);
 void weft_hwloc_close(struct weft_hwloc_topo* t);
 
