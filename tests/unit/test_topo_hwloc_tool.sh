@@ -42,6 +42,9 @@ has "$tmp/n.txt" "weft-topo: detect (sysfs)"
 WEFT_HWLOC_LIB=libhwloc-absent.so.15 WEFT_TOPO_DETECT=hwloc "$BIN" --detect >/dev/null 2>"$tmp/e.txt" &&
   err "WEFT_TOPO_DETECT=hwloc without hwloc accepted"
 has "$tmp/e.txt" "WEFT_TOPO_DETECT=hwloc but hwloc is not usable here"
+WEFT_HWLOC_LIB=libhwloc-absent.so.15 WEFT_HWLOC_XML="$XML" "$BIN" --detect >/dev/null 2>"$tmp/e.txt" &&
+  err "WEFT_HWLOC_XML without hwloc accepted"
+has "$tmp/e.txt" "cannot read $XML without hwloc"
 if [ -x "$COLL" ]; then
   WEFT_HWLOC_LIB=libhwloc-absent.so.15 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH timeout 60 "$COLL" >"$tmp/c.txt" 2>&1 ||
     err "collectives without hwloc failed: $(tail -3 "$tmp/c.txt")"
