@@ -243,24 +243,37 @@ static ncclResult_t add_net(struct det* d, const char* cls, const char* name, lo
   return weft_detect_net_elem(nic, name, d->nnet++, speed, gdr);
 }
 
+static int visible_entry(const struct dirent* e) {
+  return e->d_name[0] != '.' && strcmp(e->d_name, "lo") != 0;
+}
+
+/* The entries of a sysfs directory in natural order (mlx5_2 before mlx5_10), so that devices are
+ * numbered alike whatever order the kernel lists them in, and as the hwloc path numbers them.
+ * Returns the count (0 when unreadable); free with free_entries. */
+static int sorted_entries(const char* dir, struct dirent*** out) {
+  int n = scandir(dir, out, visible_entry, versionsort);
+  if (n < 0) *out = NULL;
+  return n < 0 ? 0 : n;
+}
+
+static void free_entries(struct dirent** e, int n) {
+  for (int i = 0; i < n; i++) free(e[i]);
+  free(e);
+}
+
 static ncclResult_t add_nets(struct det* d) {
   static const char* const classes[] = {"infiniband", "net"};
-  for (int k = 0; k < 2; k++) {
+  ncclResult_t res = ncclSuccess;
+  for (int k = 0; k < 2 && res == ncclSuccess; k++) {
     char path[PATH_MAX];
+    struct dirent** e;
     snprintf(path, sizeof(path), "%s/sys/class/%s", d->root, classes[k]);
-    DIR* dir = opendir(path);
-    struct dirent* e;
-    while (dir && (e = readdir(dir)) != NULL) {
-      if (e->d_name[0] == '.' || strcmp(e->d_name, "lo") == 0) continue;
-      ncclResult_t res = add_net(d, classes[k], e->d_name, net_speed(d, e->d_name, k == 0), k == 0);
-      if (res != ncclSuccess) {
-        closedir(dir);
-        return res;
-      }
-    }
-    if (dir) closedir(dir);
+    int n = sorted_entries(path, &e);
+    for (int i = 0; i < n && res == ncclSuccess; i++)
+      res = add_net(d, classes[k], e[i]->d_name, net_speed(d, e[i]->d_name, k == 0), k == 0);
+    free_entries(e, n);
   }
-  return ncclSuccess;
+  return res;
 }
 
 ncclResult_t weft_detect_gpu_elem(struct weft_xml_node* pci, int dev, const struct weft_nvml_gpu* nv,
@@ -307,19 +320,18 @@ static ncclResult_t add_gpus(struct det* d) {
   for (int i = 0; i < n; i++) WEFT_CHECK(add_gpu(d, nv[i].busid, &nv[i]));
   if (n > 0) return ncclSuccess;
   char path[PATH_MAX];
+  struct dirent** e;
   snprintf(path, sizeof(path), "%s/sys/bus/pci/devices", d->root);
-  DIR* dir = opendir(path);
-  struct dirent* e;
+  int ne = sorted_entries(path, &e); /* bus id order */
   ncclResult_t res = ncclSuccess;
-  while (res == ncclSuccess && dir && (e = readdir(dir)) != NULL) {
-    if (e->d_name[0] == '.') continue;
+  for (int i = 0; i < ne && res == ncclSuccess; i++) {
     char f[PATH_MAX];
-    snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/class", e->d_name);
+    snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/class", e[i]->d_name);
     long cls = read_long(d, f, 0);
-    snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/vendor", e->d_name);
-    if ((cls >> 16) == 0x03 && read_long(d, f, 0) == 0x10de) res = add_gpu(d, e->d_name, NULL);
+    snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/vendor", e[i]->d_name);
+    if ((cls >> 16) == 0x03 && read_long(d, f, 0) == 0x10de) res = add_gpu(d, e[i]->d_name, NULL);
   }
-  if (dir) closedir(dir);
+  free_entries(e, ne);
   return res;
 }
 

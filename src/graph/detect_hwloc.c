@@ -3,7 +3,8 @@
  * become <cpu> with their (allowed) cpusets; PCI bridges and switch ports between a CPU and a
  * device become nested <pci>; NVIDIA display devices become <gpu> (matched to NVML by bus id on
  * this machine); PCI devices with OpenFabrics or network OS devices become <nic> with one <net>
- * per RDMA device and per netdev, RDMA devices first as the sysfs path orders them. */
+ * per RDMA device and per netdev, RDMA devices first, each kind in name order, as the sysfs path
+ * numbers them. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +233,17 @@ static ncclResult_t add_gpu(struct hw* h, hwloc_obj_t dev, const struct weft_nvm
   return pci ? weft_detect_gpu_elem(pci, h->ngpu++, nv, class_of, h) : ncclSuccess;
 }
 
+static int cmp_busid(const void* a, const void* b) {
+  char x[16], y[16];
+  busid_text(&(*(const hwloc_obj_t*)a)->attr->pcidev, x, sizeof(x));
+  busid_text(&(*(const hwloc_obj_t*)b)->attr->pcidev, y, sizeof(y));
+  return strcmp(x, y);
+}
+
+static int cmp_name(const void* a, const void* b) {
+  return strverscmp((*(const hwloc_obj_t*)a)->name, (*(const hwloc_obj_t*)b)->name);
+}
+
 /* NVML's GPUs when it reports any (this machine only), else every NVIDIA display device. */
 static ncclResult_t add_gpus(struct hw* h) {
   h->nnv = h->t->this_machine ? weft_topo_nvml_gpus(h->nv, WEFT_TOPO_CAP_GPU) : 0;
@@ -250,6 +262,7 @@ static ncclResult_t add_gpus(struct hw* h) {
     const struct hwloc_pcidev_attr_s* p = &h->objs[i]->attr->pcidev;
     if (p->vendor_id == 0x10de && (p->class_id >> 8) == 0x03) gpus[n++] = h->objs[i];
   }
+  qsort(gpus, (size_t)n, sizeof(gpus[0]), cmp_busid); /* bus id order, as the sysfs path */
   for (int i = 0; i < n; i++) WEFT_CHECK(add_gpu(h, gpus[i], NULL));
   return ncclSuccess;
 }
@@ -273,8 +286,10 @@ static ncclResult_t add_nets(struct hw* h) {
   hwloc_obj_t* devs = malloc(sizeof(hwloc_obj_t) * MAX_OBJS);
   if (devs == NULL) return ncclSystemError;
   collect(h, HWLOC_OBJ_OS_DEVICE);
-  int n = h->nobjs;
-  memcpy(devs, h->objs, sizeof(hwloc_obj_t) * (size_t)n);
+  int n = 0;
+  for (int i = 0; i < h->nobjs; i++)
+    if (h->objs[i]->name) devs[n++] = h->objs[i];
+  qsort(devs, (size_t)n, sizeof(devs[0]), cmp_name); /* natural name order, as the sysfs path */
   ncclResult_t res = ncclSuccess;
   for (int k = 0; k < 2; k++)
     for (int i = 0; i < n && res == ncclSuccess; i++)

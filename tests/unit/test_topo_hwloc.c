@@ -69,12 +69,13 @@ static void check_xml_model(struct weft_topo_system* sys) {
   EXPECT(strcmp(g1->name, "0000:81:00.0") == 0);
   EXPECT_EQ_INT(pci_hops_to_cpu(g1, 24.0f), 2);
   EXPECT_EQ_INT(sys->nodes[WEFT_NODE_CPU][g1->cpu].id, 1);
-  /* NICs: the RDMA device first (gdr), its netdev, then the Ethernet NIC on socket 1 at Gen3 x16 */
+  /* NICs: RDMA devices first (gdr), then netdevs in name order (as the sysfs path numbers them):
+   * eth2 of the Ethernet NIC on socket 1 at Gen3 x16, then ib0 of the ConnectX */
   struct weft_topo_node *mlx = net_named(sys, "mlx5_0"), *ib = net_named(sys, "ib0"),
                         *eth = net_named(sys, "eth2");
   EXPECT(mlx && mlx->u.net.dev == 0 && mlx->u.net.gdr == 1);
-  EXPECT(ib && ib->u.net.dev == 1 && ib->u.net.gdr == 0);
-  EXPECT(eth && eth->u.net.dev == 2);
+  EXPECT(eth && eth->u.net.dev == 1 && eth->u.net.gdr == 0);
+  EXPECT(ib && ib->u.net.dev == 2 && ib->u.net.gdr == 0);
   if (mlx) EXPECT_EQ_INT(sys->nodes[WEFT_NODE_CPU][mlx->cpu].id, 0);
   if (eth) EXPECT_EQ_INT(sys->nodes[WEFT_NODE_CPU][eth->cpu].id, 1);
   struct weft_topo_node* nic1 = &sys->nodes[WEFT_NODE_NIC][1];
