@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "util/json.h"
+
 void doctor_print_text(FILE* f, const struct weft_doctor_report* r, int problems_only) {
   int counts[WEFT_DOCTOR_BLOCK + 1] = {0};
   for (int i = 0; i < r->count; i++) {
@@ -17,20 +19,6 @@ void doctor_print_text(FILE* f, const struct weft_doctor_report* r, int problems
           counts[WEFT_DOCTOR_BLOCK] ? "a job would fail here" : "nothing blocks a job");
 }
 
-static void json_string(FILE* f, const char* s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
 void doctor_print_json(FILE* f, const struct weft_doctor_report* r) {
   enum weft_doctor_severity worst = weft_doctor_worst(r);
   fprintf(f, "{\"blocks\": %s, \"worst\": \"%s\", \"findings\": [",
@@ -38,11 +26,11 @@ void doctor_print_json(FILE* f, const struct weft_doctor_report* r) {
   for (int i = 0; i < r->count; i++) {
     const struct weft_doctor_finding* x = &r->items[i];
     fprintf(f, "%s\n  {\"id\": ", i ? "," : "");
-    json_string(f, x->id);
+    weft_json_string(f, x->id);
     fprintf(f, ", \"severity\": \"%s\", \"seen\": ", weft_doctor_severity_name(x->severity));
-    json_string(f, x->seen);
+    weft_json_string(f, x->seen);
     fprintf(f, ", \"fix\": ");
-    json_string(f, x->fix);
+    weft_json_string(f, x->fix);
     fputc('}', f);
   }
   fprintf(f, "\n]}\n");
