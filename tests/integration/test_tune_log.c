@@ -37,13 +37,16 @@ static int broadcast(ncclComm_t comm, size_t count, int times) {
 }
 
 /* 256 KiB class: 7 all-reduces of 256 KiB and 2 of 300 KB (the same class), 6 broadcasts; 4 KiB
- * class: 2 all-reduces with a per-call selection of LL. */
+ * class: 2 all-reduces with a per-call selection of LL; 4 MiB class: one all-reduce the call keeps
+ * to one channel. */
 static int calls_body(ncclComm_t comm, int me, int n, void* arg) {
   (void)me, (void)n, (void)arg;
   ncclCollConfig_t ll = NCCL_COLLCONFIG_INITIALIZER;
   ll.algSelection = "Ring,LL";
+  ncclCollConfig_t one = NCCL_COLLCONFIG_INITIALIZER;
+  one.maxCTAs = 1;
   return all_reduce(comm, 65536, 7, NULL) + all_reduce(comm, 75000, 2, NULL) + broadcast(comm, 65536, 6) +
-         all_reduce(comm, 1024, 2, &ll);
+         all_reduce(comm, 1024, 2, &ll) + all_reduce(comm, 1 << 20, 1, &one);
 }
 
 /* ---- the parent: the log ---- */
@@ -75,12 +78,13 @@ static int count_lines(const char* log, const char* a, const char* b, const char
   return n;
 }
 
-#define WANT_LINES(log, want, a, b, c)                                                                    \
-  do {                                                                                                    \
-    int got_ = count_lines(log, a, b, c);                                                                 \
-    EXPECT_MSG(got_ == (want), "%d line(s) with \"%s\" \"%s\" \"%s\", want %d", got_, a,                  \
-               (const char*)(b) ? (const char*)(b) : "", (const char*)(c) ? (const char*)(c) : "", want); \
-  } while (0)
+/* Checks that want lines contain a, b and c (NULL: no condition). */
+static void want_lines(const char* log, int want, const char* a, const char* b, const char* c, int line) {
+  int got = count_lines(log, a, b, c);
+  EXPECT_MSG(got == want, "line %d: %d line(s) with \"%s\" \"%s\" \"%s\", want %d", line, got, a, b ? b : "",
+             c ? c : "", want);
+}
+#define WANT_LINES(log, want, a, b, c) want_lines(log, want, a, b, c, __LINE__)
 
 static const char* verdict(int failures_before) { return test_failures == failures_before ? "ok" : "FAILED"; }
 
@@ -102,9 +106,12 @@ static int tune_child(const char* log, const char* const* env) {
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
 
+static char logs[8][128]; /* kept when a check fails */
+static int nlogs;
+
 static const char* tune_case(const char* name, const char* const* env) {
-  static char log[128];
-  snprintf(log, sizeof(log), "/tmp/weft-test-tune-log-%d-%s.log", (int)getpid(), name);
+  char* log = logs[nlogs++ % 8];
+  snprintf(log, sizeof(logs[0]), "/tmp/weft-test-tune-log-%d-%s.log", (int)getpid(), name);
   unlink(log);
   if (tune_child(log, env) != 0) return NULL;
   return read_log(log);
@@ -134,6 +141,8 @@ static void check_model(void) {
   WANT_LINES(log, 1, sel, "excluded", "(the call's selection)");
   WANT_LINES(log, 1, sel, "chose Ring/LL", "reason: ");
   WANT_LINES(log, 0, "size class 4 KiB: AllReduce ", "measured", NULL);
+  WANT_LINES(log, 1, "size class 4 MiB: AllReduce 4194304 B: chose ", "on 1 channel(s)",
+             "; channels: the model's 2, then the call's minCTAs/maxCTAs");
   printf("explained once per (collective, size class), measured after %d calls: %s\n", SAMPLES,
          verdict(before));
 }
@@ -171,5 +180,6 @@ int main(void) {
   check_forced();
   check_wrong("1000000", "slower");
   check_wrong("0.0001", "faster");
+  for (int i = 0; i < nlogs && test_failures == 0; i++) unlink(logs[i]);
   return test_finish("test_tune_log");
 }
