@@ -48,7 +48,7 @@ static void text_tuning(struct report* r, FILE* f) {
 
 void report_text(struct report* r, FILE* f) {
   struct weft_topo_system* sys = r->sys;
-  fprintf(f, "weft-topo: %s, %d node%s\n", r->source, r->nnodes, r->nnodes > 1 ? "s" : "");
+  fprintf(f, "weft-topo: %s (%s), %d node%s\n", r->source, r->detection, r->nnodes, r->nnodes > 1 ? "s" : "");
   fprintf(f,
           "System: %d host(s), %d GPUs, %d CPUs, %d NICs, %d NETs, %d NVSwitches; %d ranks per node (%s)\n",
           sys->nhosts, sys->count[WEFT_NODE_GPU] - (r->host_ranks ? weft_topo_nlocal(sys, 0) : 0),
@@ -117,8 +117,9 @@ static void json_system(struct report* r, FILE* f) {
     struct weft_topo_node* g = weft_topo_rank_node(sys, 0, i);
     fprintf(f, "%s{\"rank\": %d, \"dev\": %d, \"busid\": ", i ? ", " : "", i, g->u.gpu.dev);
     jstr(f, g->u.gpu.host_rank ? "" : g->name);
-    fprintf(f, ", \"sm\": %d, \"numa\": %lld}", g->u.gpu.sm,
-            g->cpu >= 0 ? (long long)sys->nodes[WEFT_NODE_CPU][g->cpu].id : -1LL);
+    fprintf(f, ", \"sm\": %d, \"numa\": %lld, \"p2p\": %s}", g->u.gpu.sm,
+            g->cpu >= 0 ? (long long)sys->nodes[WEFT_NODE_CPU][g->cpu].id : -1LL,
+            g->u.gpu.host_rank || g->u.gpu.p2p ? "true" : "false");
   }
   fprintf(f, "],\n    \"nets\": [");
   int k = 0;
@@ -170,6 +171,8 @@ static void json_tuning(struct report* r, FILE* f) {
 void report_json(struct report* r, FILE* f) {
   fprintf(f, "{\n  \"version\": 1,\n  \"source\": ");
   jstr(f, r->source);
+  fprintf(f, ",\n  \"detection\": ");
+  jstr(f, r->detection);
   fprintf(f, ",\n  \"nodes\": %d,\n", r->nnodes);
   json_system(r, f);
   fprintf(f, "  \"graphs\": {\"ring\": ");
