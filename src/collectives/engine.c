@@ -20,6 +20,7 @@
 #include "collectives/mem.h"
 #include "collectives/rma.h"
 #include "collectives/tree.h"
+#include "collectives/tune_log.h"
 #include "collectives/window.h"
 #include "core/comm.h"
 #include "core/group.h"
@@ -257,6 +258,7 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   s->pp.rank = comm->rank;
   s->pp.nchannels = weft_plan_channels_to_connect();
   weft_plan_read_env(&s->pp);
+  s->pp.tune_log = weft_tune_log_create(comm);
   s->pp.nnodes = comm->nnodes;
   WEFT_CHECK(weft_plan_agree(comm, &s->pp, s->simple_bytes, s->ll_bytes)); /* before connecting channels */
   s->send_by_ref = weft_param_int("WEFT_NET_SEND_BY_REF") != 0;
@@ -278,6 +280,7 @@ void weft_coll_comm_fini(struct ncclComm* comm) {
   struct weft_coll_state* s = comm ? comm->coll : NULL;
   if (s == NULL) return;
   buffers_release(comm, s);
+  weft_tune_log_destroy(s->pp.tune_log);
   free(s->p2p);
   free(s->watch);
   free(s->peer_cause);
@@ -348,7 +351,7 @@ static ncclResult_t run_ring(struct ncclComm* comm, const struct weft_plan* plan
   return one ? ncclSuccess : peek_unexpected(s, recv_steps, plan->nchannels, w);
 }
 
-static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct weft_waiter* w) {
+static ncclResult_t run_coll_body(struct ncclComm* comm, struct weft_task* t, struct weft_waiter* w) {
   struct weft_coll_state* s = comm->coll;
   w->opname = weft_coll_name(t->coll);
   w->seq = t->seq;
@@ -371,6 +374,14 @@ static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct 
     return ncclSuccess;
   }
   return run_ring(comm, &plan, t, w);
+}
+
+/* Timed for the tuning log: measured beside the model's prediction (collectives/tune_log.c). */
+static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct weft_waiter* w) {
+  uint64_t start = weft_tune_log_start(comm->coll->pp.tune_log);
+  ncclResult_t res = run_coll_body(comm, t, w);
+  if (res == ncclSuccess) weft_tune_log_measured(comm->coll->pp.tune_log, start);
+  return res;
 }
 
 static void free_tasks(struct weft_task* t) {

@@ -3,9 +3,11 @@
  * nccl*Config call's selection narrows that further for the one call. */
 #include "collectives/plan.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include "collectives/tune_log.h"
 #include "core/tuned.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -116,8 +118,8 @@ int weft_plan_can_meet(const struct weft_plan_params* pp, int coll, int tree_imp
 
 /* The communicator's tuning model (graph/tuning.c via core/), the same code for CPU and GPU. */
 static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t bytes,
-                        const struct weft_call_opts* o, int* algo, int* proto, int* nchannels,
-                        float* time_us) {
+                        const struct weft_call_opts* o, int* algo, int* proto, int* nchannels, float* time_us,
+                        int* model_channels) {
   struct weft_tuned tuned;
   if (pp->comm == NULL || !weft_comm_tuned_choice(pp->comm, coll, bytes, algos_of(o), protos_of(o), &tuned))
     return 0;
@@ -129,6 +131,7 @@ static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t byte
   *proto = tuned.ll ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
   *nchannels = n < 1 ? 1 : n;
   *time_us = tuned.time_us;
+  if (model_channels) *model_channels = tuned.nchannels;
   return 1;
 }
 
@@ -152,12 +155,46 @@ static void choose_default(const struct weft_plan_params* env, int coll, size_t 
   *nchannels = n < 1 ? 1 : n;
 }
 
+/* Why the channel count is not the model's (the tuning log's explanation); NULL when it is. */
+static const char* channels_note(const struct weft_plan_params* pp, int algo, int model_n, int n, char* buf,
+                                 size_t size) {
+  if (n == model_n) return NULL;
+  snprintf(buf, size, "the model's %d, then %s", model_n,
+           algo == WEFT_PLAN_TREE && model_n < 2 ? "at least 2 for the two trees"
+           : n == pp->nchannels && model_n > n   ? "the connected channels"
+                                                 : "the call's minCTAs/maxCTAs");
+  return buf;
+}
+
+/* The tuning log's view of a decision (only when NCCL_DEBUG_SUBSYS=TUNING asks for it). */
+static void log_choice(const struct weft_plan_params* pp, int coll, size_t bytes,
+                       const struct weft_call_opts* o, int tuned, int model_n, int algo, int proto, int n) {
+  char note[96];
+  struct weft_tune_choice c = {
+      .coll = coll,
+      .bytes = bytes,
+      .algo = algo,
+      .proto = proto,
+      .nchannels = n,
+      .time_us = tuned ? weft_comm_tuned_time(pp->comm, coll, bytes, algo == WEFT_PLAN_TREE,
+                                              proto == WEFT_PROTO_LL, n)
+                       : -1,
+      .call_algos = algos_of(o),
+      .call_protos = protos_of(o),
+      .impl_algos = WEFT_TUNED_ALGO_RING | WEFT_TUNED_ALGO_TREE,
+      .rule = tuned ? NULL : "planner defaults, no tuning model (LL up to 64 KiB, a channel per MiB)",
+      .channels_note = tuned ? channels_note(pp, algo, model_n, n, note, sizeof(note)) : NULL};
+  weft_tune_log_choice(pp->tune_log, &c);
+}
+
 ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes,
                               const struct weft_call_opts* opts, int* algo, int* proto, int* nchannels) {
   float time_us; /* weft_plan_predict's concern */
-  if (!choose_tuned(pp, coll, bytes, opts, algo, proto, nchannels, &time_us))
-    choose_default(pp, coll, bytes, opts, algo, proto, nchannels);
+  int model_n = 0;
+  int tuned = choose_tuned(pp, coll, bytes, opts, algo, proto, nchannels, &time_us, &model_n);
+  if (!tuned) choose_default(pp, coll, bytes, opts, algo, proto, nchannels);
   *nchannels = weft_plan_bound_channels(opts, *nchannels, pp->nchannels);
+  if (pp->tune_log) log_choice(pp, coll, bytes, opts, tuned, model_n, *algo, *proto, *nchannels);
   return ncclSuccess;
 }
 
@@ -166,7 +203,7 @@ ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_
 int weft_plan_predict(const struct weft_plan_params* pp, const struct weft_task* task, float* time_us) {
   int algo, proto, nchannels;
   size_t bytes = weft_plan_task_bytes(task, pp->nranks);
-  return choose_tuned(pp, task->coll, bytes, &task->opts, &algo, &proto, &nchannels, time_us);
+  return choose_tuned(pp, task->coll, bytes, &task->opts, &algo, &proto, &nchannels, time_us, NULL);
 }
 
 ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft_task* task,

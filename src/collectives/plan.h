@@ -13,6 +13,7 @@ enum weft_plan_algo { WEFT_PLAN_RING = 0, WEFT_PLAN_TREE = 1 };
 
 /* What the comm offers the planner: set up once at comm init. */
 struct ncclComm;
+struct weft_tune_log;
 struct weft_plan_params {
   const struct ncclComm* comm; /* its tuning model decides when present (NULL: defaults below) */
   int nranks, rank;
@@ -24,7 +25,8 @@ struct weft_plan_params {
    * planner's own choice when the comm has no tuning model (0 channel bounds: unset). */
   int ring_ok, tree_ok, ll_ok, simple_ok;
   int min_channels, max_channels;
-  int deterministic; /* WEFT_DETERMINISTIC, the same on every rank (weft_plan_agree) */
+  int deterministic;              /* WEFT_DETERMINISTIC, the same on every rank (weft_plan_agree) */
+  struct weft_tune_log* tune_log; /* explains choices under NCCL_DEBUG_SUBSYS=TUNING (NULL: off) */
 };
 
 struct weft_plan {

@@ -48,6 +48,8 @@ static void measure_once(void) {
 }
 
 float weft_measure_copy_bw(void) {
+  const char* given = weft_param_str("WEFT_HOST_COPY_BW");
+  if (given != NULL && atof(given) > 0) return (float)atof(given);
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, measure_once);
   return copy_bw_gbs;
@@ -274,6 +276,35 @@ int weft_comm_tuned_choice(const struct ncclComm* comm, int coll, size_t nbytes,
                              .ll = c.proto == WEFT_PROTO_LL,
                              .nchannels = imax(n, 1),
                              .time_us = c.time_us};
+  return 1;
+}
+
+float weft_comm_tuned_time(const struct ncclComm* comm, int coll, size_t nbytes, int tree, int ll,
+                           int nchannels) {
+  const struct weft_comm_topo* t = comm->topo;
+  if (t == NULL || coll < 0 || coll >= WEFT_FUNC_COUNT) return -1;
+  return weft_tuning_predict(&t->tuning, coll, tree ? WEFT_ALGO_TREE : WEFT_ALGO_RING,
+                             ll ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE, nbytes, t->tuning.in.nranks,
+                             t->tuning.in.nnodes, nchannels);
+}
+
+int weft_comm_tuned_explain(const struct ncclComm* comm, const struct weft_tuned_explain* e,
+                            void (*emit)(void* arg, const char* line), void* arg) {
+  const struct weft_comm_topo* t = comm->topo;
+  if (t == NULL || e->coll < 0 || e->coll >= WEFT_FUNC_COUNT) return 0;
+  struct weft_tuning_query q = {.func = e->coll,
+                                .nbytes = e->nbytes,
+                                .call_algos = e->call_algos,
+                                .call_protos = e->call_protos,
+                                .impl_algos = e->impl_algos,
+                                .impl_protos = WEFT_TUNED_PROTO_ALL};
+  struct weft_tuning_pick pick = {.algo = e->pick.tree ? WEFT_ALGO_TREE : WEFT_ALGO_RING,
+                                  .proto = e->pick.ll ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE,
+                                  .nchannels = e->pick.nchannels,
+                                  .time_us = e->pick.time_us,
+                                  .rule = e->rule,
+                                  .channels_note = e->channels_note};
+  weft_tuning_explain(&t->tuning, &q, &pick, emit, arg);
   return 1;
 }
 

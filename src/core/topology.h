@@ -15,7 +15,8 @@ struct weft_comm_topo {
   char algo_env[256], proto_env[256]; /* NCCL_ALGO / NCCL_PROTO, rank 0's ("" when unset) */
 };
 
-/* memcpy bandwidth of this process in GB/s, measured once (a few MiB, a millisecond or two). */
+/* memcpy bandwidth of this process in GB/s, measured once (a few MiB, a millisecond or two), or
+ * WEFT_HOST_COPY_BW when set. */
 float weft_measure_copy_bw(void);
 /* NUMA node of the CPU the calling thread runs on, -1 when unknown. */
 int weft_current_numa_node(void);

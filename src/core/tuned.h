@@ -33,4 +33,25 @@ int weft_comm_tuned_choice(const struct ncclComm* comm, int coll, size_t nbytes,
  * communicator has no tuning model. */
 int weft_comm_tuned_allows(const struct ncclComm* comm, int coll, unsigned algos, unsigned protos);
 
+/* The model's predicted µs for coll moving nbytes with this algorithm, protocol and channel count
+ * (what really runs, after bounds the model did not set); negative without a model. */
+float weft_comm_tuned_time(const struct ncclComm* comm, int coll, size_t nbytes, int tree, int ll,
+                           int nchannels);
+
+/* A choice to explain (collectives/tune_log.c): what runs, and how the call and the backend
+ * narrowed the model's candidates. */
+struct weft_tuned_explain {
+  int coll;
+  size_t nbytes;
+  unsigned call_algos, call_protos; /* the call's selection (the _ALL masks: none) */
+  unsigned impl_algos;              /* algorithms the backend runs */
+  struct weft_tuned pick;           /* what runs; time_us < 0: not predicted */
+  const char* rule;                 /* NULL: the model chose; else the rule that did */
+  const char* channels_note;        /* NULL, or why the channel count is not the model's */
+};
+/* Passes the explanation's lines (candidates, exclusions, choice and reason; the same lines
+ * weft-topo --explain prints) to emit. 0 when the communicator has no tuning model. */
+int weft_comm_tuned_explain(const struct ncclComm* comm, const struct weft_tuned_explain* e,
+                            void (*emit)(void* arg, const char* line), void* arg);
+
 #endif

@@ -272,6 +272,22 @@ struct weft_tuning {
   int has_tree;
   /* enabled[func][algo][proto]: after validity, implementation, LL128 rules and NCCL_ALGO/PROTO. */
   unsigned char enabled[WEFT_FUNC_COUNT][WEFT_ALGO_COUNT][WEFT_PROTO_COUNT];
+  /* why[func][algo][proto]: the first rule that disabled the pair (enum weft_tuning_why), kept so
+   * the choice can be explained (tuning_explain.c). */
+  unsigned char why[WEFT_FUNC_COUNT][WEFT_ALGO_COUNT][WEFT_PROTO_COUNT];
+};
+
+/* Why an (algorithm, protocol) is not a candidate, in the order the rules are checked. */
+enum weft_tuning_why {
+  WEFT_WHY_CANDIDATE = 0,
+  WEFT_WHY_UNMODELLED, /* CollNet, NVLS, PAT; Tree for collectives other than all-reduce */
+  WEFT_WHY_NOT_IMPL,   /* the backend does not run it */
+  WEFT_WHY_NO_TREE,    /* no tree was searched */
+  WEFT_WHY_NCCL_ALGO,  /* excluded by NCCL_ALGO */
+  WEFT_WHY_NCCL_PROTO, /* excluded by NCCL_PROTO */
+  WEFT_WHY_LL128_RULE, /* LL128 off: the links cannot keep 128-byte stores in order */
+  WEFT_WHY_CALL,       /* excluded by the call's own selection (nccl*Config algSelection) */
+  WEFT_WHY_COUNT
 };
 
 struct weft_tuning_choice {
@@ -308,5 +324,32 @@ ncclResult_t weft_tuning_parse_list(const char* text, const char* const* names, 
                                     unsigned* mask);
 /* Writes the prediction table (rows: func x algo x proto; columns: sizes) to f. */
 void weft_tuning_print_table(const struct weft_tuning* t, FILE* f);
+/* The model's time in µs for a pair whether or not it is enabled (to show what an exclusion
+ * costs); negative where the model describes no such pair. */
+float weft_tuning_model_time(const struct weft_tuning* t, int func, int algo, int proto, size_t nbytes,
+                             int nchannels);
+
+/* ---- Explaining a choice (tuning_explain.c): the same lines in the log and in weft-topo ---- */
+
+/* The question: func moving nbytes, narrowed by a call's selection and what the backend runs
+ * (bit masks 1 << WEFT_ALGO_* / 1 << WEFT_PROTO_*; ~0u: no narrowing). */
+struct weft_tuning_query {
+  int func;
+  size_t nbytes;
+  unsigned call_algos, call_protos;
+  unsigned impl_algos, impl_protos;
+};
+/* The answer that runs. algo < 0: the model's own choice (weft_tuning_choose_in), as offline. */
+struct weft_tuning_pick {
+  int algo, proto, nchannels;
+  float time_us;             /* predicted for this pick (<0: none) */
+  const char* rule;          /* non-NULL: a rule, not the model, chose algorithm and protocol */
+  const char* channels_note; /* non-NULL: why the channel count is not the model's */
+};
+/* Three lines, each passed to emit: the candidates with predicted times, the exclusions with
+ * why, and the choice with its reason (the model, NCCL_ALGO/NCCL_PROTO, the call, or the rule). */
+void weft_tuning_explain(const struct weft_tuning* t, const struct weft_tuning_query* q,
+                         const struct weft_tuning_pick* pick, void (*emit)(void* arg, const char* line),
+                         void* arg);
 
 #endif

@@ -117,15 +117,33 @@ static float tree_ramp(size_t nbytes) {
   return (float)(f > 1 ? 1 : f);
 }
 
-float weft_tuning_predict(const struct weft_tuning* t, int func, int algo, int proto, size_t nbytes,
-                          int nranks, int nnodes, int nchannels) {
-  if (func < 0 || func >= WEFT_FUNC_COUNT || algo < 0 || algo >= WEFT_ALGO_COUNT || proto < 0 ||
-      proto >= WEFT_PROTO_COUNT || !t->enabled[func][algo][proto] || nchannels < 1 || nranks < 1)
-    return -1;
+/* The model's time for any pair it describes, enabled or not. */
+static float predict_any(const struct weft_tuning* t, int func, int algo, int proto, size_t nbytes,
+                         int nranks, int nnodes, int nchannels) {
   float bw = model_bw(t, func, algo, proto, nranks, nnodes, nchannels);
   if (algo == WEFT_ALGO_TREE) bw *= tree_ramp(nbytes);
   if (!(bw > 0)) return -1;
   return model_lat(t, func, algo, proto, nbytes, nranks, nnodes, nchannels) + (float)(nbytes / (1000.0 * bw));
+}
+
+static int in_range(int func, int algo, int proto) {
+  return func >= 0 && func < WEFT_FUNC_COUNT && algo >= 0 && algo < WEFT_ALGO_COUNT && proto >= 0 &&
+         proto < WEFT_PROTO_COUNT;
+}
+
+float weft_tuning_predict(const struct weft_tuning* t, int func, int algo, int proto, size_t nbytes,
+                          int nranks, int nnodes, int nchannels) {
+  if (!in_range(func, algo, proto) || !t->enabled[func][algo][proto] || nchannels < 1 || nranks < 1)
+    return -1;
+  return predict_any(t, func, algo, proto, nbytes, nranks, nnodes, nchannels);
+}
+
+float weft_tuning_model_time(const struct weft_tuning* t, int func, int algo, int proto, size_t nbytes,
+                             int nchannels) {
+  if (!in_range(func, algo, proto) || nchannels < 1 || !valid(func, algo, proto) ||
+      (algo == WEFT_ALGO_TREE && !t->has_tree))
+    return -1;
+  return predict_any(t, func, algo, proto, nbytes, t->in.nranks, t->in.nnodes, nchannels);
 }
 
 float weft_tuning_busbw(const struct weft_tuning* t, int func, int algo, int proto, size_t nbytes, int nranks,
@@ -264,11 +282,19 @@ ncclResult_t weft_tuning_init(struct weft_tuning* t, const struct weft_tuning_in
     unsigned am, pm;
     WEFT_CHECK(weft_tuning_parse_list(algo_env, algo_names, WEFT_ALGO_COUNT, f, &am));
     WEFT_CHECK(weft_tuning_parse_list(proto_env, proto_names, WEFT_PROTO_COUNT, f, &pm));
-    if (!ll128 && !named_ll128(proto_env)) pm &= ~(1u << WEFT_PROTO_LL128); /* auto rule */
+    unsigned rule = !ll128 && !named_ll128(proto_env) ? 1u << WEFT_PROTO_LL128 : 0; /* auto rule */
     for (int a = 0; a < WEFT_ALGO_COUNT; a++)
-      for (int p = 0; p < WEFT_PROTO_COUNT; p++)
-        t->enabled[f][a][p] = valid(f, a, p) && (aimpl >> a & 1) && (pimpl >> p & 1) && (am >> a & 1) &&
-                              (pm >> p & 1) && (a != WEFT_ALGO_TREE || t->has_tree);
+      for (int p = 0; p < WEFT_PROTO_COUNT; p++) {
+        int why = !valid(f, a, p)                          ? WEFT_WHY_UNMODELLED
+                  : !(aimpl >> a & 1) || !(pimpl >> p & 1) ? WEFT_WHY_NOT_IMPL
+                  : a == WEFT_ALGO_TREE && !t->has_tree    ? WEFT_WHY_NO_TREE
+                  : !(am >> a & 1)                         ? WEFT_WHY_NCCL_ALGO
+                  : !(pm >> p & 1)                         ? WEFT_WHY_NCCL_PROTO
+                  : rule >> p & 1                          ? WEFT_WHY_LL128_RULE
+                                                           : WEFT_WHY_CANDIDATE;
+        t->why[f][a][p] = (unsigned char)why;
+        t->enabled[f][a][p] = why == WEFT_WHY_CANDIDATE;
+      }
   }
   if (WEFT_LOG_ON(WEFT_LOG_INFO, WEFT_TUNING)) log_table(t);
   return ncclSuccess;

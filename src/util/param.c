@@ -93,6 +93,9 @@ static const struct weft_param_def params[] = {
      "Do not route GPU traffic through an NVLink-connected peer GPU"},
     {"NCCL_PXN_DISABLE", WEFT_PARAM_INT, "0",
      "Do not send to a NIC through an NVLink peer GPU closer to it (PXN)"},
+    {"WEFT_HOST_COPY_BW", WEFT_PARAM_STR, NULL,
+     "Host backend: memory copy bandwidth (GB/s) the tuning model assumes instead of measuring it; tests set "
+     "absurd values to make the model wrong on purpose"},
     {"WEFT_TOPO_SYSFS", WEFT_PARAM_STR, "",
      "Prefix of /sys and /proc for topology detection (tests use a fake tree)"},
     {"WEFT_TOPO_HOST_MEM_BW", WEFT_PARAM_INT, NULL,

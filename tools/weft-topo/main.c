@@ -25,7 +25,9 @@ static void usage(FILE* f) {
           "  --ranks N     CPU-only systems: host-backend ranks to place over the NUMA nodes, in\n"
           "                proportion to their CPUs (this process's allowed ones with --detect;\n"
           "                default 2 per NUMA node)\n"
-          "  --copy-bw G   host ranks' memory copy bandwidth in GB/s (default 10)\n");
+          "  --copy-bw G   host ranks' memory copy bandwidth in GB/s (default 10)\n"
+          "  --explain C S only the tuning explanation of collective C at S bytes (K/M/G), as\n"
+          "                NCCL_DEBUG_SUBSYS=TUNING logs it\n");
 }
 
 static int place_host_ranks(struct report* r, int nranks) {
@@ -145,7 +147,9 @@ int main(int argc, char** argv) {
   if (r == NULL) return 1;
   r->nnodes = 1;
   r->copy_bw = 10;
-  int st = parse_args(argc, argv, &a, r);
+  struct explain_req ex;
+  int st = explain_take_args(&argc, argv, &ex);
+  if (st == 0) st = parse_args(argc, argv, &a, r);
   if (st != 0) {
     free(r);
     return st < 0 ? 0 : st;
@@ -155,7 +159,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   int rc = build(r, a.nranks);
-  if (rc == 0) {
+  if (rc == 0 && ex.wanted) {
+    explain_print(r, &ex, stdout);
+  } else if (rc == 0) {
     if (a.json) {
       report_json(r, stdout);
     } else {

@@ -29,4 +29,12 @@ void report_text(struct report* r, FILE* f);
 int hwloc_view_print(int source, const char* arg, FILE* f);
 void report_json(struct report* r, FILE* f);
 
+/* explain.c: --explain COLL SIZE, taken out of argv before getopt (0, or 2 on a usage error). */
+struct explain_req {
+  int wanted, func;
+  size_t bytes;
+};
+int explain_take_args(int* argc, char** argv, struct explain_req* req);
+void explain_print(const struct report* r, const struct explain_req* req, FILE* f);
+
 #endif

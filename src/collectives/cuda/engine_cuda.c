@@ -10,6 +10,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/agree.h"
 #include "collectives/memstat.h"
+#include "collectives/tune_log.h"
 #include "core/comm.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -272,6 +273,7 @@ static ncclResult_t init_on_device(struct ncclComm* comm) {
   s->p2p_recv_mem = calloc(comm->nranks, sizeof(*s->p2p_recv_mem));
   if (s->p2p_send_mem == NULL || s->p2p_recv_mem == NULL) return ncclSystemError;
   read_sizes(s);
+  s->env.tune_log = weft_tune_log_create(comm); /* predictions only: kernels are not timed */
   WEFT_CUDACHECK(cudaSetDevice(s->dev));
   WEFT_CHECK(cap_to_residency(comm, s));
   WEFT_CHECK(agree_shape(comm, s));
@@ -340,6 +342,7 @@ static void free_state(struct weft_bootstrap* bs, int rank, int nranks, struct w
   if (s->last_event) cudaEventDestroy(s->last_event);
   if (s->setup_stream) cudaStreamDestroy(s->setup_stream);
   cudaGetLastError(); /* teardown errors are not the next call's business */
+  weft_tune_log_destroy(s->env.tune_log);
   free(s);
 }
 

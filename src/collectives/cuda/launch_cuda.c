@@ -9,6 +9,7 @@
 #include "collectives/cuda/engine_cuda.h"
 #include "collectives/dev_types.h"
 #include "collectives/plan.h"
+#include "collectives/tune_log.h"
 #include "core/comm.h"
 #include "core/tuned.h"
 #include "util/check.h"
@@ -56,6 +57,24 @@ static int coll_proto(const struct weft_cuda_state* s, const struct weft_task* t
   return (env.ll_ok && (bytes <= LL_MAX_BYTES || !env.simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
 }
 
+/* The tuning log's view (NCCL_DEBUG_SUBSYS=TUNING): a fixed rule chose, not the model, and the
+ * kernel ends after the launch returns, so nothing is timed. */
+static void log_choice(const struct ncclComm* comm, const struct weft_cuda_state* s,
+                       const struct weft_task* t, size_t bytes, int proto, int n) {
+  struct weft_tune_choice c = {
+      .coll = t->coll,
+      .bytes = bytes,
+      .algo = WEFT_PLAN_RING,
+      .proto = proto,
+      .nchannels = n,
+      .time_us = weft_comm_tuned_time(comm, t->coll, bytes, 0, proto == WEFT_PROTO_LL, n),
+      .call_algos = t->opts.algos ? t->opts.algos : WEFT_TUNED_ALGO_ALL,
+      .call_protos = t->opts.protos ? t->opts.protos : WEFT_TUNED_PROTO_ALL,
+      .impl_algos = WEFT_TUNED_ALGO_RING,
+      .rule = "the CUDA backend's own rule (Ring; LL up to 64 KiB; a channel per 256 KiB)"};
+  weft_tune_log_choice(s->env.tune_log, &c);
+}
+
 static void plan_coll(const struct ncclComm* comm, const struct weft_cuda_state* s, const struct weft_task* t,
                       struct weft_cuda_work* w) {
   size_t es = weft_dt_size(t->dtype);
@@ -68,6 +87,7 @@ static void plan_coll(const struct ncclComm* comm, const struct weft_cuda_state*
   n = weft_plan_bound_channels(&t->opts, n, s->nchannels);
   w->nchannels = n;
   w->chunk = chunk_elems(w->proto, s, es);
+  if (s->env.tune_log) log_choice(comm, s, t, bytes, w->proto, n);
   WEFT_INFO(WEFT_TUNING, "coll %d seq %llu: %zu bytes, Ring %s, %d channel(s), chunk %llu elements (CUDA)%s",
             (int)t->coll, (unsigned long long)t->seq, bytes, w->proto == WEFT_PROTO_LL ? "LL" : "Simple", n,
             (unsigned long long)w->chunk, t->opts.sig ? " (per-call config)" : "");
