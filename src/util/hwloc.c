@@ -30,6 +30,7 @@ static struct weft_hwloc_fns fns;
 static const char* load_error = "not loaded";
 static char load_error_buf[200];
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
 static int loaded;
 
 #define SYM(field, name)                                                                 \
@@ -126,7 +127,11 @@ ncclResult_t weft_hwloc_open(int source, const char* arg, struct weft_hwloc_topo
   }
   struct weft_hwloc_topo* t = calloc(1, sizeof(*t));
   hwloc_topology_t topo = NULL;
+  /* One load at a time: thread ranks detect at once, and hwloc's discovery through libudev is
+   * not safe to run concurrently (ThreadSanitizer reported a race inside libudev). */
+  pthread_mutex_lock(&load_mu);
   if (t == NULL || fns.init(&topo) != 0) {
+    pthread_mutex_unlock(&load_mu);
     free(t);
     WEFT_WARN("hwloc: cannot create a topology (out of memory)");
     return ncclSystemError;
@@ -136,6 +141,7 @@ ncclResult_t weft_hwloc_open(int source, const char* arg, struct weft_hwloc_topo
     WEFT_WARN("hwloc: loading the topology of %s failed", arg ? arg : "this machine");
     res = source == WEFT_HWLOC_THIS_MACHINE ? ncclSystemError : ncclInvalidArgument;
   }
+  pthread_mutex_unlock(&load_mu);
   if (res != ncclSuccess) {
     fns.destroy(topo);
     free(t);
