@@ -2,6 +2,8 @@
  * with plain stores into the slot of each task (no locks, no allocation). */
 #include "collectives/trace.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,11 +15,63 @@ void weft_trace_signals_add(struct weft_trace* tr);    /* trace_signal.c */
 void weft_trace_signals_remove(struct weft_trace* tr); /* trace_signal.c */
 
 #define MAX_RECORDS (1 << 20)
+#define CALIBRATION_NS 20000000ull /* TSC rate measured over at least this */
+
+int weft_trace_use_tsc;
+static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
+static uint64_t calib_tick, calib_ns; /* a (TSC, CLOCK_MONOTONIC) pair from the first comm */
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void clock_setup(void) {
+#if defined(__x86_64__)
+  char src[32] = "";
+  FILE* f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+  if (f != NULL) {
+    if (fgets(src, sizeof(src), f) == NULL) src[0] = 0;
+    fclose(f);
+  }
+  if (strncmp(src, "tsc", 3) == 0 && (src[3] == '\n' || src[3] == 0)) {
+    calib_tick = __builtin_ia32_rdtsc();
+    calib_ns = mono_ns();
+    weft_trace_use_tsc = 1;
+  }
+#endif
+}
+
+void weft_trace_clock_now(struct weft_trace_clock* c) {
+  struct timespec rt;
+  c->ns_per_tick = 1.0;
+#if defined(__x86_64__)
+  if (weft_trace_use_tsc) {
+    while (mono_ns() - calib_ns < CALIBRATION_NS) { /* a dump right after init: wait for a rate */
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+    uint64_t tick = __builtin_ia32_rdtsc(), ns = mono_ns();
+    c->ns_per_tick = (double)(ns - calib_ns) / (double)(tick - calib_tick);
+  }
+#endif
+  c->tick_now = weft_trace_now();
+  clock_gettime(CLOCK_REALTIME, &rt);
+  c->wall_now = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+}
+
+uint64_t weft_trace_wall(const struct weft_trace_clock* c, uint64_t ticks) {
+  if (ticks == 0) return 0;
+  double ago = (double)(int64_t)(c->tick_now - ticks) * c->ns_per_tick;
+  return (uint64_t)((double)c->wall_now - ago);
+}
 
 void weft_trace_create(struct ncclComm* comm) {
   int64_t n = weft_param_int("WEFT_TRACE_BUFFER");
   comm->trace = NULL;
   if (n <= 0) return;
+  pthread_once(&clock_once, clock_setup);
   if (n > MAX_RECORDS) {
     WEFT_WARN("WEFT_TRACE_BUFFER %lld is more than %d records; using %d", (long long)n, MAX_RECORDS,
               MAX_RECORDS);

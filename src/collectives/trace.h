@@ -32,7 +32,7 @@ struct weft_trace_rec {
   uint64_t coll_no; /* collectives only: 1, 2, ... numbered alike on every rank; 0 for send/recv */
   uint64_t count;
   uint64_t stream;
-  uint64_t t_enqueued, t_started, t_finished; /* CLOCK_REALTIME ns; 0: not yet */
+  uint64_t t_enqueued, t_started, t_finished; /* weft_trace_now(); 0: not yet */
   int32_t root;                               /* root, peer, or -1 */
   int32_t result;                             /* ncclResult_t once finished */
   uint8_t coll, dtype, redop, state;
@@ -42,7 +42,7 @@ struct weft_trace_rec {
 /* The running operation's progress on one channel. */
 struct weft_trace_chan {
   uint64_t steps;      /* waits passed on this channel in this operation */
-  uint64_t since;      /* when the current wait began (CLOCK_REALTIME ns) */
+  uint64_t since;      /* when the current wait began (weft_trace_now()) */
   const char* what;    /* what it waits for (a static string) */
   int32_t peer;        /* the rank it waits for */
   int32_t waiting;     /* 1 while blocked past the spin */
@@ -59,11 +59,25 @@ struct weft_trace {
   struct weft_trace_rec ring[];
 };
 
+/* The recorder's clock, in ticks: the TSC where the kernel itself trusts it (its clocksource is
+ * tsc), which costs a third of a clock_gettime; else CLOCK_MONOTONIC ns. Three readings per call
+ * are most of the recorder's cost. A dump converts ticks to wall-clock ns (weft_trace_wall). */
+extern int weft_trace_use_tsc;
 static inline uint64_t weft_trace_now(void) {
+#if defined(__x86_64__)
+  if (weft_trace_use_tsc) return __builtin_ia32_rdtsc();
+#endif
   struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+/* How to turn ticks into wall-clock ns now: wall = wall_now - (tick_now - ticks) * ns_per_tick. */
+struct weft_trace_clock {
+  uint64_t tick_now, wall_now;
+  double ns_per_tick;
+};
+void weft_trace_clock_now(struct weft_trace_clock* c);
+uint64_t weft_trace_wall(const struct weft_trace_clock* c, uint64_t ticks); /* 0 stays 0 */
 
 /* Allocates comm->trace (WEFT_TRACE_BUFFER records; 0: off) and, when WEFT_TRACE_DIR is set,
  * lists it for the signal dumper. Never fails the init: without memory the recorder is off. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "collectives/trace.h"
@@ -23,6 +24,10 @@ static const char* name_of(const char* const* names, size_t n, unsigned v, const
 }
 #define NAME(tab, v, other) name_of(tab, sizeof(tab) / sizeof(tab[0]), (unsigned)(v), other)
 
+static unsigned long long wall(const struct weft_trace_clock* clk, uint64_t ticks) {
+  return (unsigned long long)weft_trace_wall(clk, ticks);
+}
+
 static const char* proto_name(unsigned p) { return p == 0 ? "LL" : p == 1 ? "Simple" : "unknown"; }
 
 /* Names are ours (host names, static strings): still escape quotes and control bytes. */
@@ -40,7 +45,7 @@ static void put_str(FILE* f, const char* s) {
   fputc('"', f);
 }
 
-static void put_rec(FILE* f, const struct weft_trace_rec* r) {
+static void put_rec(FILE* f, const struct weft_trace_rec* r, const struct weft_trace_clock* clk) {
   char redop[16];
   if (r->redop == 0xff)
     snprintf(redop, sizeof(redop), "none");
@@ -58,12 +63,12 @@ static void put_rec(FILE* f, const struct weft_trace_rec* r) {
   fprintf(f,
           "     \"enqueued_ns\": %llu, \"started_ns\": %llu, \"finished_ns\": %llu, \"state\": \"%s\", "
           "\"result\": %d}",
-          (unsigned long long)r->t_enqueued, (unsigned long long)r->t_started,
-          (unsigned long long)r->t_finished, NAME(state_names, r->state, "?"), (int)r->result);
+          wall(clk, r->t_enqueued), wall(clk, r->t_started), wall(clk, r->t_finished),
+          NAME(state_names, r->state, "?"), (int)r->result);
 }
 
 /* Oldest first: the slots after the newest one, then those up to it. */
-static void put_ops(FILE* f, const struct weft_trace* tr) {
+static void put_ops(FILE* f, const struct weft_trace* tr, const struct weft_trace_clock* clk) {
   uint64_t newest = 0;
   int any = 0;
   for (uint32_t i = 0; i < tr->size; i++)
@@ -75,13 +80,13 @@ static void put_ops(FILE* f, const struct weft_trace* tr) {
     const struct weft_trace_rec* r = &tr->ring[seq % tr->size];
     if (r->state == 0 || r->seq > newest || r->seq + tr->size <= newest) continue;
     fprintf(f, first ? "\n" : ",\n");
-    put_rec(f, r);
+    put_rec(f, r, clk);
     first = 0;
   }
   fprintf(f, "\n  ],\n");
 }
 
-static void put_inflight(FILE* f, const struct weft_trace* tr) {
+static void put_inflight(FILE* f, const struct weft_trace* tr, const struct weft_trace_clock* clk) {
   uint64_t inflight = __atomic_load_n(&tr->inflight, __ATOMIC_ACQUIRE);
   if (inflight == 0) {
     fprintf(f, "  \"in_flight\": null\n");
@@ -93,7 +98,7 @@ static void put_inflight(FILE* f, const struct weft_trace* tr) {
     fprintf(f,
             "%s\n    {\"channel\": %d, \"steps\": %llu, \"waiting\": %s, \"peer\": %d, \"since_ns\": %llu, ",
             c ? "," : "", c, (unsigned long long)ch->steps, ch->waiting ? "true" : "false", (int)ch->peer,
-            (unsigned long long)ch->since);
+            wall(clk, ch->since));
     fprintf(f, "\"peer_steps\": %llu, \"what\": ", (unsigned long long)ch->peer_steps);
     put_str(f, ch->what ? ch->what : "");
     fprintf(f, "}");
@@ -102,7 +107,7 @@ static void put_inflight(FILE* f, const struct weft_trace* tr) {
 }
 
 static void put_header(FILE* f, const struct ncclComm* comm, const struct weft_trace* tr,
-                       enum weft_trace_reason why) {
+                       enum weft_trace_reason why, const struct weft_trace_clock* clk) {
   const struct weft_peer_info* me = &comm->peers[comm->rank];
   fprintf(f, "{\n  \"weft_trace\": 1,\n  \"comm_hash\": \"%016llx\",\n  \"rank\": %d,\n  \"nranks\": %d,\n",
           (unsigned long long)comm->comm_hash, comm->rank, comm->nranks);
@@ -110,7 +115,7 @@ static void put_header(FILE* f, const struct ncclComm* comm, const struct weft_t
   put_str(f, me->host_name);
   fprintf(f, ",\n  \"pid\": %d,\n  \"backend\": \"%s\",\n  \"reason\": \"%s\",\n  \"time_ns\": %llu,\n",
           (int)getpid(), comm->backend == WEFT_BACKEND_CUDA ? "cuda" : "host", NAME(reason_names, why, "?"),
-          (unsigned long long)weft_trace_now());
+          (unsigned long long)clk->wall_now);
   fprintf(f, "  \"buffer\": %u,\n  \"async_error\": %d,\n", tr->size,
           (int)__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE));
   struct weft_cause c;
@@ -171,9 +176,11 @@ ncclResult_t weft_trace_dump(struct ncclComm* comm, const char* dir, enum weft_t
               strerror(errno));
     return ncclSystemError;
   }
-  put_header(f, comm, tr, why);
-  put_ops(f, tr);
-  put_inflight(f, tr);
+  struct weft_trace_clock clk;
+  weft_trace_clock_now(&clk);
+  put_header(f, comm, tr, why, &clk);
+  put_ops(f, tr, &clk);
+  put_inflight(f, tr, &clk);
   fprintf(f, "}\n");
   int bad = ferror(f);
   bad |= fclose(f) != 0;
