@@ -80,7 +80,8 @@ static int run_set(const char* name, int nranks, const char* direct) {
   for (int b = 0; b < BLOCKS; b++) ratio[b] = s.us[1][b] / s.us[0][b];
   double r = median(ratio, BLOCKS);
   double off = median(s.us[0], BLOCKS), on = median(s.us[1], BLOCKS);
-  printf("all-reduce 32 B, %s: recorder off %.3f us, on %.3f us (medians), ratio on/off %.3f\n", name, off, on, r);
+  printf("all-reduce 32 B, %s: recorder off %.3f us, on %.3f us (medians), ratio on/off %.3f\n", name, off,
+         on, r);
   for (int r = 0; r < nranks; r++) ncclCommDestroy(s.on[r]), ncclCommDestroy(s.off[r]);
   pthread_barrier_destroy(&s.bar);
   return 0;

@@ -51,9 +51,10 @@ struct weft_trace_chan {
 
 struct weft_trace {
   struct ncclComm* comm;
-  uint32_t size;     /* records in ring (a power of two is not required) */
-  uint64_t colls;    /* collectives queued so far */
-  uint64_t inflight; /* seq of the running operation + 1; 0: none */
+  uint32_t size;      /* records in ring (a power of two is not required) */
+  uint64_t colls;     /* collectives queued so far */
+  uint64_t inflight;  /* seq of the running operation + 1; 0: none */
+  int failure_dumped; /* a dump on failure was written: an async error found later adds none */
   struct weft_trace_chan chan[WEFT_TRACE_CHANNELS];
   struct weft_trace* next; /* the signal dumper's list (trace_dump.c) */
   struct weft_trace_rec ring[];

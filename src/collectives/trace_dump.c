@@ -190,6 +190,7 @@ ncclResult_t weft_trace_dump(struct ncclComm* comm, const char* dir, enum weft_t
     unlink(tmp);
     return ncclSystemError;
   }
+  if (why == WEFT_TRACE_ON_FAILURE) tr->failure_dumped = 1;
   WEFT_INFO(WEFT_INIT, "comm %p rank %d: flight recorder dumped (%s) to %s", (void*)comm, comm->rank,
             NAME(reason_names, why, "?"), path);
   return ncclSuccess;

@@ -131,6 +131,10 @@ WEFT_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   /* A CUDA kernel that gave up leaves its error in device state the host can read at any time. */
   if (*asyncError == ncclSuccess && comm->backend == WEFT_BACKEND_CUDA)
     *asyncError = weft_cuda_check_error(comm);
+  /* A kernel that gave up (WEFT_TIMEOUT) is seen here first: the recorder's view goes to WEFT_TRACE_DIR. */
+  if (*asyncError != ncclSuccess && *asyncError != ncclInProgress && comm->trace && comm->peers &&
+      !comm->trace->failure_dumped)
+    weft_trace_dump(comm, NULL, WEFT_TRACE_ON_FAILURE, 0);
   return ncclSuccess;
 }
 

@@ -38,7 +38,7 @@ struct tcase {
 
 /* What weft-trace must say: the kind of its verdict (a second one allowed for stalls, which may
  * land just before the rank entered the operation). */
-static const char* expected_kind(enum fault f) {
+static inline const char* expected_kind(enum fault f) {
   switch (f) {
     case SKIP:
       return "not-entered";
@@ -53,8 +53,8 @@ static const char* expected_kind(enum fault f) {
 }
 
 /* Operation op (1-based) of rank as the case has it: an all-reduce, except the fault. */
-static ncclResult_t trace_call(ncclComm_t comm, const struct tcase* c, int rank, int op, float* buf,
-                               size_t count) {
+static inline ncclResult_t trace_call(ncclComm_t comm, const struct tcase* c, int rank, int op, float* buf,
+                                      size_t count) {
   int bad = rank == c->culprit && op == FAULT_OP;
   if (c->fault == MISMATCH_ROOT && op == FAULT_OP)
     return ncclBroadcast(buf, buf, count, ncclFloat32, bad ? 1 : 0, comm, NULL);
@@ -67,8 +67,8 @@ static ncclResult_t trace_call(ncclComm_t comm, const struct tcase* c, int rank,
 }
 
 /* The job's operations on one rank; ready_fd: written just before the culprit's FAULT_OP. */
-static ncclResult_t trace_rank_ops(ncclComm_t comm, const struct tcase* c, int rank, size_t count,
-                                   int ready_fd) {
+static inline ncclResult_t trace_rank_ops(ncclComm_t comm, const struct tcase* c, int rank, size_t count,
+                                          int ready_fd) {
   float* buf = calloc(count, sizeof(float));
   ncclResult_t res = buf ? ncclSuccess : ncclSystemError;
   for (int op = 1; op <= OPS && res == ncclSuccess; op++) {
@@ -82,7 +82,7 @@ static ncclResult_t trace_rank_ops(ncclComm_t comm, const struct tcase* c, int r
   return res;
 }
 
-static void trace_set_env(const struct tcase* c, const char* dir) {
+static inline void trace_set_env(const struct tcase* c, const char* dir) {
   setenv("WEFT_TRACE_DIR", dir, 1);
   setenv("WEFT_TIMEOUT", "1", 1);
   setenv("NCCL_ALGO", c->algo, 1);
@@ -91,14 +91,14 @@ static void trace_set_env(const struct tcase* c, const char* dir) {
 }
 
 /* weft-trace beside the test binary: build/tests/integration/ -> build/bin/. */
-static void trace_tool(char* out, size_t size) {
+static inline void trace_tool(char* out, size_t size) {
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   self[n > 0 ? n : 0] = 0;
   snprintf(out, size, "%s/../../bin/weft-trace", dirname(self));
 }
 
-static int count_dumps(const char* dir) {
+static inline int count_dumps(const char* dir) {
   DIR* d = opendir(dir);
   int n = 0;
   for (struct dirent* e; d && (e = readdir(d));) n += strncmp(e->d_name, "weft-trace-", 11) == 0;
@@ -106,7 +106,7 @@ static int count_dumps(const char* dir) {
   return n;
 }
 
-static void remove_dir(const char* dir) {
+static inline void remove_dir(const char* dir) {
   DIR* d = opendir(dir);
   char path[4200];
   for (struct dirent* e; d && (e = readdir(d));) {
@@ -119,7 +119,7 @@ static void remove_dir(const char* dir) {
 }
 
 /* Runs weft-trace --json on dir and checks its verdict; returns problems found. */
-static int trace_check_verdict(const struct tcase* c, const char* dir, int dumps_expected) {
+static inline int trace_check_verdict(const struct tcase* c, const char* dir, int dumps_expected) {
   char tool[4200], cmd[8600], out[1 << 16];
   trace_tool(tool, sizeof(tool));
   snprintf(cmd, sizeof(cmd), "'%s' --json '%s' 2>&1", tool, dir);
@@ -150,7 +150,7 @@ static int trace_check_verdict(const struct tcase* c, const char* dir, int dumps
   return problems;
 }
 
-static double trace_now_s(void) {
+static inline double trace_now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
@@ -158,8 +158,8 @@ static double trace_now_s(void) {
 
 /* Runs one case in a child process (run_case(c, dir) there, its exit status the problems), then
  * the verdict check; returns problems. */
-static int trace_run_case(const struct tcase* c, int (*run_case)(const struct tcase*, const char*),
-                          int dumps_expected) {
+static inline int trace_run_case(const struct tcase* c, int (*run_case)(const struct tcase*, const char*),
+                                 int dumps_expected) {
   char dir[] = "/tmp/weft-trace-test-XXXXXX";
   if (mkdtemp(dir) == NULL) return perror("mkdtemp"), 1;
   double t0 = trace_now_s();
