@@ -2,6 +2,8 @@
  * a different one (another collective, count, datatype or root), on 2-8 ranks over rings and trees,
  * is named by weft-trace from the dumps (written on failure and by weftCommDumpTrace). Also: no
  * file without WEFT_TRACE_DIR, weftCommDumpTrace's errors, and SIGUSR1. */
+#include <sys/resource.h>
+
 #include "trace_util.h"
 
 #define COUNT (1 << 14)
@@ -94,6 +96,47 @@ static int run_sigusr1(const struct tcase* c, const char* dir) {
   return problems;
 }
 
+/* A fatal signal dumps every live communicator before the process dies of it. */
+static int run_fatal(const struct tcase* c, const char* dir) {
+  struct rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  ncclComm_t comms[2];
+  if (ncclCommInitAll(comms, 2, NULL) != ncclSuccess) return 1;
+  raise(SIGSEGV);
+  (void)c, (void)dir;
+  return 1; /* not reached: the signal ends the process */
+}
+
+/* A dump of dir holds text. */
+static int dump_says(const char* dir, const char* text) {
+  DIR* d = opendir(dir);
+  int found = 0;
+  for (struct dirent* e; d && (e = readdir(d)) && !found;) {
+    char path[4200], buf[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    FILE* f = strncmp(e->d_name, "weft-trace-", 11) == 0 ? fopen(path, "r") : NULL;
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    found = strstr(buf, text) != NULL;
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+/* Runs fn(c, dir) in a child with the case's environment; returns its wait status. */
+static int in_child(int (*fn)(const struct tcase*, const char*), const struct tcase* c, const char* dir) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(30);
+    trace_set_env(c, dir);
+    _exit(fn(c, dir) ? 1 : 0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
 int main(int argc, char** argv) {
   static const struct tcase cases[] = {
       {SKIP, 2, "Ring", 1},           {SKIP, 4, "Tree", 2},           {SKIP, 8, "Ring", 5},
@@ -107,28 +150,23 @@ int main(int argc, char** argv) {
     static const struct tcase quiet = {SKIP, 2, "Ring", -1};
     char dir[] = "/tmp/weft-trace-test-XXXXXX";
     EXPECT(mkdtemp(dir) != NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-      alarm(30);
-      trace_set_env(&quiet, dir);
-      _exit(run_no_dir(&quiet, dir) ? 1 : 0);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
+    int status = in_child(run_no_dir, &quiet, dir);
     EXPECT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                "WEFT_TRACE_DIR unset / weftCommDumpTrace errors (status %d)", status);
     remove_dir(dir);
     strcpy(dir, "/tmp/weft-trace-test-XXXXXX");
     EXPECT(mkdtemp(dir) != NULL);
-    pid = fork();
-    if (pid == 0) {
-      alarm(30);
-      trace_set_env(&quiet, dir);
-      _exit(run_sigusr1(&quiet, dir) ? 1 : 0);
-    }
-    waitpid(pid, &status, 0);
+    status = in_child(run_sigusr1, &quiet, dir);
     EXPECT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "SIGUSR1 did not dump both ranks (status %d)",
                status);
+    remove_dir(dir);
+    strcpy(dir, "/tmp/weft-trace-test-XXXXXX");
+    EXPECT(mkdtemp(dir) != NULL);
+    status = in_child(run_fatal, &quiet, dir);
+    EXPECT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
+               "SIGSEGV did not end the process (status %d)", status);
+    EXPECT_MSG(count_dumps(dir) == 2 && dump_says(dir, "\"reason\": \"fatal-signal\""),
+               "SIGSEGV left %d dumps, not 2 saying fatal-signal", count_dumps(dir));
     remove_dir(dir);
   }
   return test_finish("test_trace_threads");
