@@ -1,5 +1,6 @@
-/* Flight recorder with ranks as threads of one process: a rank that skips a collective, or calls
- * a different one (another collective, count, datatype or root), on 2-8 ranks over rings and trees,
+/* Flight recorder with ranks as threads of one process: a rank that skips a collective, calls
+ * a different one (another collective, count, datatype or root), or leaves out a send of a ring
+ * exchange, on 2-8 ranks over rings and trees,
  * is named by weft-trace from the dumps (written on failure and by weftCommDumpTrace). Also: no
  * file without WEFT_TRACE_DIR, weftCommDumpTrace's errors, and SIGUSR1. */
 #include <sys/resource.h>
@@ -141,7 +142,8 @@ int main(int argc, char** argv) {
   static const struct tcase cases[] = {
       {SKIP, 2, "Ring", 1},           {SKIP, 4, "Tree", 2},           {SKIP, 8, "Ring", 5},
       {MISMATCH_COLL, 3, "Ring", 1},  {MISMATCH_COUNT, 5, "Tree", 4}, {MISMATCH_ROOT, 4, "Ring", 3},
-      {MISMATCH_DTYPE, 8, "Tree", 6}, {MISMATCH_COLL, 2, "Tree", 1},
+      {MISMATCH_DTYPE, 8, "Tree", 6}, {MISMATCH_COLL, 2, "Tree", 1},  {P2P_SKIP, 3, "Ring", 0},
+      {P2P_SKIP, 5, "Tree", 3},
   };
   int only = argc > 1 ? atoi(argv[1]) : -1; /* test_trace_threads N: case N alone */
   for (int i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++)

@@ -24,10 +24,23 @@
 #define OPS 6
 #define FAULT_OP 3
 
-enum fault { SKIP, MISMATCH_COLL, MISMATCH_COUNT, MISMATCH_ROOT, MISMATCH_DTYPE, KILL, STALL, LOST_HOST };
+/* P2P_SKIP: at operation 1 and FAULT_OP every rank sends to the next and receives from the
+ * previous; the culprit leaves its send out at FAULT_OP. (Operation 1 connects the pairs: a pair
+ * first used with one side missing waits in its connection setup, WEFT_BOOTSTRAP_TIMEOUT.) */
+enum fault {
+  SKIP,
+  MISMATCH_COLL,
+  MISMATCH_COUNT,
+  MISMATCH_ROOT,
+  MISMATCH_DTYPE,
+  KILL,
+  STALL,
+  LOST_HOST,
+  P2P_SKIP
+};
 static const char* const fault_names[] = {"skip",          "mismatch-coll",  "mismatch-count",
                                           "mismatch-root", "mismatch-dtype", "kill",
-                                          "stall",         "lost-host"};
+                                          "stall",         "lost-host",      "p2p-skip"};
 
 struct tcase {
   enum fault fault;
@@ -47,6 +60,8 @@ static inline const char* expected_kind(enum fault f) {
       return "missing";
     case STALL:
       return "stalled";
+    case P2P_SKIP:
+      return "p2p-unmatched";
     default:
       return "mismatch";
   }
@@ -56,6 +71,13 @@ static inline const char* expected_kind(enum fault f) {
 static inline ncclResult_t trace_call(ncclComm_t comm, const struct tcase* c, int rank, int op, float* buf,
                                       size_t count) {
   int bad = rank == c->culprit && op == FAULT_OP;
+  if (c->fault == P2P_SKIP && (op == 1 || op == FAULT_OP)) {
+    int n = c->nranks, half = (int)(count / 2);
+    ncclGroupStart();
+    if (!bad) ncclSend(buf, half, ncclFloat32, (rank + 1) % n, comm, NULL);
+    ncclRecv(buf + half, half, ncclFloat32, (rank + n - 1) % n, comm, NULL);
+    return ncclGroupEnd();
+  }
   if (c->fault == MISMATCH_ROOT && op == FAULT_OP)
     return ncclBroadcast(buf, buf, count, ncclFloat32, bad ? 1 : 0, comm, NULL);
   if (bad && c->fault == MISMATCH_COLL) return ncclBroadcast(buf, buf, count, ncclFloat32, 0, comm, NULL);

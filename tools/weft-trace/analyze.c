@@ -1,7 +1,8 @@
 /* From every rank's dump of one communicator to the rank(s) that stopped it, in this order:
  *  1. a collective whose arguments differ across ranks (the ranks outside the majority);
  *  2. ranks that left no dump (process killed, host lost);
- *  3. ranks that never entered the first collective some other rank did not complete;
+ *  3. ranks that never entered the first collective some other rank did not complete (or, when
+ *     such a rank is stuck in a send/receive with a peer that went on, that peer);
  *  4. the rank that stopped progressing: the peer the longest-waiting rank waits for, provided
  *     that peer was not itself waiting by then (victims start waiting within moments of each
  *     other; the rank they wait for was busy, stopped, or started waiting much later). */
@@ -231,6 +232,30 @@ static int find_missing(struct view* w) {
   return 1;
 }
 
+/* 3a. A rank kept out of collective `open` by a send or receive whose peer went on to `open`:
+ * that peer left its side of the pair out (or posted a different one). */
+static int find_unmatched_p2p(struct view* w, const int* behind, int m, uint64_t open) {
+  for (int i = 0; i < m; i++) {
+    const struct trace_rank* r = w->by_rank[behind[i]];
+    const struct trace_op* op = r->has_inflight ? find_seq(r, r->inflight_seq) : NULL;
+    const struct trace_chan* c = oldest_wait(r);
+    if (op == NULL || op->coll_no != 0 || c == NULL || c->peer >= w->nranks) continue;
+    const struct trace_rank* p = w->by_rank[c->peer];
+    if (p == NULL || last_coll(p) < open) continue;
+    add_culprit(w->v, c->peer);
+    char desc[128];
+    describe(desc, sizeof(desc), op);
+    snprintf(w->v->kind, sizeof(w->v->kind), "p2p-unmatched");
+    w->v->op = open;
+    snprintf(w->v->summary, sizeof(w->v->summary),
+             "rank %d did not match the send/recv rank %d waits in (seq %llu, %s): rank %d went on to "
+             "operation %llu, rank %d never got there",
+             c->peer, r->rank, (unsigned long long)op->seq, desc, c->peer, (unsigned long long)open, r->rank);
+    return 1;
+  }
+  return 0;
+}
+
 /* 3. */
 static int find_not_entered(struct view* w, uint64_t* open_out) {
   uint64_t open = 0, top = 0;
@@ -249,6 +274,7 @@ static int find_not_entered(struct view* w, uint64_t* open_out) {
       in[k++] = w->ranks[i].rank;
   }
   if (m == 0 || open == 0) return 0;
+  if (find_unmatched_p2p(w, who, m, open)) return 1;
   for (int i = 0; i < m; i++) add_culprit(w->v, who[i]);
   char a[256], b[256], desc[128] = "?";
   rank_list(a, sizeof(a), who, m);
