@@ -57,6 +57,11 @@ static int load_dir(const char* dir, struct trace_rank** out, int* n) {
   }
   closedir(d);
   if (ranks == NULL) return fprintf(stderr, "weft-trace: out of memory\n"), -1;
+  if (res != 0) {
+    for (int i = 0; i < *n; i++) trace_rank_free(&ranks[i]);
+    free(ranks);
+    return -1;
+  }
   qsort(ranks, (size_t)*n, sizeof(*ranks), by_hash_rank);
   *out = ranks;
   return res;
