@@ -97,13 +97,16 @@ static int run_sigusr1(const struct tcase* c, const char* dir) {
   return problems;
 }
 
-/* A fatal signal dumps every live communicator before the process dies of it. */
+/* A fatal signal dumps every live communicator before the process dies of it. Exit 77 where
+ * SIGABRT has a handler already (a sanitizer's): the library leaves such handlers alone. */
 static int run_fatal(const struct tcase* c, const char* dir) {
   struct rlimit no_core = {0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
+  struct sigaction old;
+  if (sigaction(SIGABRT, NULL, &old) != 0 || old.sa_handler != SIG_DFL) _exit(77);
   ncclComm_t comms[2];
   if (ncclCommInitAll(comms, 2, NULL) != ncclSuccess) return 1;
-  raise(SIGSEGV);
+  raise(SIGABRT);
   (void)c, (void)dir;
   return 1; /* not reached: the signal ends the process */
 }
@@ -165,10 +168,14 @@ int main(int argc, char** argv) {
     strcpy(dir, "/tmp/weft-trace-test-XXXXXX");
     EXPECT(mkdtemp(dir) != NULL);
     status = in_child(run_fatal, &quiet, dir);
-    EXPECT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
-               "SIGSEGV did not end the process (status %d)", status);
-    EXPECT_MSG(count_dumps(dir) == 2 && dump_says(dir, "\"reason\": \"fatal-signal\""),
-               "SIGSEGV left %d dumps, not 2 saying fatal-signal", count_dumps(dir));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+      printf("fatal signal: not checked, SIGABRT has a handler here (sanitizer)\n");
+    } else {
+      EXPECT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+                 "SIGABRT did not end the process (status %d)", status);
+      EXPECT_MSG(count_dumps(dir) == 2 && dump_says(dir, "\"reason\": \"fatal-signal\""),
+                 "SIGABRT left %d dumps, not 2 saying fatal-signal", count_dumps(dir));
+    }
     remove_dir(dir);
   }
   return test_finish("test_trace_threads");
