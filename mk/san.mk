@@ -12,9 +12,9 @@ SAN_TSAN_BUILD ?= build-tsan
 # sanitizers; nvcc and the emulated GPU have their own builds (make emu-tsan).
 SAN_SKIP ?= tests/gpuemu/|test_python_clients|test_fuzz_xml|test_fuzz_wire|test_cuda_build|test_algo_nvcc|test_mpirun
 # Not yet: test_coll_comms (a race TSan reports in its two-communicator threads case, between the
-# direct all-reduce's copy and the test's read), test_bootstrap (forks after starting threads),
-# test_coll_config_call (races in the test and in util/log.c).
-TSAN_TESTS ?= build-tsan/tests/(integration/test_(coll_threads|coll_direct|window|teams|comm)|unit/test_(prims_ring|prims_wait|proxy|net|shm))$$
+# direct all-reduce's copy and the test's read), test_coll_config_call (races in the test and in
+# util/log.c).
+TSAN_TESTS ?= build-tsan/tests/(integration/test_(coll_threads|coll_direct|window|teams|comm|deterministic)|unit/test_(prims_ring|prims_wait|proxy|net|shm|bootstrap|bootstrap_msg))$$
 SAN_ENV := EMU_TESTS=0 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 TSAN_ENV := EMU_TESTS=0 TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1"

@@ -56,7 +56,8 @@ static ncclResult_t create(int rank, int nranks, uint64_t magic, const struct we
   if (bs->peers == NULL || bs->send_seq == NULL || bs->recv_seq == NULL) goto oom;
   bs->listen_addr = *addr;
   weft_socket_addr_set_port(&bs->listen_addr, 0);
-  ncclResult_t res = weft_socket_listen(&bs->listen_addr, &bs->listen_fd);
+  ncclResult_t res = weft_auth_random(bs->nonce, sizeof(bs->nonce));
+  if (res == ncclSuccess) res = weft_socket_listen(&bs->listen_addr, &bs->listen_fd);
   if (res != ncclSuccess) {
     weft_bootstrap_destroy(bs);
     return res;
@@ -84,15 +85,24 @@ static ncclResult_t ring_connect(struct weft_bootstrap* bs, const union weft_soc
   /* The successor listened before it checked in: a refusal means it is gone, so it is final. */
   ncclResult_t res = weft_socket_connect_listening(next_addr, who, 1, abort_flag, deadline, &bs->next_fd);
   if (res != ncclSuccess) return weft_bs_root_explain(bs, res, "connecting the ring");
-  struct weft_bs_header hdr = {
-      .magic = bs->magic, .type = WEFT_SOCKET_BOOTSTRAP, .kind = WEFT_BS_RING, .src = bs->rank, .dst = next};
+  struct weft_bs_opening open = {.hdr = {.magic = bs->magic,
+                                         .type = WEFT_SOCKET_BOOTSTRAP,
+                                         .kind = WEFT_BS_RING,
+                                         .src = bs->rank,
+                                         .dst = next}};
   struct weft_bs_op op;
-  weft_bs_op_send(&op, bs->next_fd, next, &hdr, NULL, 0);
+  weft_bs_op_send(&op, bs->next_fd, next, &open, NULL, 0);
   snprintf(what, sizeof(what), "waiting for rank %d (ring predecessor) to connect", prev);
   return weft_bs_progress(bs, &op, 1, have_prev, NULL, abort_flag, deadline, what);
 }
 
-static ncclResult_t check_peers(const struct weft_bootstrap* bs) {
+/* All-gather every rank's address and session nonce (over the authenticated ring), and check
+ * what came. */
+static ncclResult_t gather_peers(struct weft_bootstrap* bs, volatile uint32_t* abort_flag, int64_t deadline) {
+  struct weft_bs_peer* me = &bs->peers[bs->rank];
+  me->addr = bs->listen_addr;
+  memcpy(me->nonce, bs->nonce, sizeof(me->nonce));
+  WEFT_CHECK(weft_bs_allgather(bs, bs->peers, sizeof(*bs->peers), abort_flag, deadline));
   char why[160];
   if (weft_bs_peers_valid(bs->peers, bs->nranks, why, sizeof(why))) return ncclSuccess;
   WEFT_WARN("Bootstrap: rank %d of %d: the all-gather of listen addresses is corrupt: %s", bs->rank,
@@ -338,9 +348,7 @@ ncclResult_t weft_bootstrap_init_scalable(const ncclUniqueId* ids, int nids, int
   ncclResult_t res;
   WEFT_CHECK_GOTO(checkin(bs, ids, nids, abort_flag, start, deadline, &next), res, fail);
   WEFT_CHECK_GOTO(ring_connect(bs, &next, abort_flag, deadline), res, fail);
-  bs->peers[rank] = bs->listen_addr;
-  WEFT_CHECK_GOTO(weft_bs_allgather(bs, bs->peers, sizeof(*bs->peers), abort_flag, deadline), res, fail);
-  WEFT_CHECK_GOTO(check_peers(bs), res, fail);
+  WEFT_CHECK_GOTO(gather_peers(bs, abort_flag, deadline), res, fail);
   weft_bs_root_watch_close(bs);
   char text[WEFT_SOCKET_ADDR_STRLEN];
   WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: rank %d nranks %d ready in %.1f ms (%d root%s, listening on %s)",
@@ -397,9 +405,7 @@ ncclResult_t weft_bootstrap_split(struct weft_bootstrap* parent, int new_rank, i
     }
     WEFT_CHECK_GOTO(ring_connect(bs, &next_addr, abort_flag, deadline), res, fail);
   }
-  bs->peers[new_rank] = bs->listen_addr;
-  WEFT_CHECK_GOTO(weft_bs_allgather(bs, bs->peers, sizeof(*bs->peers), abort_flag, deadline), res, fail);
-  WEFT_CHECK_GOTO(check_peers(bs), res, fail);
+  WEFT_CHECK_GOTO(gather_peers(bs, abort_flag, deadline), res, fail);
   WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: split parent rank %d -> rank %d nranks %d ready in %.1f ms",
             parent->rank, new_rank, new_nranks, (weft_socket_now_ns() - start) / 1e6);
   *out = bs;

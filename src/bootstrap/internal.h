@@ -9,6 +9,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "util/auth.h"
+#include "util/sha256.h"
 #include "util/socket.h"
 
 /* NCCL's fixed magic when NCCL_COMM_ID gives the root address to every rank. */
@@ -90,14 +91,28 @@ struct weft_bs_header {
   uint32_t type;
   uint32_t kind;
   int32_t src, dst, tag, pad;
-  uint64_t seq; /* per (src, dst), from 1: keeps (peer, tag) order across connections */
+  uint64_t seq; /* per (src, dst), from 1: keeps (peer, tag) order and refuses replays */
   uint64_t size;
+  uint8_t digest[WEFT_SHA256_BYTES]; /* messages: SHA-256 of the payload (zero for the ring) */
 };
 
-/* The connector's first bytes after the acceptor's challenge: the answer, covering the header. */
+/* The connector's first bytes. A message (P2P, BARRIER, SPLIT) is signed without a round trip:
+ * mac = HMAC(key, MESSAGE label || the receiver's session nonce || hdr), so a sender never waits
+ * for a receiver that is busy elsewhere (its bytes wait in the socket, as in NCCL). Replays fail
+ * on seq, other sessions' messages on the nonce, altered payloads on the digest. A ring opening
+ * carries no mac: the acceptor then sends a challenge and the connector answers
+ * HMAC(key, PEER label || challenge || hdr); the ring forms before any nonce is known. */
 struct weft_bs_opening {
   uint8_t mac[WEFT_AUTH_MAC_BYTES];
   struct weft_bs_header hdr;
+};
+
+/* What the all-gather tells every rank about each rank: where to connect, and the nonce that
+ * messages to it are signed over (fresh for every bootstrap object, splits included). */
+struct weft_bs_peer {
+  union weft_socket_addr addr;
+  uint32_t pad;
+  uint8_t nonce[WEFT_AUTH_NONCE_BYTES];
 };
 
 /* A complete message waiting for its receive call. */
@@ -109,12 +124,15 @@ struct weft_bs_msg {
   char* data;
 };
 
-/* An accepted connection whose header or payload is still arriving. */
+/* An accepted connection whose header or payload (or, for the ring, the answer to our
+ * challenge) is still arriving. */
 struct weft_bs_incoming {
   int fd;
+  int challenged; /* ring opening: challenge sent, answer awaited */
   uint8_t challenge[WEFT_AUTH_NONCE_BYTES];
+  uint8_t answer[WEFT_AUTH_MAC_BYTES];
   struct weft_bs_opening open;
-  size_t hgot, got, cap;
+  size_t hgot, agot, got, cap;
   char* data;
   int64_t deadline;
 };
@@ -137,7 +155,8 @@ struct weft_bootstrap {
   volatile uint32_t* abort_flag;
   int listen_fd;
   union weft_socket_addr listen_addr;
-  union weft_socket_addr* peers; /* listen address of every rank */
+  uint8_t nonce[WEFT_AUTH_NONCE_BYTES]; /* messages to us are signed over it */
+  struct weft_bs_peer* peers;           /* listen address and nonce of every rank */
   int next_fd, prev_fd;
   uint64_t* send_seq; /* messages sent to each rank */
   uint64_t* recv_seq; /* messages from each rank complete without gaps */
@@ -195,7 +214,7 @@ int weft_bs_reply_valid(const struct weft_bs_reply* r, int nranks, char* why, si
 int weft_bs_header_valid(const struct weft_bs_header* h, uint64_t magic, int rank, int nranks,
                          const uint64_t* recv_seq, char* why, size_t len);
 /* Every address of the all-gather can be connected to. */
-int weft_bs_peers_valid(const union weft_socket_addr* peers, int nranks, char* why, size_t len);
+int weft_bs_peers_valid(const struct weft_bs_peer* peers, int nranks, char* why, size_t len);
 /* "N of M never checked in: missing ranks a,b; K checked in and left: c" */
 void weft_bs_format_missing(const struct weft_bs_reply* reply, char* buf, size_t len);
 /* root.c: listen on addr (port 0 picks one) and serve check-ins from a detached thread. */
@@ -205,19 +224,19 @@ ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic,
 /* p2p.c: the progress engine shared by every wait. */
 struct weft_bs_op {
   int fd, is_send, peer;
-  char* seg[2]; /* seg[0]: opening (answer + header) or length prefix; seg[1]: payload */
+  char* seg[2]; /* seg[0]: opening or length prefix; seg[1]: payload, or a ring opening's answer */
   size_t len[2], done[2];
   uint64_t prefix; /* length prefix storage */
   size_t expect;   /* receive: required prefix value */
-  /* A send with a header opens a connection: it waits for the acceptor's challenge, then
-   * answers it in the opening before the header. */
   struct weft_bs_opening opening;
+  /* A ring opening waits, once it is sent, for the acceptor's challenge and answers it. */
   uint8_t challenge[WEFT_AUTH_NONCE_BYTES];
+  uint8_t answer[WEFT_AUTH_MAC_BYTES];
   size_t chal_got, chal_len;
 };
-/* hdr (copied) opens a new connection and is authenticated; NULL sends a length prefix on an
- * established one. */
-void weft_bs_op_send(struct weft_bs_op* op, int fd, int peer, const struct weft_bs_header* hdr,
+/* open (copied) starts a new connection: a signed message, or a ring opening (kind WEFT_BS_RING)
+ * that answers a challenge; NULL sends a length prefix on an established connection. */
+void weft_bs_op_send(struct weft_bs_op* op, int fd, int peer, const struct weft_bs_opening* open,
                      const void* data, size_t len);
 void weft_bs_op_recv(struct weft_bs_op* op, int fd, int peer, void* data, size_t len);
 /* Run ops (and accept/read incoming connections) until all are done and, when until is not
@@ -232,7 +251,7 @@ ncclResult_t weft_bs_recv_kind(struct weft_bootstrap* bs, int peer, int kind, in
 ncclResult_t weft_bs_allgather(struct weft_bootstrap* bs, void* data, size_t size,
                                volatile uint32_t* abort_flag, int64_t deadline);
 void weft_bs_incoming_drop_all(struct weft_bootstrap* bs);
-/* An accepted connection joins the incoming ones after our challenge; 0 (fd closed) on failure.
+/* An accepted connection joins the incoming ones; 0 (fd closed) on failure.
  * weft_bs_incoming_read reads what arrived on inc[i]: a complete message is parked, a ring
  * opening becomes prev_fd, and the entry is removed either way (also when it is dropped). */
 int weft_bs_incoming_add(struct weft_bootstrap* bs, int fd);

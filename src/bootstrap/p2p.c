@@ -1,8 +1,9 @@
 /* The bootstrap's progress engine and what runs on it: tagged point-to-point messages (one TCP
  * connection each, parked until received), the ring all-gather and the barrier. Every wait
  * also accepts and reads incoming connections, so two ranks sending to each other never block.
- * Each new connection is authenticated: the acceptor sends a challenge, the connector's opening
- * answers it with a MAC over the header, and nothing is parsed before the answer checks out. */
+ * Each new connection is authenticated before anything in it is acted on: a message is signed
+ * over the receiver's session nonce (no round trip, so a send never waits for its receiver),
+ * the ring opening answers the acceptor's challenge (see struct weft_bs_opening). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,21 +13,23 @@
 #include "util/check.h"
 #include "util/log.h"
 
-void weft_bs_op_send(struct weft_bs_op* op, int fd, int peer, const struct weft_bs_header* hdr,
+void weft_bs_op_send(struct weft_bs_op* op, int fd, int peer, const struct weft_bs_opening* open,
                      const void* data, size_t len) {
   memset(op, 0, sizeof(*op));
   op->fd = fd;
   op->is_send = 1;
   op->peer = peer;
   op->prefix = len;
-  if (hdr) {
-    op->opening.hdr = *hdr;
-    op->chal_len = sizeof(op->challenge);
-  }
-  op->seg[0] = hdr ? (char*)&op->opening : (char*)&op->prefix;
-  op->len[0] = hdr ? sizeof(op->opening) : sizeof(op->prefix);
+  if (open) op->opening = *open;
+  op->seg[0] = open ? (char*)&op->opening : (char*)&op->prefix;
+  op->len[0] = open ? sizeof(op->opening) : sizeof(op->prefix);
   op->seg[1] = (char*)data;
   op->len[1] = len;
+  if (open && open->hdr.kind == WEFT_BS_RING) {
+    op->chal_len = sizeof(op->challenge);
+    op->seg[1] = (char*)op->answer;
+    op->len[1] = sizeof(op->answer);
+  }
 }
 
 void weft_bs_op_recv(struct weft_bs_op* op, int fd, int peer, void* data, size_t len) {
@@ -46,6 +49,11 @@ static int op_done(const struct weft_bs_op* op) {
 
 static int op_awaits_challenge(const struct weft_bs_op* op) { return op->chal_got < op->chal_len; }
 
+/* Whether the op's next step is reading (a receive, or a ring opening's challenge). */
+static int op_reads(const struct weft_bs_op* op) {
+  return !op->is_send || (op->done[0] == op->len[0] && op_awaits_challenge(op));
+}
+
 static ncclResult_t op_failed(struct weft_bootstrap* bs, const struct weft_bs_op* op, ssize_t n, int sending,
                               const char* what) {
   int err = errno;
@@ -57,7 +65,7 @@ static ncclResult_t op_failed(struct weft_bootstrap* bs, const struct weft_bs_op
   return n == WEFT_SOCKET_CLOSED || err == ECONNRESET || err == EPIPE ? ncclRemoteError : ncclSystemError;
 }
 
-/* Read the acceptor's challenge; once it is whole, answer it in the opening. */
+/* Read the acceptor's challenge; once it is whole, the answer covers it and the opening. */
 static ncclResult_t op_challenge(struct weft_bootstrap* bs, struct weft_bs_op* op, const char* what) {
   while (op_awaits_challenge(op)) {
     ssize_t n = weft_socket_try_recv(op->fd, op->challenge + op->chal_got, op->chal_len - op->chal_got);
@@ -66,17 +74,17 @@ static ncclResult_t op_challenge(struct weft_bootstrap* bs, struct weft_bs_op* o
     op->chal_got += (size_t)n;
   }
   weft_auth_mac(&bs->key, WEFT_AUTH_LABEL_PEER, op->challenge, &op->opening.hdr, sizeof(op->opening.hdr),
-                op->opening.mac);
+                op->answer);
   return ncclSuccess;
 }
 
 /* Move as many bytes as the socket takes now. */
 static ncclResult_t op_progress(struct weft_bootstrap* bs, struct weft_bs_op* op, const char* what) {
-  if (op_awaits_challenge(op)) {
-    WEFT_CHECK(op_challenge(bs, op, what));
-    if (op_awaits_challenge(op)) return ncclSuccess;
-  }
   for (int s = 0; s < 2; s++) {
+    if (s == 1 && op_awaits_challenge(op)) {
+      WEFT_CHECK(op_challenge(bs, op, what));
+      if (op_awaits_challenge(op)) return ncclSuccess;
+    }
     while (op->done[s] < op->len[s]) {
       ssize_t n = op->is_send
                       ? weft_socket_try_send(op->fd, op->seg[s] + op->done[s], op->len[s] - op->done[s])
@@ -105,6 +113,14 @@ static void inc_drop(struct weft_bootstrap* bs, int i, const char* why) {
   inc_remove(bs, i, 1);
 }
 
+/* Whether a message from src with seq was received already or is parked: a replay. */
+static int seen(const struct weft_bootstrap* bs, int src, uint64_t seq) {
+  if (seq <= bs->recv_seq[src]) return 1;
+  for (const struct weft_bs_msg* p = bs->parked; p; p = p->next)
+    if (p->src == src && p->seq == seq) return 1;
+  return 0;
+}
+
 /* Messages from one rank become receivable only without gaps in seq, so a later message cannot
  * overtake an earlier one still arriving on its own connection. */
 static void park(struct weft_bootstrap* bs, struct weft_bs_msg* m) {
@@ -122,18 +138,36 @@ static void park(struct weft_bootstrap* bs, struct weft_bs_msg* m) {
   }
 }
 
-/* The opening is complete: once its answer checks out, a ring connection becomes prev_fd and a
- * message starts its payload. */
-static void inc_header(struct weft_bootstrap* bs, int i) {
+/* A ring opening is answered with a challenge (the answer arrives next); a message must carry
+ * the MAC over our nonce. Returns 0 when the entry was dropped. */
+static int inc_header(struct weft_bootstrap* bs, int i) {
   struct weft_bs_incoming* c = &bs->inc[i];
   const struct weft_bs_header* h = &c->open.hdr;
-  if (!weft_auth_check(&bs->key, WEFT_AUTH_LABEL_PEER, c->challenge, h, sizeof(*h), c->open.mac))
-    return inc_drop(bs, i, "wrong answer to the challenge (not holding the job key)");
+  if (h->kind != WEFT_BS_RING &&
+      !weft_auth_check(&bs->key, WEFT_AUTH_LABEL_MESSAGE, bs->nonce, h, sizeof(*h), c->open.mac))
+    return inc_drop(bs, i, "message not signed for this session with the job key"), 0;
   char why[160];
   if (!weft_bs_header_valid(h, bs->magic, bs->rank, bs->nranks, bs->recv_seq, why, sizeof(why)))
-    return inc_drop(bs, i, why);
+    return inc_drop(bs, i, why), 0;
+  if (h->kind == WEFT_BS_RING) {
+    /* The socket sent nothing yet: its buffer takes the challenge whole, or the peer is gone. */
+    if (weft_auth_random(c->challenge, sizeof(c->challenge)) != ncclSuccess ||
+        weft_socket_try_send(c->fd, c->challenge, sizeof(c->challenge)) != (ssize_t)sizeof(c->challenge))
+      return inc_drop(bs, i, "could not send the ring challenge"), 0;
+    c->challenged = 1;
+    return 1;
+  }
+  if (seen(bs, h->src, h->seq)) return inc_drop(bs, i, "a replayed message"), 0;
   c->deadline = weft_socket_deadline(weft_bs_timeout_s());
-  if (h->kind != WEFT_BS_RING) return;
+  return 1;
+}
+
+/* The answer to our challenge is complete: the connection becomes prev_fd if it checks out. */
+static void inc_ring_answer(struct weft_bootstrap* bs, int i) {
+  struct weft_bs_incoming* c = &bs->inc[i];
+  const struct weft_bs_header* h = &c->open.hdr;
+  if (!weft_auth_check(&bs->key, WEFT_AUTH_LABEL_PEER, c->challenge, h, sizeof(*h), c->answer))
+    return inc_drop(bs, i, "wrong answer to the challenge (not holding the job key)");
   int prev = (bs->rank - 1 + bs->nranks) % bs->nranks;
   if (h->src != prev || bs->prev_fd >= 0) return inc_drop(bs, i, "unexpected ring connection");
   bs->prev_fd = c->fd;
@@ -142,29 +176,47 @@ static void inc_header(struct weft_bootstrap* bs, int i) {
 
 static void inc_complete(struct weft_bootstrap* bs, int i) {
   struct weft_bs_incoming* c = &bs->inc[i];
+  const struct weft_bs_header* h = &c->open.hdr;
+  uint8_t digest[WEFT_SHA256_BYTES];
+  weft_sha256(c->data, h->size, digest);
+  if (!weft_auth_equal(digest, h->digest, sizeof(digest))) return inc_drop(bs, i, "payload altered");
+  /* Another connection may have delivered the same message meanwhile. */
+  if (seen(bs, h->src, h->seq)) return inc_drop(bs, i, "a replayed message");
   struct weft_bs_msg* m = calloc(1, sizeof(*m));
   if (m == NULL) return inc_drop(bs, i, "out of memory");
-  m->src = c->open.hdr.src;
-  m->kind = (int)c->open.hdr.kind;
-  m->tag = c->open.hdr.tag;
-  m->seq = c->open.hdr.seq;
-  m->size = c->open.hdr.size;
+  m->src = h->src;
+  m->kind = (int)h->kind;
+  m->tag = h->tag;
+  m->seq = h->seq;
+  m->size = h->size;
   m->data = c->data;
   park(bs, m);
   inc_remove(bs, i, 1);
 }
 
+/* Read into buf[*got..want); 0 when it is now whole, 1 while more must come, -1 after a drop. */
+static int inc_fill(struct weft_bootstrap* bs, int i, void* buf, size_t* got, size_t want, const char* part) {
+  ssize_t n = weft_socket_try_recv(bs->inc[i].fd, (char*)buf + *got, want - *got);
+  if (n < 0) {
+    char why[96];
+    snprintf(why, sizeof(why), "%s %s", n == WEFT_SOCKET_CLOSED ? "closed before its" : "failed reading its",
+             part);
+    return inc_drop(bs, i, why), -1;
+  }
+  *got += (size_t)n;
+  return *got < want;
+}
+
 void weft_bs_incoming_read(struct weft_bootstrap* bs, int i) {
   struct weft_bs_incoming* c = &bs->inc[i];
   if (c->hgot < sizeof(c->open)) {
-    ssize_t n = weft_socket_try_recv(c->fd, (char*)&c->open + c->hgot, sizeof(c->open) - c->hgot);
-    if (n < 0) return inc_drop(bs, i, n == WEFT_SOCKET_CLOSED ? "closed before its header" : strerror(errno));
-    c->hgot += (size_t)n;
-    if (c->hgot < sizeof(c->open)) return;
-    int fd = c->fd;
-    inc_header(bs, i);
-    /* Dropped, or handed over as the ring connection: the entry is gone. */
-    if (i >= bs->ninc || bs->inc[i].fd != fd) return;
+    if (inc_fill(bs, i, &c->open, &c->hgot, sizeof(c->open), "header") != 0) return;
+    if (!inc_header(bs, i)) return;
+    if (c->challenged) return; /* the answer comes after our challenge */
+  }
+  if (c->challenged) {
+    if (inc_fill(bs, i, c->answer, &c->agot, sizeof(c->answer), "answer") == 0) inc_ring_answer(bs, i);
+    return;
   }
   size_t size = c->open.hdr.size;
   if (c->got == c->cap && c->got < size) {
@@ -176,12 +228,7 @@ void weft_bs_incoming_read(struct weft_bootstrap* bs, int i) {
     c->data = grown;
     c->cap = cap;
   }
-  if (c->got < size) {
-    ssize_t n = weft_socket_try_recv(c->fd, c->data + c->got, c->cap - c->got);
-    if (n < 0)
-      return inc_drop(bs, i, n == WEFT_SOCKET_CLOSED ? "closed before its payload" : strerror(errno));
-    c->got += (size_t)n;
-  }
+  if (c->got < size && inc_fill(bs, i, c->data, &c->got, c->cap, "payload") < 0) return;
   if (c->got == size) inc_complete(bs, i);
 }
 
@@ -196,17 +243,10 @@ int weft_bs_incoming_add(struct weft_bootstrap* bs, int fd) {
     bs->inc = grown;
     bs->capinc = cap;
   }
-  struct weft_bs_incoming* c = &bs->inc[bs->ninc];
+  struct weft_bs_incoming* c = &bs->inc[bs->ninc++];
   memset(c, 0, sizeof(*c));
   c->fd = fd;
-  /* A fresh socket's send buffer is empty: the challenge goes whole or the peer is gone. */
-  if (weft_auth_random(c->challenge, sizeof(c->challenge)) != ncclSuccess ||
-      weft_socket_try_send(fd, c->challenge, sizeof(c->challenge)) != (ssize_t)sizeof(c->challenge)) {
-    weft_socket_close(fd);
-    return 0;
-  }
-  bs->ninc++;
-  /* An honest connector answers as soon as it polls: a silent one holds an fd only this long. */
+  /* An honest connector sends its opening at once: a silent one holds an fd only this long. */
   c->deadline = weft_socket_deadline(WEFT_AUTH_TIMEOUT_S);
   return 1;
 }
@@ -239,8 +279,7 @@ static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops,
   int n = 0;
   for (int i = 0; i < nops; i++)
     if (!op_done(&ops[i]))
-      bs->pfds[n++] = (struct pollfd){
-          .fd = ops[i].fd, .events = ops[i].is_send && !op_awaits_challenge(&ops[i]) ? POLLOUT : POLLIN};
+      bs->pfds[n++] = (struct pollfd){.fd = ops[i].fd, .events = op_reads(&ops[i]) ? POLLIN : POLLOUT};
   int first_inc = n + 1;
   bs->pfds[n++] = (struct pollfd){.fd = bs->listen_fd, .events = POLLIN};
   for (int i = 0; i < bs->ninc; i++) bs->pfds[n++] = (struct pollfd){.fd = bs->inc[i].fd, .events = POLLIN};
@@ -415,9 +454,13 @@ ncclResult_t weft_bs_send_kind(struct weft_bootstrap* bs, int peer, int kind, in
   snprintf(who, sizeof(who), "rank %d (from rank %d)", peer, bs->rank);
   snprintf(what, sizeof(what), "sending %zu bytes (tag %d) to rank %d", size, tag, peer);
   int fd;
-  WEFT_CHECK(weft_socket_connect(&bs->peers[peer], who, abort_flag, deadline, &fd));
+  struct weft_bs_opening open = {.hdr = hdr};
+  weft_sha256(data, size, open.hdr.digest);
+  weft_auth_mac(&bs->key, WEFT_AUTH_LABEL_MESSAGE, bs->peers[peer].nonce, &open.hdr, sizeof(open.hdr),
+                open.mac);
+  WEFT_CHECK(weft_socket_connect(&bs->peers[peer].addr, who, abort_flag, deadline, &fd));
   struct weft_bs_op op;
-  weft_bs_op_send(&op, fd, peer, &hdr, data, size);
+  weft_bs_op_send(&op, fd, peer, &open, data, size);
   ncclResult_t res = weft_bs_progress(bs, &op, 1, NULL, NULL, abort_flag, deadline, what);
   weft_socket_close(fd);
   return res;

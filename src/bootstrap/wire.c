@@ -144,9 +144,9 @@ int weft_bs_header_valid(const struct weft_bs_header* h, uint64_t magic, int ran
   return 1;
 }
 
-int weft_bs_peers_valid(const union weft_socket_addr* peers, int nranks, char* why, size_t len) {
+int weft_bs_peers_valid(const struct weft_bs_peer* peers, int nranks, char* why, size_t len) {
   for (int r = 0; r < nranks; r++)
-    if (!weft_socket_addr_valid(&peers[r]))
-      return WHY("rank %d's address has family %d", r, peers[r].sa.sa_family), 0;
+    if (!weft_socket_addr_valid(&peers[r].addr))
+      return WHY("rank %d's address has family %d", r, peers[r].addr.sa.sa_family), 0;
   return 1;
 }

@@ -22,6 +22,7 @@ struct rank_settings {
   int32_t nchannels;
   int32_t min_channels, max_channels;
   uint8_t ring_ok, tree_ok, ll_ok, simple_ok;
+  uint8_t deterministic, pad[3];
 };
 
 /* Across hosts a Simple step carries less than a slot: WEFT_NET_CHUNKSIZE, by default 64 KiB per
@@ -47,7 +48,8 @@ static struct rank_settings mine(const struct ncclComm* comm, const struct weft_
                                 .ring_ok = (uint8_t)pp->ring_ok,
                                 .tree_ok = (uint8_t)pp->tree_ok,
                                 .ll_ok = (uint8_t)pp->ll_ok,
-                                .simple_ok = (uint8_t)pp->simple_ok};
+                                .simple_ok = (uint8_t)pp->simple_ok,
+                                .deterministic = (uint8_t)pp->deterministic};
 }
 
 static int same_choices(const struct rank_settings* a, const struct rank_settings* b) {
@@ -71,6 +73,13 @@ ncclResult_t weft_plan_agree(struct ncclComm* comm, struct weft_plan_params* pp,
     return res;
   }
   for (int r = 0; r < comm->nranks; r++) {
+    if (all[r].deterministic != me.deterministic) {
+      /* Its rings differ from ours (graph/connect.c): no following rank 0 can mend that. */
+      WEFT_WARN("Rank %d: WEFT_DETERMINISTIC is %d here but %d on rank %d; set it alike on every rank",
+                comm->rank, me.deterministic, all[r].deterministic, r);
+      free(all);
+      return ncclInvalidUsage;
+    }
     if (all[r].simple_step < pp->simple_slot) pp->simple_slot = all[r].simple_step;
     if (all[r].ll_slot < pp->ll_slot) pp->ll_slot = all[r].ll_slot;
     if (all[r].nchannels < pp->nchannels) pp->nchannels = all[r].nchannels;

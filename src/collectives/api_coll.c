@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "collectives/coll_config.h"
+#include "collectives/engine.h"
 #include "collectives/enqueue.h"
 #include "core/api.h"
 #include "core/comm.h"
@@ -34,7 +35,26 @@ static ncclResult_t check_same_size(const struct weft_call* call) {
 }
 
 static ncclResult_t check_allreduce(const struct weft_call* call) { return check_same_size(call); }
+
+/* WEFT_DETERMINISTIC: Reduce to the last rank along the rank-order ring (graph/connect.c) folds
+ * every element as op(...op(op(x0, x1), x2)..., x(n-1)), whatever channel or protocol carries
+ * it; Broadcast then hands that result to every rank. The call's algorithm selection is set
+ * aside: both halves are Ring, the one algorithm with a fixed order. */
+static ncclResult_t build_deterministic_allreduce(const struct weft_call* call, const struct weft_redop* op) {
+  struct weft_call_opts opts = call->opts ? *call->opts : (struct weft_call_opts){0};
+  opts.algos = 0;
+  struct weft_call reduce = *call, bcast = *call;
+  reduce.opts = bcast.opts = &opts;
+  reduce.root = bcast.root = call->comm->nranks - 1;
+  bcast.sendbuff = call->recvbuff;
+  WEFT_CHECK(build_one(&reduce, op, WEFT_COLL_REDUCE));
+  return build_one(&bcast, op, WEFT_COLL_BROADCAST);
+}
+
 static ncclResult_t build_allreduce(const struct weft_call* call, const struct weft_redop* op) {
+  int tree_impl;
+  const struct weft_plan_params* pp = weft_engine_plan_params(call->comm, &tree_impl);
+  if (pp != NULL && pp->deterministic) return build_deterministic_allreduce(call, op);
   return build_one(call, op, WEFT_COLL_ALLREDUCE);
 }
 

@@ -57,6 +57,7 @@ void weft_plan_read_env(struct weft_plan_params* pp) {
         algos);
   pp->min_channels = weft_param_is_set("NCCL_MIN_NCHANNELS") ? (int)weft_param_int("NCCL_MIN_NCHANNELS") : 0;
   pp->max_channels = weft_param_is_set("NCCL_MAX_NCHANNELS") ? (int)weft_param_int("NCCL_MAX_NCHANNELS") : 0;
+  pp->deterministic = weft_param_int("WEFT_DETERMINISTIC") != 0;
 }
 
 int weft_plan_channels_to_connect(void) {

@@ -24,6 +24,7 @@ struct weft_plan_params {
    * planner's own choice when the comm has no tuning model (0 channel bounds: unset). */
   int ring_ok, tree_ok, ll_ok, simple_ok;
   int min_channels, max_channels;
+  int deterministic; /* WEFT_DETERMINISTIC, the same on every rank (weft_plan_agree) */
 };
 
 struct weft_plan {

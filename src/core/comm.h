@@ -56,10 +56,8 @@ struct ncclComm {
   int init_thread_running;
   int finalized;
   int launches_in_flight; /* blocking inits and group launches running; abort waits for them */
-  int claimed_for_free;
-  struct weft_group_worker* group_worker;
-  /* core/group.c: launches this comm beside others */ /* set once by whoever frees the comm
-                                                          (destroy/abort vs. failed init) */
+  int claimed_for_free;   /* set once by whoever frees the comm (destroy/abort vs. failed init) */
+  struct weft_group_worker* group_worker; /* core/group.c: launches this comm beside others */
 
   struct weft_bootstrap* bootstrap;
   struct weft_peer_info* peers; /* [nranks] */

@@ -10,7 +10,6 @@
 #include "core/comm.h"
 #include "util/check.h"
 
-
 struct group_state {
   int depth;
   ncclResult_t error;

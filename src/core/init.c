@@ -15,6 +15,7 @@
 #include "core/init.h"
 #include "core/peers.h"
 #include "core/topology.h"
+#include "doctor/doctor.h"
 #include "util/check.h"
 #include "util/cuda.h"
 #include "util/param.h"
@@ -198,6 +199,7 @@ WEFT_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
 static ncclResult_t init_rank(ncclComm_t* newcomm, int nranks, int nids, const ncclUniqueId* ids, int rank,
                               int cuda_dev, ncclConfig_t* config) {
   print_version_once();
+  weft_doctor_warn_env_once(); /* misspelt NCCL_ and WEFT_ names; NCCL ignores them silently */
   WEFT_ARG_CHECK(newcomm != NULL, "newcomm is NULL");
   *newcomm = NULL;
   WEFT_ARG_CHECK(nranks >= 1, "nranks %d must be at least 1", nranks);

@@ -11,7 +11,7 @@ struct weft_comm_topo {
   struct weft_topo_graph ring, tree;
   struct weft_topo_channels* channels;
   struct weft_tuning tuning;
-  int min_channels, max_channels; /* NCCL_MIN/MAX_NCHANNELS at init, rank 0's (0: unset) */
+  int min_channels, max_channels;     /* NCCL_MIN/MAX_NCHANNELS at init, rank 0's (0: unset) */
   char algo_env[256], proto_env[256]; /* NCCL_ALGO / NCCL_PROTO, rank 0's ("" when unset) */
 };
 

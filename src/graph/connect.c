@@ -73,6 +73,10 @@ static void build_ring(struct weft_topo_channels* ch, const struct weft_topo_gra
   int k = 0, start = 0;
   for (int node = 0; node < ch->nnodes; node++)
     for (int i = 0; i < L; i++) order[k++] = node * L + g->intra[base][i];
+  /* Deterministic mode: one ring, in rank order, on every channel, so an element's reduction
+   * order does not depend on which channel carries it (collectives/api_coll.c). */
+  if (weft_param_int("WEFT_DETERMINISTIC") != 0)
+    for (int i = 0; i < n; i++) order[i] = i;
   for (int i = 0; i < n; i++)
     if (order[i] == 0) start = i;
   int* tmp = malloc(n * sizeof(int));

@@ -1,7 +1,8 @@
-/* Detection: builds NCCL topology XML for this machine from sysfs (NUMA nodes and their CPUs,
- * NICs from /sys/class/infiniband and /sys/class/net with speeds and PCI parents, NVIDIA GPUs on
- * the PCI bus, with NVLinks from NVML when present), then the system from it. WEFT_TOPO_SYSFS prefixes every
- * path (tests). */
+/* Detection: builds NCCL topology XML for this machine, then the system from it. hwloc
+ * (detect_hwloc.c) is used when it loads; this file is the sysfs path used otherwise (NUMA nodes and
+ * their CPUs, NICs from /sys/class/infiniband and /sys/class/net with speeds and PCI parents,
+ * NVIDIA GPUs on the PCI bus) and what both share (NVLinks from NVML, net speeds, host hash).
+ * WEFT_TOPO_SYSFS prefixes every sysfs path (tests) and selects the sysfs path. */
 #include <dirent.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "graph/detect.h"
 #include "graph/topo.h"
 #include "util/check.h"
+#include "util/hwloc.h"
 #include "util/param.h"
 
 struct det {
@@ -40,7 +42,7 @@ static long read_long(const struct det* d, const char* path, long def) {
   return end == buf ? def : v;
 }
 
-static const char* arch_name(void) {
+const char* weft_detect_arch(void) {
 #if defined(__x86_64__)
   return "x86_64";
 #elif defined(__aarch64__)
@@ -52,10 +54,10 @@ static const char* arch_name(void) {
 #endif
 }
 
-/* x86 vendor, family and model from /proc/cpuinfo. */
-static ncclResult_t cpu_attrs(const struct det* d, struct weft_xml_node* cpu) {
+/* x86 vendor, family and model from /proc/cpuinfo (under root). */
+ncclResult_t weft_detect_cpu_attrs(const char* root, struct weft_xml_node* cpu) {
   char path[PATH_MAX], line[256];
-  snprintf(path, sizeof(path), "%s/proc/cpuinfo", d->root);
+  snprintf(path, sizeof(path), "%s/proc/cpuinfo", root);
   FILE* f = fopen(path, "r");
   if (f == NULL) return ncclSuccess;
   int got = 0;
@@ -88,8 +90,8 @@ static ncclResult_t add_cpu(struct det* d, int numa) {
   WEFT_CHECK(weft_xml_set_int(c, "numaid", numa));
   snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpumap", numa);
   if (read_line(d, path, map, sizeof(map)) == 0) WEFT_CHECK(weft_xml_set(c, "affinity", map));
-  WEFT_CHECK(weft_xml_set(c, "arch", arch_name()));
-  return cpu_attrs(d, c);
+  WEFT_CHECK(weft_xml_set(c, "arch", weft_detect_arch()));
+  return weft_detect_cpu_attrs(d->root, c);
 }
 
 static ncclResult_t add_cpus(struct det* d) {
@@ -204,6 +206,29 @@ static long ib_speed(struct det* d, const char* dev) {
   return (long)(strtod(v, NULL) * 1000);
 }
 
+static long net_speed(struct det* d, const char* name, int ib) {
+  char path[PATH_MAX];
+  if (ib) return ib_speed(d, name);
+  snprintf(path, sizeof(path), "/sys/class/net/%s/speed", name);
+  return read_long(d, path, -1);
+}
+
+long weft_detect_net_speed(const char* name, int ib) {
+  struct det none = {.root = ""};
+  return net_speed(&none, name, ib);
+}
+
+ncclResult_t weft_detect_net_elem(struct weft_xml_node* nic, const char* name, int dev, long speed, int gdr) {
+  struct weft_xml_node* net = weft_xml_add_child(nic, "net");
+  if (net == NULL) return ncclSystemError;
+  WEFT_CHECK(weft_xml_set(net, "name", name));
+  WEFT_CHECK(weft_xml_set_int(net, "dev", dev));
+  WEFT_CHECK(weft_xml_set_int(net, "speed", speed > 0 ? speed : 10000));
+  WEFT_CHECK(weft_xml_set_int(net, "port", 1));
+  WEFT_CHECK(weft_xml_set(net, "latency", "0"));
+  return weft_xml_set_int(net, "gdr", gdr);
+}
+
 static ncclResult_t add_net(struct det* d, const char* cls, const char* name, long speed, int gdr) {
   char path[PATH_MAX], real[PATH_MAX];
   snprintf(path, sizeof(path), "%s/sys/class/%s/%s", d->root, cls, name);
@@ -215,68 +240,78 @@ static ncclResult_t add_net(struct det* d, const char* cls, const char* name, lo
   for (int i = 0; i < pci->nchildren && !nic; i++)
     if (strcmp(pci->children[i]->name, "nic") == 0) nic = pci->children[i];
   if (nic == NULL && (nic = weft_xml_add_child(pci, "nic")) == NULL) return ncclSystemError;
-  struct weft_xml_node* net = weft_xml_add_child(nic, "net");
-  if (net == NULL) return ncclSystemError;
-  WEFT_CHECK(weft_xml_set(net, "name", name));
-  WEFT_CHECK(weft_xml_set_int(net, "dev", d->nnet++));
-  WEFT_CHECK(weft_xml_set_int(net, "speed", speed > 0 ? speed : 10000));
-  WEFT_CHECK(weft_xml_set_int(net, "port", 1));
-  WEFT_CHECK(weft_xml_set(net, "latency", "0"));
-  WEFT_CHECK(weft_xml_set_int(net, "gdr", gdr));
-  return ncclSuccess;
+  return weft_detect_net_elem(nic, name, d->nnet++, speed, gdr);
+}
+
+static int visible_entry(const struct dirent* e) {
+  return e->d_name[0] != '.' && strcmp(e->d_name, "lo") != 0;
+}
+
+/* The entries of a sysfs directory in natural order (mlx5_2 before mlx5_10), so that devices are
+ * numbered alike whatever order the kernel lists them in, and as the hwloc path numbers them.
+ * Returns the count (0 when unreadable); free with free_entries. */
+static int sorted_entries(const char* dir, struct dirent*** out) {
+  int n = scandir(dir, out, visible_entry, versionsort);
+  if (n < 0) *out = NULL;
+  return n < 0 ? 0 : n;
+}
+
+static void free_entries(struct dirent** e, int n) {
+  for (int i = 0; i < n; i++) free(e[i]);
+  free(e);
 }
 
 static ncclResult_t add_nets(struct det* d) {
   static const char* const classes[] = {"infiniband", "net"};
-  for (int k = 0; k < 2; k++) {
+  ncclResult_t res = ncclSuccess;
+  for (int k = 0; k < 2 && res == ncclSuccess; k++) {
     char path[PATH_MAX];
+    struct dirent** e;
     snprintf(path, sizeof(path), "%s/sys/class/%s", d->root, classes[k]);
-    DIR* dir = opendir(path);
-    struct dirent* e;
-    while (dir && (e = readdir(dir)) != NULL) {
-      if (e->d_name[0] == '.' || strcmp(e->d_name, "lo") == 0) continue;
-      long speed;
-      if (k == 0) {
-        speed = ib_speed(d, e->d_name);
-      } else {
-        snprintf(path, sizeof(path), "/sys/class/net/%s/speed", e->d_name);
-        speed = read_long(d, path, -1);
-      }
-      ncclResult_t res = add_net(d, classes[k], e->d_name, speed, k == 0);
-      if (res != ncclSuccess) {
-        closedir(dir);
-        return res;
-      }
-    }
-    if (dir) closedir(dir);
+    int n = sorted_entries(path, &e);
+    for (int i = 0; i < n && res == ncclSuccess; i++)
+      res = add_net(d, classes[k], e[i]->d_name, net_speed(d, e[i]->d_name, k == 0), k == 0);
+    free_entries(e, n);
+  }
+  return res;
+}
+
+ncclResult_t weft_detect_gpu_elem(struct weft_xml_node* pci, int dev, const struct weft_nvml_gpu* nv,
+                                  long (*class_of)(const char* busid, void* arg), void* arg) {
+  struct weft_xml_node* g = weft_xml_add_child(pci, "gpu");
+  if (g == NULL) return ncclSystemError;
+  WEFT_CHECK(weft_xml_set_int(g, "dev", dev));
+  if (nv && nv->sm > 0) WEFT_CHECK(weft_xml_set_int(g, "sm", nv->sm));
+  WEFT_CHECK(weft_xml_set_int(g, "rank", dev));
+  WEFT_CHECK(weft_xml_set_int(g, "gdr", 1));
+  if (nv && nv->p2p == 0) WEFT_CHECK(weft_xml_set_int(g, "p2p", 0)); /* Weft's attribute */
+  for (int i = 0; nv && i < nv->ntargets; i++) {
+    struct weft_xml_node* l = weft_xml_add_child(g, "nvlink");
+    if (l == NULL) return ncclSystemError;
+    WEFT_CHECK(weft_xml_set(l, "target", nv->targets[i].busid));
+    WEFT_CHECK(weft_xml_set_int(l, "count", nv->targets[i].count));
+    WEFT_CHECK(weft_xml_set_hex(l, "tclass", (unsigned long long)class_of(nv->targets[i].busid, arg)));
   }
   return ncclSuccess;
 }
 
+/* PCI class of an NVLink target; targets not on the PCI bus are NVSwitches. */
+static long sysfs_class(const char* busid, void* arg) {
+  char f[PATH_MAX];
+  snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/class", busid);
+  return read_long(arg, f, 0x068000);
+}
+
 /* <gpu> under the PCI chain of the device at sysfs path rel (under root), with NVML's data when
- * known: compute capability and NVLinks (targets not on the PCI bus are NVSwitches). */
+ * known: compute capability and NVLinks. */
 static ncclResult_t add_gpu(struct det* d, const char* busid, const struct weft_nvml_gpu* nv) {
   char f[PATH_MAX], real[PATH_MAX];
   snprintf(f, sizeof(f), "%s/sys/bus/pci/devices/%s", d->root, busid);
-  struct weft_xml_node *pci = NULL, *g;
+  struct weft_xml_node* pci = NULL;
   if (realpath(f, real) == NULL) return ncclSuccess;
   WEFT_CHECK(pci_chain(d, real, &pci));
   if (pci == NULL) return ncclSuccess;
-  if ((g = weft_xml_add_child(pci, "gpu")) == NULL) return ncclSystemError;
-  WEFT_CHECK(weft_xml_set_int(g, "dev", d->ngpu));
-  if (nv && nv->sm > 0) WEFT_CHECK(weft_xml_set_int(g, "sm", nv->sm));
-  WEFT_CHECK(weft_xml_set_int(g, "rank", d->ngpu++));
-  WEFT_CHECK(weft_xml_set_int(g, "gdr", 1));
-  for (int i = 0; nv && i < nv->ntargets; i++) {
-    struct weft_xml_node* l = weft_xml_add_child(g, "nvlink");
-    if (l == NULL) return ncclSystemError;
-    snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/class", nv->targets[i].busid);
-    long cls = read_long(d, f, 0x068000);
-    WEFT_CHECK(weft_xml_set(l, "target", nv->targets[i].busid));
-    WEFT_CHECK(weft_xml_set_int(l, "count", nv->targets[i].count));
-    WEFT_CHECK(weft_xml_set_hex(l, "tclass", (unsigned long long)cls));
-  }
-  return ncclSuccess;
+  return weft_detect_gpu_elem(pci, d->ngpu++, nv, sysfs_class, d);
 }
 
 static ncclResult_t add_gpus(struct det* d) {
@@ -285,24 +320,23 @@ static ncclResult_t add_gpus(struct det* d) {
   for (int i = 0; i < n; i++) WEFT_CHECK(add_gpu(d, nv[i].busid, &nv[i]));
   if (n > 0) return ncclSuccess;
   char path[PATH_MAX];
+  struct dirent** e;
   snprintf(path, sizeof(path), "%s/sys/bus/pci/devices", d->root);
-  DIR* dir = opendir(path);
-  struct dirent* e;
+  int ne = sorted_entries(path, &e); /* bus id order */
   ncclResult_t res = ncclSuccess;
-  while (res == ncclSuccess && dir && (e = readdir(dir)) != NULL) {
-    if (e->d_name[0] == '.') continue;
+  for (int i = 0; i < ne && res == ncclSuccess; i++) {
     char f[PATH_MAX];
-    snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/class", e->d_name);
+    snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/class", e[i]->d_name);
     long cls = read_long(d, f, 0);
-    snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/vendor", e->d_name);
-    if ((cls >> 16) == 0x03 && read_long(d, f, 0) == 0x10de) res = add_gpu(d, e->d_name, NULL);
+    snprintf(f, sizeof(f), "/sys/bus/pci/devices/%s/vendor", e[i]->d_name);
+    if ((cls >> 16) == 0x03 && read_long(d, f, 0) == 0x10de) res = add_gpu(d, e[i]->d_name, NULL);
   }
-  if (dir) closedir(dir);
+  free_entries(e, ne);
   return res;
 }
 
 /* Hosts are told apart by a hash of the host name (WEFT_HOSTID / NCCL_HOSTID when set). */
-static ncclResult_t set_host_hash(struct det* d) {
+ncclResult_t weft_detect_host_hash(struct weft_xml_node* sys) {
   char name[256] = "";
   const char* id = weft_param_str("WEFT_HOSTID");
   if (id == NULL || id[0] == 0) id = weft_param_str("NCCL_HOSTID");
@@ -312,40 +346,86 @@ static ncclResult_t set_host_hash(struct det* d) {
   }
   uint64_t h = 1469598103934665603ull;
   for (const char* p = id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-  for (int i = 0; i < d->sys->nchildren; i++)
-    WEFT_CHECK(weft_xml_set_hex(d->sys->children[i], "host_hash", h));
+  for (int i = 0; i < sys->nchildren; i++) WEFT_CHECK(weft_xml_set_hex(sys->children[i], "host_hash", h));
   return ncclSuccess;
 }
 
-ncclResult_t weft_topo_detect(struct weft_topo_system** out) {
-  struct weft_topo_system* sys;
-  *out = NULL;
+static ncclResult_t detect_sysfs(struct weft_xml_node* xml, const char* root) {
   struct det* d = calloc(1, sizeof(*d));
-  if (d == NULL) {
-    WEFT_WARN("topology detection: out of memory");
-    return ncclSystemError;
-  }
-  const char* root = weft_param_str("WEFT_TOPO_SYSFS");
-  snprintf(d->root, sizeof(d->root), "%s", root ? root : "");
-  ncclResult_t res = weft_topo_system_alloc(&sys);
-  if (res == ncclSuccess) {
-    sys->xml = d->sys = weft_xml_new("system");
-    res = d->sys ? weft_xml_set(d->sys, "version", "1") : ncclSystemError;
-  }
-  if (res == ncclSuccess) res = add_cpus(d);
+  if (d == NULL) return ncclSystemError;
+  snprintf(d->root, sizeof(d->root), "%s", root);
+  d->sys = xml;
+  ncclResult_t res = add_cpus(d);
   if (res == ncclSuccess) res = add_nets(d);
   if (res == ncclSuccess) res = add_gpus(d);
-  if (res == ncclSuccess) res = set_host_hash(d);
-  if (res == ncclSystemError) WEFT_WARN("topology detection: out of memory building the XML tree");
-  if (res == ncclSuccess) res = weft_topo_from_xml(sys);
   free(d);
+  return res;
+}
+
+/* hwloc unless WEFT_TOPO_DETECT=sysfs or a fake sysfs tree is given; sysfs when hwloc is missing
+ * and detection was not pinned to it. The log says which was used. */
+static _Thread_local const char* last_method = "none";
+
+const char* weft_topo_detect_method(void) { return last_method; }
+
+static ncclResult_t detect_xml(struct weft_xml_node* xml) {
+  const char* mode = weft_param_str("WEFT_TOPO_DETECT");
+  const char* root = weft_param_str("WEFT_TOPO_SYSFS");
+  root = root ? root : "";
+  if (mode == NULL || mode[0] == 0) mode = "auto";
+  if (strcmp(mode, "auto") != 0 && strcmp(mode, "hwloc") != 0 && strcmp(mode, "sysfs") != 0) {
+    WEFT_WARN("WEFT_TOPO_DETECT=%s: expected auto, hwloc or sysfs", mode);
+    return ncclInvalidArgument;
+  }
+  if (strcmp(mode, "sysfs") != 0 && !(root[0] && strcmp(mode, "auto") == 0)) {
+    char what[300];
+    ncclResult_t res = weft_detect_hwloc_xml(WEFT_HWLOC_THIS_MACHINE, NULL, xml, what, sizeof(what));
+    if (res == ncclSuccess) {
+      WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "Topology detection: hwloc (%s)", what);
+      last_method = "hwloc";
+      return ncclSuccess;
+    }
+    if (res != ncclSystemError || strcmp(mode, "hwloc") == 0) {
+      if (res == ncclSystemError) WEFT_WARN("WEFT_TOPO_DETECT=hwloc but hwloc is not usable here");
+      return res;
+    }
+  }
+  WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "Topology detection: sysfs%s%s", root[0] ? " under " : "", root);
+  last_method = "sysfs";
+  ncclResult_t res = detect_sysfs(xml, root);
+  if (res == ncclSystemError) WEFT_WARN("topology detection: out of memory building the XML tree");
+  return res;
+}
+
+/* The system made from a detected <system> tree (fill builds it), with the host hash set. */
+ncclResult_t weft_detect_finish(ncclResult_t (*fill)(struct weft_xml_node*, void*), void* arg,
+                                struct weft_topo_system** out) {
+  struct weft_topo_system* sys;
+  *out = NULL;
+  WEFT_CHECK(weft_topo_system_alloc(&sys));
+  ncclResult_t res = ncclSuccess;
+  sys->xml = weft_xml_new("system");
+  res = sys->xml ? weft_xml_set(sys->xml, "version", "1") : ncclSystemError;
+  if (res == ncclSuccess) res = fill(sys->xml, arg);
+  if (res == ncclSuccess) res = weft_detect_host_hash(sys->xml);
+  if (res == ncclSuccess) res = weft_topo_from_xml(sys);
   if (res != ncclSuccess) {
     weft_topo_system_destroy(sys);
     return res;
   }
-  WEFT_INFO(WEFT_GRAPH, "Detected topology: %d NUMA nodes, %d NICs, %d NETs, %d GPUs",
-            sys->count[WEFT_NODE_CPU], sys->count[WEFT_NODE_NIC], sys->count[WEFT_NODE_NET],
-            sys->count[WEFT_NODE_GPU]);
+  WEFT_INFO(WEFT_GRAPH,
+            "Detected topology: %d NUMA nodes, %d PCI switches/bridges, %d NICs, %d NETs, %d GPUs",
+            sys->count[WEFT_NODE_CPU], sys->count[WEFT_NODE_PCI], sys->count[WEFT_NODE_NIC],
+            sys->count[WEFT_NODE_NET], sys->count[WEFT_NODE_GPU]);
   *out = sys;
   return ncclSuccess;
+}
+
+static ncclResult_t fill_detected(struct weft_xml_node* xml, void* arg) {
+  (void)arg;
+  return detect_xml(xml);
+}
+
+ncclResult_t weft_topo_detect(struct weft_topo_system** out) {
+  return weft_detect_finish(fill_detected, NULL, out);
 }

@@ -2,6 +2,7 @@
  * (and builds without CUDA) work unchanged: absent NVML means "no NVML information". */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/detect.h"
@@ -25,7 +26,11 @@ struct nvml_fns {
   int (*cc)(nvml_device, int*, int*);
   int (*link_state)(nvml_device, unsigned int, int*);
   int (*link_remote)(nvml_device, unsigned int, struct nvml_pci_info*);
+  int (*p2p_status)(nvml_device, nvml_device, int, int*);
 };
+
+#define NVML_P2P_CAPS_READ 0
+#define NVML_P2P_STATUS_OK 0
 
 static void* load(struct nvml_fns* f) {
   void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -38,6 +43,7 @@ static void* load(struct nvml_fns* f) {
   *(void**)&f->cc = dlsym(h, "nvmlDeviceGetCudaComputeCapability");
   *(void**)&f->link_state = dlsym(h, "nvmlDeviceGetNvLinkState");
   *(void**)&f->link_remote = dlsym(h, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  *(void**)&f->p2p_status = dlsym(h, "nvmlDeviceGetP2PStatus");
   if (!f->init || !f->shutdown || !f->count || !f->handle || !f->pci || !f->cc) {
     dlclose(h);
     return NULL;
@@ -79,6 +85,19 @@ static void links_of(struct nvml_fns* f, nvml_device d, struct weft_nvml_gpu* g)
   }
 }
 
+/* What the driver says of PCIe P2P between each GPU and the others (GeForce boards: unsupported);
+ * the model then stages their traffic in host memory, as NCCL's SHM transport does. */
+static void p2p_of(struct nvml_fns* f, nvml_device* devs, struct weft_nvml_gpu* g, int n) {
+  for (int i = 0; i < n; i++) {
+    g[i].p2p = f->p2p_status ? 1 : -1;
+    for (int j = 0; j < n && f->p2p_status; j++) {
+      int st = NVML_P2P_STATUS_OK;
+      if (i != j && f->p2p_status(devs[i], devs[j], NVML_P2P_CAPS_READ, &st) == 0 && st != NVML_P2P_STATUS_OK)
+        g[i].p2p = 0;
+    }
+  }
+}
+
 int weft_topo_nvml_gpus(struct weft_nvml_gpu* out, int max) {
   struct nvml_fns f;
   memset(&f, 0, sizeof(f));
@@ -86,7 +105,8 @@ int weft_topo_nvml_gpus(struct weft_nvml_gpu* out, int max) {
   if (h == NULL) return 0;
   unsigned int n = 0;
   int got = 0;
-  if (f.init() == 0) {
+  nvml_device* devs = calloc((size_t)max, sizeof(*devs));
+  if (devs && f.init() == 0) {
     if (f.count(&n) != 0) n = 0;
     for (unsigned int i = 0; i < n && got < max; i++) {
       nvml_device d;
@@ -94,14 +114,17 @@ int weft_topo_nvml_gpus(struct weft_nvml_gpu* out, int max) {
       int major = 0, minor = 0;
       memset(&pi, 0, sizeof(pi));
       if (f.handle(i, &d) != 0 || f.pci(d, &pi) != 0) continue;
+      devs[got] = d;
       struct weft_nvml_gpu* g = &out[got++];
       memset(g, 0, sizeof(*g));
       short_busid(pi.bus_id, g->busid);
       if (f.cc(d, &major, &minor) == 0) g->sm = major * 10 + minor;
       links_of(&f, d, g);
     }
+    p2p_of(&f, devs, out, got);
     f.shutdown();
   }
+  free(devs);
   dlclose(h);
   WEFT_INFO(WEFT_GRAPH, "NVML: %d GPU(s)", got);
   return got;

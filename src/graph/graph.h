@@ -18,10 +18,11 @@
  * added with weft_topo_add_host_ranks. Graph channels list local ranks (the GPU's `rank` attribute,
  * else its position). Across nodes, rank = node * nlocal + local rank (nodes identical, as in a
  * homogeneous job); weft_topo_connect_channels builds the global rings and double binary trees.
- * Nothing here touches hardware except weft_topo_detect (sysfs, dlopen'ed NVML, never required). */
+ * Nothing here touches hardware except weft_topo_detect (hwloc or sysfs, dlopen'ed NVML, never required). */
 #ifndef WEFT_GRAPH_GRAPH_H
 #define WEFT_GRAPH_GRAPH_H
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,9 +87,16 @@ const char* weft_topo_node_name(int type);
 ncclResult_t weft_topo_load_text(const char* text, size_t len, const char* what,
                                  struct weft_topo_system** out);
 ncclResult_t weft_topo_load_file(const char* path, struct weft_topo_system** out);
-/* Detects this machine (CPUs/NUMA from sysfs, NICs from /sys/class/infiniband and /sys/class/net,
- * GPUs and NVLinks through dlopen'ed NVML when present). Never fails for lack of devices. */
+/* Detects this machine: through dlopen'ed hwloc when it loads (CPUs/NUMA nodes with cpusets, PCI
+ * tree with switches and link speeds, GPUs, NICs and their RDMA devices), else from sysfs; NVLinks
+ * from dlopen'ed NVML when present. WEFT_TOPO_DETECT=hwloc|sysfs pins the path; WEFT_HWLOC_XML or
+ * HWLOC_XMLFILE make hwloc read a file instead. Never fails for lack of devices. */
 ncclResult_t weft_topo_detect(struct weft_topo_system** out);
+/* "hwloc" or "sysfs": how this thread's last weft_topo_detect read the machine ("none" before). */
+const char* weft_topo_detect_method(void);
+/* The same model from an hwloc XML file (source 1, arg = path) or synthetic description (source 2,
+ * e.g. "pack:2 numa:2 core:16 pu:2"); see util/hwloc.h. Needs hwloc at run time. */
+ncclResult_t weft_topo_detect_hwloc(int source, const char* arg, struct weft_topo_system** out);
 /* Fuses the XML views of a node's local ranks (as exchanged by an intra-node all-gather of
  * weft_topo_dump_string texts) into one system: elements matched by identity (cpu by host_hash +
  * numaid, pci by busid, net by name + dev, nvlink by target), attributes and children united. */
@@ -107,6 +115,13 @@ void weft_topo_system_destroy(struct weft_topo_system* sys);                    
  * that host stay in the graph but stop being ranks; placing host ranks twice is ncclInvalidUsage. */
 ncclResult_t weft_topo_add_host_ranks(struct weft_topo_system* sys, int host, int nranks, const int* numa,
                                       float copy_bw_gbs);
+
+/* Where nranks host ranks of host `host` should run: numa[r] receives a NUMA id, nodes taking
+ * contiguous blocks of ranks in proportion to the CPUs of theirs (the <cpu affinity> cpusets)
+ * that `allowed` holds (NULL: all); nodes without any get no rank. ncclInvalidUsage when no node
+ * has an allowed CPU. */
+ncclResult_t weft_topo_place_host_ranks(const struct weft_topo_system* sys, int host, int nranks,
+                                        const cpu_set_t* allowed, int* numa);
 
 /* Counts for reports: nodes of a type; hosts in the file; rank nodes on one host. */
 int weft_topo_count(const struct weft_topo_system* sys, int node_type);

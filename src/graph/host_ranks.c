@@ -1,5 +1,10 @@
 /* Host-backend ranks: CPU ranks placed on NUMA nodes, each linked to its CPU by a local link whose
- * bandwidth is the measured copy bandwidth, so the same search and tuning serve the host backend. */
+ * bandwidth is the measured copy bandwidth, so the same search and tuning serve the host backend;
+ * and where such ranks should go, from the NUMA nodes' cpusets and the CPUs the process may use. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "graph/topo.h"
 #include "util/check.h"
 
@@ -56,5 +61,72 @@ ncclResult_t weft_topo_add_host_ranks(struct weft_topo_system* sys, int host, in
   sys->host_copy_bw = bw;
   weft_topo_free_paths(sys);
   WEFT_INFO(WEFT_GRAPH, "Placed %d host ranks on host %d, copy bandwidth %.1f GB/s", nranks, host, bw);
+  return ncclSuccess;
+}
+
+/* NCCL's affinity text ("ffff0000,0000ffff": 32-bit hex words, most significant first) into set;
+ * returns the number of CPUs, -1 when the text is not such a mask. */
+static int parse_affinity(const char* text, cpu_set_t* set) {
+  CPU_ZERO(set);
+  size_t n = strlen(text), words = 1;
+  for (size_t i = 0; i < n; i++) words += text[i] == ',';
+  const char* p = text;
+  for (size_t w = words; w-- > 0;) {
+    char* end;
+    unsigned long v = strtoul(p, &end, 16);
+    if (end == p || (*end != ',' && *end != 0)) return -1;
+    for (int b = 0; b < 32; b++)
+      if ((v >> b & 1) && w * 32 + b < CPU_SETSIZE) CPU_SET((int)(w * 32 + b), set);
+    p = *end ? end + 1 : end;
+  }
+  return CPU_COUNT(set);
+}
+
+/* The cpuset of CPU node c as its <cpu affinity> says; -1 when the file gives none. */
+static int cpu_affinity(const struct weft_topo_system* sys, const struct weft_topo_node* c, cpu_set_t* set) {
+  for (int i = 0; sys->xml && i < sys->xml->nchildren; i++) {
+    const struct weft_xml_node* x = sys->xml->children[i];
+    const char* hash = weft_xml_get(x, "host_hash");
+    if (strcmp(x->name, "cpu") != 0 || weft_xml_get_int(x, "numaid", -1) != c->id) continue;
+    if (hash && sys->nhosts > 1 && strtoull(hash, NULL, 0) != sys->host_hash[c->host]) continue;
+    const char* aff = weft_xml_get(x, "affinity");
+    return aff ? parse_affinity(aff, set) : -1;
+  }
+  return -1;
+}
+
+ncclResult_t weft_topo_place_host_ranks(const struct weft_topo_system* sys, int host, int nranks,
+                                        const cpu_set_t* allowed, int* numa) {
+  if (host < 0 || host >= sys->nhosts || nranks <= 0 || nranks > WEFT_GRAPH_MAX_LOCAL) {
+    WEFT_WARN("topology: cannot place %d host ranks on host %d (hosts %d, at most %d ranks)", nranks, host,
+              sys->nhosts, WEFT_GRAPH_MAX_LOCAL);
+    return ncclInvalidArgument;
+  }
+  int weight[WEFT_TOPO_CAP_CPU], ids[WEFT_TOPO_CAP_CPU], n = 0, total = 0;
+  for (int i = 0; i < sys->count[WEFT_NODE_CPU] && n < WEFT_TOPO_CAP_CPU; i++) {
+    const struct weft_topo_node* c = &sys->nodes[WEFT_NODE_CPU][i];
+    cpu_set_t set;
+    if (c->host != host) continue;
+    int w = cpu_affinity(sys, c, &set);
+    if (w >= 0 && allowed) {
+      CPU_AND(&set, &set, allowed);
+      w = CPU_COUNT(&set);
+    }
+    ids[n] = (int)c->id;
+    weight[n] = w < 0 ? 1 : w; /* no cpuset known: every node counts the same */
+    total += weight[n++];
+  }
+  if (total == 0) {
+    WEFT_WARN("topology: none of host %d's NUMA nodes has a CPU this process may use", host);
+    return ncclInvalidUsage;
+  }
+  /* Contiguous blocks, each node's share in proportion to its usable CPUs: rank r sits where the
+   * middle of its share of all usable CPUs falls. */
+  for (int r = 0; r < nranks; r++) {
+    long long at = ((2LL * r + 1) * total) / (2LL * nranks), sum = 0;
+    int k = 0;
+    while (k < n - 1 && (sum += weight[k]) <= at) k++;
+    numa[r] = n > 0 ? ids[k] : 0;
+  }
   return ncclSuccess;
 }

@@ -125,19 +125,27 @@ static void bfs_run(struct weft_topo_system* sys, struct bfs* b, struct weft_top
   }
 }
 
-/* Replaces path a->b by a->via->b (traffic staged through a CPU), with at least type PHB. */
+/* Replaces path a->b by a->via->b, with at least type PHB. When staged, the bytes land in via's
+ * memory (a CPU) and are read back from it: the path also takes the memory's bandwidth, which
+ * every channel and every staged pair of that NUMA node shares. */
 static void route_via(struct weft_topo_system* sys, struct weft_topo_path* p, struct weft_topo_node* a,
-                      struct weft_topo_node* via, struct weft_topo_node* b) {
+                      struct weft_topo_node* via, struct weft_topo_node* b, int staged) {
   struct weft_topo_path* p1 = &a->paths[via->type][via->index];
   struct weft_topo_path* p2 = &via->paths[b->type][b->index];
   (void)sys;
-  if (p1->type == WEFT_PATH_DIS || p2->type == WEFT_PATH_DIS || p1->nhops + p2->nhops > WEFT_TOPO_MAX_HOPS)
+  staged = staged && via->type == WEFT_NODE_CPU && via->mem.remote != NULL;
+  if (p1->type == WEFT_PATH_DIS || p2->type == WEFT_PATH_DIS ||
+      p1->nhops + p2->nhops + staged > WEFT_TOPO_MAX_HOPS)
     return;
   struct weft_topo_path r;
   memcpy(r.hops, p1->hops, p1->nhops * sizeof(r.hops[0]));
   memcpy(r.hops + p1->nhops, p2->hops, p2->nhops * sizeof(r.hops[0]));
   r.nhops = p1->nhops + p2->nhops;
   r.bw = p1->bw < p2->bw ? p1->bw : p2->bw;
+  if (staged) {
+    r.hops[r.nhops++] = &via->mem;
+    if (via->mem.bw_full < r.bw) r.bw = via->mem.bw_full;
+  }
   r.type = p1->type > p2->type ? p1->type : p2->type;
   if (r.type < WEFT_PATH_PHB) r.type = WEFT_PATH_PHB;
   *p = r;
@@ -155,7 +163,8 @@ static int level_param(const char* name, int def) {
   return t;
 }
 
-/* GPU pairs beyond NCCL_P2P_LEVEL talk through the CPU (shared memory), not peer to peer. */
+/* GPU pairs beyond NCCL_P2P_LEVEL, or with a GPU that has no PCIe P2P, talk through the sender's
+ * CPU memory (shared memory), not peer to peer; NVLink stays direct. */
 static void apply_p2p_level(struct weft_topo_system* sys) {
   int level = level_param("NCCL_P2P_LEVEL", WEFT_PATH_PXB);
   if (weft_param_int("NCCL_P2P_DISABLE")) level = WEFT_PATH_LOC;
@@ -163,9 +172,12 @@ static void apply_p2p_level(struct weft_topo_system* sys) {
     struct weft_topo_node* a = &sys->nodes[WEFT_NODE_GPU][i];
     if (a->u.gpu.host_rank || a->cpu < 0) continue;
     for (int j = 0; j < sys->count[WEFT_NODE_GPU]; j++) {
+      struct weft_topo_node* b = &sys->nodes[WEFT_NODE_GPU][j];
       struct weft_topo_path* p = &a->paths[WEFT_NODE_GPU][j];
-      if (i == j || p->type <= level || p->type >= WEFT_PATH_PHB) continue;
-      route_via(sys, p, a, &sys->nodes[WEFT_NODE_CPU][a->cpu], &sys->nodes[WEFT_NODE_GPU][j]);
+      int no_p2p = !a->u.gpu.p2p || !b->u.gpu.p2p;
+      if (i == j || p->type == WEFT_PATH_DIS || b->u.gpu.host_rank) continue;
+      if (no_p2p ? p->type < WEFT_PATH_PIX : p->type <= level) continue;
+      route_via(sys, p, a, &sys->nodes[WEFT_NODE_CPU][a->cpu], b, 1);
     }
   }
 }
@@ -183,8 +195,8 @@ static void apply_gdr(struct weft_topo_system* sys) {
       if (p->type == WEFT_PATH_DIS || p->type == WEFT_PATH_PXN) continue; /* the peer does GDR */
       int gdr = !g->u.gpu.host_rank && g->u.gpu.gdr && n->u.net.gdr && p->type <= level;
       if (gdr) continue;
-      route_via(sys, p, g, cpu, n);
-      route_via(sys, &n->paths[WEFT_NODE_GPU][i], n, cpu, g);
+      route_via(sys, p, g, cpu, n, 1);
+      route_via(sys, &n->paths[WEFT_NODE_GPU][i], n, cpu, g, 1);
     }
   }
 }
@@ -198,7 +210,7 @@ static void apply_c2c(struct weft_topo_system* sys) {
     for (int j = 0; j < sys->count[WEFT_NODE_NET]; j++) {
       struct weft_topo_path* p = &g->paths[WEFT_NODE_NET][j];
       if (p->type != WEFT_PATH_PHB || cpu->paths[WEFT_NODE_NET][j].type > WEFT_PATH_PHB) continue;
-      route_via(sys, p, g, cpu, &sys->nodes[WEFT_NODE_NET][j]);
+      route_via(sys, p, g, cpu, &sys->nodes[WEFT_NODE_NET][j], 0);
       p->type = WEFT_PATH_P2C;
     }
   }
@@ -224,7 +236,7 @@ static void apply_pxn(struct weft_topo_system* sys) {
         if (best == NULL || q->bw > best->paths[WEFT_NODE_NET][j].bw) best = peer;
       }
       if (best == NULL) continue;
-      route_via(sys, p, g, best, net);
+      route_via(sys, p, g, best, net, 0);
       p->type = WEFT_PATH_PXN;
     }
   }

@@ -21,15 +21,29 @@ static const float speeds_sm90_inter[] = {48, 45, 42, 40, 30,   24,   22,    20,
 static const float speeds_sm100_inter[] = {96,    48, 45.1f, 42, 40, 30,   24,   22,    20,
                                            17.5f, 15, 12,    6,  3,  2.4f, 1.2f, 0.24f, 0.12f};
 
+/* What hop i of p costs for bw of traffic. Peer traffic through an Intel CPU's root complex moves
+ * less than the link rate, so PCIe links past such a CPU on a PHB path cost 20% more (NCCL's
+ * factor; staged paths through the CPU's memory are PHB or SYS). */
+static float hop_cost(const struct weft_topo_path* p, int i, float bw) {
+  if (p->type != WEFT_PATH_PHB || p->hops[i]->type != WEFT_LINK_PCI) return bw;
+  for (int k = 0; k < i; k++) {
+    const struct weft_topo_node* n = p->hops[k]->remote;
+    if (n->type == WEFT_NODE_CPU && n->u.cpu.arch == WEFT_CPU_ARCH_X86 &&
+        n->u.cpu.vendor == WEFT_CPU_VENDOR_INTEL)
+      return bw * 1.2f;
+  }
+  return bw;
+}
+
 static int follow(struct weft_topo_path* p, float bw) {
   for (int i = 0; i < p->nhops; i++)
-    if (p->hops[i]->bw < bw - 1e-3f) return 0;
-  for (int i = 0; i < p->nhops; i++) p->hops[i]->bw -= bw;
+    if (p->hops[i]->bw < hop_cost(p, i, bw) - 1e-3f) return 0;
+  for (int i = 0; i < p->nhops; i++) p->hops[i]->bw -= hop_cost(p, i, bw);
   return 1;
 }
 
 static void unfollow(struct weft_topo_path* p, float bw) {
-  for (int i = 0; i < p->nhops; i++) p->hops[i]->bw += bw;
+  for (int i = 0; i < p->nhops; i++) p->hops[i]->bw += hop_cost(p, i, bw);
 }
 
 static struct weft_topo_path* rpath(struct search* s, int a, int b) {
@@ -384,6 +398,9 @@ static void search_loop(struct search* s, struct weft_topo_graph* g, struct weft
   if (!s->inter) tn[0] = WEFT_PATH_LOC;
   for (int i = 0; i < ns && s->steps < s->total_limit; i++) {
     if (g->nchannels && g->nchannels * g->bw_intra >= speeds[i] * g->max_channels - 1e-3f) break;
+    /* NCCL's rule: a found solution is not traded for many channels at under half its speed
+     * (on PCIe machines, dozens of 0.24 GB/s channels would add up to a little more). */
+    if (g->nchannels && speeds[i] < 0.49f * g->bw_intra) break;
     s->speed = speeds[i];
     int found = 0;
     for (int a = 0; a < nti && !found; a++)

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "util/check.h"
+#include "util/param.h"
 
 static const char* const path_names[WEFT_PATH_TYPES] = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB",
                                                         "P2C", "PXN", "PHB", "SYS", "NET", "DIS"};
@@ -120,7 +121,36 @@ void weft_topo_reset_bw(struct weft_topo_system* sys) {
     for (int i = 0; i < sys->count[t]; i++) {
       struct weft_topo_node* n = &sys->nodes[t][i];
       for (int l = 0; l < n->nlinks; l++) n->links[l].bw = n->links[l].bw_full;
+      n->mem.bw = n->mem.bw_full;
     }
+}
+
+/* Memory bandwidth a NUMA node gives to DMA from PCIe devices, as a round figure per platform:
+ * what its DDR channels sustain for device traffic, not their peak. AMD EPYC splits a socket's
+ * channels between its NUMA nodes (NPS2/NPS4: two channels a node), so a host's 100 GB/s is
+ * shared by its nodes; measured 4x RTX 4090 all-reduce on an NPS4 Rome host (12.6 GB/s busbw)
+ * is what 25 GB/s a node gives. Overridable where it is known. */
+float weft_topo_mem_bw(int arch, int vendor, int model, int host_numa_nodes) {
+  int64_t given = weft_param_is_set("WEFT_TOPO_HOST_MEM_BW") ? weft_param_int("WEFT_TOPO_HOST_MEM_BW") : 0;
+  if (given > 0) return (float)given;
+  if (arch == WEFT_CPU_ARCH_ARM || arch == WEFT_CPU_ARCH_POWER) return 100;
+  if (vendor == WEFT_CPU_VENDOR_INTEL) return model >= 0x8F ? 150 : model >= 0x55 ? 80 : 50;
+  if (vendor == WEFT_CPU_VENDOR_AMD) {
+    float per = 100.0f / (host_numa_nodes > 0 ? host_numa_nodes : 1);
+    return per < 25 ? 25 : per;
+  }
+  return 50;
+}
+
+int weft_topo_gpu_p2p(long long device) {
+  /* GeForce RTX 30/40/50 boards: the driver offers no PCIe P2P (NVML reports it unsupported), so
+   * NCCL moves their data through host memory (SHM). Data-centre and workstation cards keep it. */
+  static const long long none[] = {0x2204, 0x2203, 0x2206, 0x2208, 0x2216, 0x2482, 0x2484, 0x2486, 0x2487,
+                                   0x2488, 0x2489, 0x2503, 0x2504, 0x2684, 0x2702, 0x2704, 0x2705, 0x2782,
+                                   0x2783, 0x2786, 0x2803, 0x2860, 0x2b85, 0x2b87, 0x2c02, 0x2c05};
+  for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+    if (device == none[i]) return 0;
+  return 1;
 }
 
 float weft_topo_nvlink_bw(int sm) {

@@ -46,6 +46,7 @@ struct weft_topo_node {
     struct {
       int dev, rank, sm, gdr;
       int host_rank; /* 1: a host-backend rank placed on a CPU, not a device */
+      int p2p;       /* 0: no PCIe peer-to-peer (GeForce cards, <gpu p2p="0">): via host memory */
     } gpu;
     struct {
       int dev, port, gdr, maxconn;
@@ -61,6 +62,10 @@ struct weft_topo_node {
   char name[64]; /* NET: device name; others: bus id text */
   struct weft_topo_link links[WEFT_TOPO_MAX_LINKS];
   int nlinks;
+  /* CPU only: its memory as a resource of traffic staged there (GPU pairs without P2P, NICs
+   * without GPUDirect); every staged byte is written and read once, so bw is half the memory's
+   * DMA bandwidth. Not in links[]: paths never go through it, staged paths end with it. */
+  struct weft_topo_link mem;
   /* Paths from this node to every node of types GPU, CPU, NET, NVS (NULL until computed). */
   struct weft_topo_path* paths[WEFT_NODE_TYPES];
 };
@@ -92,6 +97,11 @@ void weft_topo_reset_bw(struct weft_topo_system* sys);
 float weft_topo_nvlink_bw(int sm);
 float weft_topo_pci_bw(const char* link_speed, int width);
 float weft_topo_sys_bw(int arch, int vendor, int model);
+/* GB/s of a NUMA node's memory for DMA-staged traffic (WEFT_TOPO_HOST_MEM_BW, else an estimate
+ * from the CPU and how many NUMA nodes its host has). */
+float weft_topo_mem_bw(int arch, int vendor, int model, int host_numa_nodes);
+/* 0 for GPUs known to lack PCIe peer-to-peer (GeForce cards), 1 otherwise. */
+int weft_topo_gpu_p2p(long long pci_device);
 int64_t weft_topo_busid_parse(const char* busid);
 
 /* topo_xml.c: build the node graph from a <system> tree (the tree stays owned by sys). */

@@ -149,6 +149,9 @@ static ncclResult_t add_gpu(struct build* b, struct weft_topo_node* parent, cons
   g->u.gpu.sm = gx ? (int)weft_xml_get_int(gx, "sm", 0) : 0;
   if (g->u.gpu.sm <= 0) g->u.gpu.sm = guess_sm(weft_xml_get_int(pci, "device", 0));
   g->u.gpu.gdr = gx ? (int)weft_xml_get_int(gx, "gdr", 1) : 1;
+  /* p2p is Weft's attribute (NCCL asks the driver at run time); without it, the board's id says. */
+  int p2p = weft_topo_gpu_p2p(weft_xml_get_int(pci, "device", 0));
+  g->u.gpu.p2p = gx ? (int)weft_xml_get_int(gx, "p2p", p2p) != 0 : p2p;
   b->gpu_xml[g->index] = gx;
   b->rank_attr[g->index] = gx ? (int)weft_xml_get_int(gx, "rank", -1) : -1;
   return weft_topo_connect(parent, g, WEFT_LINK_PCI, bw);
@@ -259,6 +262,19 @@ static ncclResult_t add_gpu_links(struct build* b, struct weft_topo_node* g) {
   return ncclSuccess;
 }
 
+/* Each CPU's memory as the resource staged traffic shares: half its bandwidth, since every
+ * staged byte is written and then read. */
+static void set_memory(struct weft_topo_system* sys) {
+  for (int i = 0; i < sys->count[WEFT_NODE_CPU]; i++) {
+    struct weft_topo_node* c = &sys->nodes[WEFT_NODE_CPU][i];
+    int nodes = 0;
+    for (int j = 0; j < sys->count[WEFT_NODE_CPU]; j++) nodes += sys->nodes[WEFT_NODE_CPU][j].host == c->host;
+    c->mem.type = WEFT_LINK_LOC;
+    c->mem.remote = c;
+    c->mem.bw = c->mem.bw_full = weft_topo_mem_bw(c->u.cpu.arch, c->u.cpu.vendor, c->u.cpu.model, nodes) / 2;
+  }
+}
+
 /* Graph files name GPUs by dev: repeated devs on a host become the local ranks. */
 static void unique_devs(struct weft_topo_system* sys, int h) {
   struct weft_topo_node* g = sys->nodes[WEFT_NODE_GPU];
@@ -321,6 +337,7 @@ ncclResult_t weft_topo_from_xml(struct weft_topo_system* sys) {
       float bw = weft_topo_sys_bw(a->u.cpu.arch, a->u.cpu.vendor, a->u.cpu.model);
       res = weft_topo_connect(a, c, WEFT_LINK_SYS, bw);
     }
+  if (res == ncclSuccess) set_memory(sys);
   if (res == ncclSuccess) assign_ranks(b);
   free(b);
   return res;

@@ -28,7 +28,8 @@ static void warn_space(size_t size, int err) {
   if (statvfs(shm_dir(), &st) == 0) avail = (unsigned long long)st.f_bavail * st.f_frsize;
   WEFT_WARN(
       "A shared memory segment needs %zu bytes but %s has %llu bytes free (%s); raise its size, "
-      "e.g. docker run --shm-size=1g, or mount -o remount,size=1G /dev/shm, or lower NCCL_BUFFSIZE",
+      "e.g. docker run --shm-size=1g, or mount -o remount,size=1G /dev/shm, or lower NCCL_BUFFSIZE "
+      "(weft-doctor check shm.size: weft-doctor --ranks N says how much N ranks of this host need)",
       size, shm_dir(), avail, strerror(err));
 }
 
@@ -98,7 +99,7 @@ ncclResult_t weft_shm_open(const char* name, size_t size, struct weft_shm_seg* s
   if (fd < 0) {
     WEFT_WARN(
         "Opening a peer's shared memory segment %s failed: %s (the peer exited, or runs in another PID "
-        "namespace)",
+        "namespace or without /proc: weft-doctor check ptrace.procfd)",
         name, strerror(errno));
     return ncclSystemError;
   }

@@ -1,7 +1,9 @@
 /* Proof of job membership for every bootstrap and network connection: a 32-byte job key that
  * never goes on the wire, fresh random challenges, and HMAC-SHA256 answers compared in constant
- * time. The acceptor of a connection sends a challenge; the connector answers
- * HMAC(key, label || challenge || context) before anything else. */
+ * time. Either the acceptor of a connection sends a challenge and the connector answers
+ * HMAC(key, label || challenge || context), or (bootstrap messages) the sender signs over a
+ * nonce the receiver published through an authenticated channel, with a sequence number that
+ * refuses replays. */
 #ifndef WEFT_UTIL_AUTH_H
 #define WEFT_UTIL_AUTH_H
 
@@ -21,6 +23,7 @@
 #define WEFT_AUTH_LABEL_CHECKIN "weft-bootstrap-checkin"
 #define WEFT_AUTH_LABEL_REPLY "weft-bootstrap-root-reply"
 #define WEFT_AUTH_LABEL_PEER "weft-bootstrap-peer"
+#define WEFT_AUTH_LABEL_MESSAGE "weft-bootstrap-message"
 #define WEFT_AUTH_LABEL_NET "weft-net-socket"
 
 struct weft_auth_key {

@@ -58,6 +58,10 @@ static const struct weft_param_def params[] = {
      "a fatal signal (read them with weft-trace DIR); unset: dumps only on weftCommDumpTrace"},
     {"WEFT_TRACE_SIGNALS", WEFT_PARAM_INT, "1",
      "Flight recorder: 0 installs no SIGUSR1 or fatal-signal handler even when WEFT_TRACE_DIR is set"},
+    {"WEFT_DETERMINISTIC", WEFT_PARAM_INT, "0",
+     "1: reductions give bitwise identical results from run to run, whatever the channel count, protocol, "
+     "algorithm or timing (AllReduce runs as Reduce to the last rank then Broadcast, every channel on the "
+     "rank-order ring); ranks must agree"},
     {"WEFT_CHECK_CALLS", WEFT_PARAM_INT, "1",
      "Host backend: 0 stops comparing each collective's fingerprint (collective, count, datatype, op, "
      "root) across ranks on the shared boards; for measuring its cost only"},
@@ -98,15 +102,30 @@ static const struct weft_param_def params[] = {
      "Do not send to a NIC through an NVLink peer GPU closer to it (PXN)"},
     {"WEFT_TOPO_SYSFS", WEFT_PARAM_STR, "",
      "Prefix of /sys and /proc for topology detection (tests use a fake tree)"},
+    {"WEFT_TOPO_HOST_MEM_BW", WEFT_PARAM_INT, NULL,
+     "GB/s a NUMA node's memory gives GPU/NIC traffic staged there (default: estimate by CPU)"},
+    {"WEFT_TOPO_DETECT", WEFT_PARAM_STR, "auto",
+     "Topology detection: auto (hwloc when it loads, else sysfs), hwloc, or sysfs"},
+    {"WEFT_HWLOC_LIB", WEFT_PARAM_STR, "libhwloc.so.15",
+     "hwloc library to dlopen (tests name a missing one to check the sysfs fallback)"},
+    {"WEFT_HWLOC_XML", WEFT_PARAM_STR, NULL,
+     "hwloc XML file (lstopo --of xml) detected instead of this machine"},
     {"NCCL_IB_DISABLE", WEFT_PARAM_INT, "0", "Disable the InfiniBand transport"},
     {"NCCL_SOCKET_NTHREADS", WEFT_PARAM_INT, NULL, "Helper threads per socket connection"},
     {"NCCL_NSOCKS_PERTHREAD", WEFT_PARAM_INT, NULL, "Sockets per helper thread"},
-    {"NCCL_IGNORE_CPU_AFFINITY", WEFT_PARAM_INT, "0", "Do not bind threads near the device"},
+    {"NCCL_IGNORE_CPU_AFFINITY", WEFT_PARAM_INT, "0",
+     "1: weftrun --bind numa pins a GPU rank near its GPU even outside the job's CPU affinity"},
     {"NCCL_CUMEM_ENABLE", WEFT_PARAM_INT, NULL, "Use the cuMem API for device buffers"},
     {"NCCL_LAUNCH_MODE", WEFT_PARAM_STR, "PARALLEL", "PARALLEL or GROUP launch of grouped kernels"},
     {"WEFT_SHM_DIR", WEFT_PARAM_STR, "/dev/shm", "Directory whose free space shared memory uses"},
     {"WEFT_CUDA_ARCH", WEFT_PARAM_STR, NULL,
      "Informational: GPU architectures the CUDA backend was built for"},
+    /* weft-doctor and the checks init shares with it */
+    {"WEFT_DOCTOR_ROOT", WEFT_PARAM_STR, "",
+     "Prefix of the /proc and /sys files weft-doctor's checks read (tests plant findings in a fake tree)"},
+    {"WEFT_ENV_CHECK", WEFT_PARAM_INT, "1",
+     "1: init WARNs once about NCCL_*/WEFT_* variables that look misspelt (close to a known name); 0: "
+     "silent"},
 };
 
 #define NPARAMS ((int)(sizeof(params) / sizeof(params[0])))

@@ -274,7 +274,7 @@ static ncclResult_t choose_bootstrap_if(const char* spec, const char* comm_id, s
   if (n == 0) {
     WEFT_WARN(
         "Bootstrap: no usable socket interface (NCCL_SOCKET_IFNAME=%s, NCCL_SOCKET_FAMILY=%s, %d interfaces "
-        "up)",
+        "up); weft-doctor (check net.ifname) lists the interfaces to choose from",
         spec ? spec : "unset",
         weft_param_str("NCCL_SOCKET_FAMILY") ? weft_param_str("NCCL_SOCKET_FAMILY") : "unset", nall);
     return ncclSystemError;
@@ -366,6 +366,21 @@ static int try_connect(int fd, const union weft_socket_addr* addr, volatile uint
   }
 }
 
+/* A route problem is what weft-doctor's reachability check finds before a job starts. */
+static const char* unreachable_hint(int err, const union weft_socket_addr* addr, char* buf, size_t size) {
+  if (err != EHOSTUNREACH && err != ENETUNREACH && err != ETIMEDOUT) return "";
+  char host[INET6_ADDRSTRLEN] = "";
+  const void* a =
+      addr->sa.sa_family == AF_INET6 ? (const void*)&addr->sin6.sin6_addr : (const void*)&addr->sin.sin_addr;
+  inet_ntop(addr->sa.sa_family, a, host, sizeof(host));
+  snprintf(
+      buf, size,
+      "; weft-doctor -H %s (check net.reach) tells whether the interfaces of NCCL_SOCKET_IFNAME reach that "
+      "host",
+      host);
+  return buf;
+}
+
 ncclResult_t weft_socket_connect(const union weft_socket_addr* addr, const char* who,
                                  volatile uint32_t* abort_flag, int64_t deadline, int* fd_out) {
   return weft_socket_connect_listening(addr, who, 0, abort_flag, deadline, fd_out);
@@ -397,8 +412,9 @@ ncclResult_t weft_socket_connect_listening(const union weft_socket_addr* addr, c
     }
     int retryable = (err == ECONNREFUSED && !listening) || err == ETIMEDOUT || err == EHOSTUNREACH;
     if (!retryable || attempt > retries || weft_socket_now_ns() >= deadline) {
-      WEFT_WARN("Connect to %s at %s failed after %lld attempt(s): %s", who, text, (long long)attempt,
-                strerror(err));
+      char hint[160];
+      WEFT_WARN("Connect to %s at %s failed after %lld attempt(s): %s%s", who, text, (long long)attempt,
+                strerror(err), unreachable_hint(err, addr, hint, sizeof(hint)));
       return retryable ? ncclRemoteError : ncclSystemError;
     }
     WEFT_TRACE(WEFT_BOOTSTRAP | WEFT_NET, "Connect to %s at %s: %s, retry %lld", who, text, strerror(err),

@@ -123,8 +123,8 @@ static struct weft_bootstrap* fake_bootstrap(int nranks) {
 }
 
 /* Write stream to the far end in fuzzer-chosen slices, letting inc[0] read after each. */
-static void feed_incoming(struct weft_bootstrap* bs, int far, struct in* in, const uint8_t* stream,
-                          size_t len) {
+static void feed_slices(struct weft_bootstrap* bs, int far, struct in* in, const uint8_t* stream,
+                        size_t len) {
   size_t off = 0;
   while (off < len) {
     size_t slice = 1 + byte(in) % 64;
@@ -133,23 +133,49 @@ static void feed_incoming(struct weft_bootstrap* bs, int far, struct in* in, con
     off += slice;
     if (bs->ninc > 0) weft_bs_incoming_read(bs, 0);
   }
+}
+
+/* The rest of the stream, then its end: the connection must end parked, handed over or dropped. */
+static void feed_last(struct weft_bootstrap* bs, int far, struct in* in, const uint8_t* stream, size_t len) {
+  feed_slices(bs, far, in, stream, len);
   shutdown(far, SHUT_WR);
-  /* With the stream closed the connection must end: parked, handed over or dropped. */
   for (int i = 0; i < 64 && bs->ninc > 0; i++) weft_bs_incoming_read(bs, 0);
   if (bs->ninc > 0) abort();
+}
+
+/* A member's stream: a message signed as its sender signs it, or a ring opening followed by the
+ * answer to the challenge it draws (if any). */
+static void feed_member(struct weft_bootstrap* bs, int far, struct in* in, uint8_t* stream, size_t len) {
+  struct weft_bs_header h;
+  memcpy(&h, stream + WEFT_AUTH_MAC_BYTES, sizeof(h));
+  size_t open = sizeof(struct weft_bs_opening);
+  if (h.kind != WEFT_BS_RING) {
+    size_t have = len - open < h.size ? len - open : (size_t)h.size;
+    weft_sha256(stream + open, have, h.digest);
+    memcpy(stream + WEFT_AUTH_MAC_BYTES, &h, sizeof(h));
+    weft_auth_mac(&job_key, WEFT_AUTH_LABEL_MESSAGE, bs->nonce, &h, sizeof(h), stream);
+    return feed_last(bs, far, in, stream, len);
+  }
+  feed_slices(bs, far, in, stream, open);
+  uint8_t challenge[WEFT_AUTH_NONCE_BYTES], answer[WEFT_AUTH_MAC_BYTES];
+  if (recv(far, challenge, sizeof(challenge), MSG_DONTWAIT) == (ssize_t)sizeof(challenge)) {
+    weft_auth_mac(&job_key, WEFT_AUTH_LABEL_PEER, challenge, &h, sizeof(h), answer);
+    feed_slices(bs, far, in, answer, sizeof(answer));
+  }
+  feed_last(bs, far, in, stream + open, len - open);
 }
 
 static void fuzz_allgather_on(struct weft_bootstrap* bs) {
   int sink[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sink) != 0) return;
   bs->next_fd = sink[0];
-  bs->peers[bs->rank] = (union weft_socket_addr){.sin = {.sin_family = AF_INET, .sin_port = htons(1)}};
+  bs->peers[bs->rank].addr = (union weft_socket_addr){.sin = {.sin_family = AF_INET, .sin_port = htons(1)}};
   if (weft_bs_allgather(bs, bs->peers, sizeof(*bs->peers), NULL, weft_socket_deadline(5)) == ncclSuccess)
     (void)weft_bs_peers_valid(bs->peers, bs->nranks, NULL, 0);
   close(sink[1]);
 }
 
-/* Connections to rank 1: each a stream (member: header only, the harness answers the challenge);
+/* Connections to rank 1: each a stream (member: header only, the harness signs as a sender does);
  * then every receivable message is taken by a receive of fuzzer-chosen size. */
 static void fuzz_incoming(struct in* in, int member) {
   struct weft_bootstrap* bs = fake_bootstrap(2 + byte(in) % 3);
@@ -157,6 +183,7 @@ static void fuzz_incoming(struct in* in, int member) {
   for (int k = 0; k < nconn && in->n > 0 && bs->prev_fd < 0; k++) {
     uint8_t len = byte(in);
     uint8_t stream[sizeof(struct weft_bs_opening) + 256];
+    memset(stream, 0, sizeof(stream));
     size_t head = member ? sizeof(struct weft_bs_header) : 0;
     take(in, stream + (member ? WEFT_AUTH_MAC_BYTES : 0), head + len);
     int sv[2];
@@ -165,15 +192,10 @@ static void fuzz_incoming(struct in* in, int member) {
       close(sv[1]);
       break;
     }
-    uint8_t challenge[WEFT_AUTH_NONCE_BYTES];
-    if (recv(sv[1], challenge, sizeof(challenge), 0) != (ssize_t)sizeof(challenge)) abort();
-    size_t total = head + len;
-    if (member) {
-      weft_auth_mac(&job_key, WEFT_AUTH_LABEL_PEER, challenge, stream + WEFT_AUTH_MAC_BYTES,
-                    sizeof(struct weft_bs_header), stream);
-      total += WEFT_AUTH_MAC_BYTES;
-    }
-    feed_incoming(bs, sv[1], in, stream, total);
+    if (member)
+      feed_member(bs, sv[1], in, stream, head + len + WEFT_AUTH_MAC_BYTES);
+    else
+      feed_last(bs, sv[1], in, stream, head + len);
     close(sv[1]);
   }
   for (struct weft_bs_msg* m = bs->parked; m != NULL;) {
@@ -244,7 +266,10 @@ static void fuzz_addr(struct in* in) {
     (void)weft_socket_addr_len(&a[i]);
     (void)weft_socket_addr_equal(&a[i], &a[(i + 1) % 4]);
   }
-  (void)weft_bs_peers_valid(a, 4, text, sizeof(text));
+  struct weft_bs_peer peers[4];
+  memset(peers, 0, sizeof(peers));
+  for (int i = 0; i < 4; i++) peers[i].addr = a[i];
+  (void)weft_bs_peers_valid(peers, 4, text, sizeof(text));
 }
 
 /* The socket network's listener: openings join one assembling connection, as sock_accept does. */
@@ -447,10 +472,10 @@ static void write_seeds(const char* dir) {
   seed(dir, "incoming", P_INCOMING, buf, n);
   n = 0;
   buf[n++] = 0; /* 2 ranks: one slot arrives */
-  uint64_t prefix = sizeof(union weft_socket_addr);
+  uint64_t prefix = sizeof(struct weft_bs_peer);
   memcpy(buf + n, &prefix, sizeof(prefix));
   n += sizeof(prefix);
-  union weft_socket_addr a = loopback(4000);
+  struct weft_bs_peer a = {.addr = loopback(4000)};
   memcpy(buf + n, &a, sizeof(a));
   n += sizeof(a);
   seed(dir, "allgather", P_ALLGATHER, buf, n);

@@ -1,6 +1,6 @@
 # Shared by the tests/net scripts: launch one job of net_ranks, rank by rank, each with its own
 # host identity and (optionally) inside a network namespace; collect exit statuses and logs.
-NET_RANKS=${NET_RANKS:-build/tests/net/net_ranks}
+NET_RANKS=${NET_RANKS:-${BUILD:-build}/tests/net/net_ranks}
 NET_LOG=${NET_LOG:-$(mktemp -d "${TMPDIR:-/tmp}/weft-net.XXXXXX")}
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

@@ -44,7 +44,7 @@ static int victim_checkin(const struct weft_bootstrap_handle* h, const union wef
   return 1;
 }
 
-/* Open the ring to the successor (answer its challenge with a RING opening), then stop. */
+/* Open the ring to the successor (a RING opening, then the answer to its challenge), then stop. */
 static int victim_open_ring(const struct weft_bootstrap_handle* h, const union weft_socket_addr* next) {
   int64_t deadline = weft_socket_deadline(20);
   int fd;
@@ -55,12 +55,13 @@ static int victim_open_ring(const struct weft_bootstrap_handle* h, const union w
                                   .kind = WEFT_BS_RING,
                                   .src = VICTIM,
                                   .dst = VICTIM + 1};
-  uint8_t challenge[WEFT_AUTH_NONCE_BYTES];
+  uint8_t challenge[WEFT_AUTH_NONCE_BYTES], answer[WEFT_AUTH_MAC_BYTES];
   if (weft_socket_connect(next, "rank 3", NULL, deadline, &fd) != ncclSuccess ||
+      weft_socket_send_all(fd, &o, sizeof(o), "rank 3", NULL, deadline) != ncclSuccess ||
       weft_socket_recv_all(fd, challenge, sizeof(challenge), "rank 3", NULL, deadline) != ncclSuccess)
     return 0;
-  weft_auth_mac(&h->key, WEFT_AUTH_LABEL_PEER, challenge, &o.hdr, sizeof(o.hdr), o.mac);
-  return weft_socket_send_all(fd, &o, sizeof(o), "rank 3", NULL, deadline) == ncclSuccess;
+  weft_auth_mac(&h->key, WEFT_AUTH_LABEL_PEER, challenge, &o.hdr, sizeof(o.hdr), answer);
+  return weft_socket_send_all(fd, answer, sizeof(answer), "rank 3", NULL, deadline) == ncclSuccess;
 }
 
 /* The victim of AFTER_REPLY / RING_OPENED: reach the moment, tell the parent, wait for the kill. */

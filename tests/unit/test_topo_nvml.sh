@@ -40,6 +40,9 @@ int nvmlDeviceGetPciInfo_v3(void* d, struct pci* p) {
 }
 int nvmlDeviceGetCudaComputeCapability(void* d, int* ma, int* mi) { (void)d; *ma = 9; *mi = 0; return 0; }
 int nvmlDeviceGetNvLinkState(void* d, unsigned int l, int* on) { (void)d; *on = l < 18; return 0; }
+int nvmlDeviceGetP2PStatus(void* a, void* b, int caps, int* st) {
+  (void)a; (void)b; (void)caps; *st = getenv("FAKE_NVML_P2P") ? atoi(getenv("FAKE_NVML_P2P")) : 0; return 0;
+}
 int nvmlDeviceGetNvLinkRemotePciInfo_v2(void* d, unsigned int l, struct pci* p) {
   (void)d; (void)l; memset(p, 0, sizeof(*p)); snprintf(p->bus_id, 32, "00000000:FF:1F.0"); return 0;
 }
@@ -59,5 +62,14 @@ assert ring["type_intra"] == "NVL", ring
 # 18 x 20.6 GB/s per GPU: 6 x 60 fits (7 does not), split in two since 60 >= 50.
 assert ring["nchannels"] == 12 and abs(ring["bw_intra"] - 30) < 1e-3, ring
 assert d["tuning"]["model"] == "hopper"
+assert all(r["p2p"] for r in s["ranks"]), s["ranks"]
+PY
+[ $? = 0 ] || exit 1
+# The driver says no PCIe P2P (as for GeForce boards): the GPUs are marked so in the model.
+FAKE_NVML_P2P=5 FAKE_NVML_BUSIDS="${ids[0]},${ids[1]}" LD_LIBRARY_PATH="$tmp" "$BIN" --detect --json >"$tmp/np.json" || exit 1
+python3 - "$tmp/np.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["system"]
+assert s["gpus"] == 2 and not any(r["p2p"] for r in s["ranks"]), s["ranks"]
 print("test_topo_nvml: all checks passed")
 PY

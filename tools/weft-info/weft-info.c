@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nccl.h"
+#include "util/json.h"
 #include "util/param.h"
 
 #define STR2(x) #x
@@ -36,24 +37,6 @@ static struct cuda_state probe_cuda(void) {
   }
   /* Not closed: some drivers do not support being unloaded after cuInit. */
   return s;
-}
-
-static void json_string(const char* s) {
-  if (s == NULL) {
-    fputs("null", stdout);
-    return;
-  }
-  putchar('"');
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      printf("\\%c", c);
-    else if (c < 0x20)
-      printf("\\u%04x", c);
-    else
-      putchar(c);
-  }
-  putchar('"');
 }
 
 static const char* cuda_text(const struct cuda_state* s, char* buf, size_t size) {
@@ -92,13 +75,13 @@ static void print_json(const struct cuda_state* cuda) {
   for (int i = 0; i < weft_param_count(); i++) {
     const struct weft_param_def* def = weft_param_at(i);
     printf("%s\n  {\"name\": ", i ? "," : "");
-    json_string(def->name);
+    weft_json_string(stdout, def->name);
     printf(", \"type\": \"%s\", \"value\": ", def->type == WEFT_PARAM_INT ? "int" : "string");
-    json_string(weft_param_value_text(def, buf, sizeof(buf)));
+    weft_json_string(stdout, weft_param_value_text(def, buf, sizeof(buf)));
     printf(", \"default\": ");
-    json_string(def->default_value);
+    weft_json_string(stdout, def->default_value);
     printf(", \"source\": \"%s\", \"help\": ", weft_param_source_name(weft_param_source(def->name)));
-    json_string(def->help);
+    weft_json_string(stdout, def->help);
     putchar('}');
   }
   printf("\n ]}\n");

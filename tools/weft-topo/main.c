@@ -1,10 +1,12 @@
-/* weft-topo: load (--xml) or detect (--detect) a node's topology, search rings and trees, build
- * the channels of an N-node job and print the tuning model's predictions, as text or JSON. */
+/* weft-topo: load (--xml), convert from hwloc XML (--hwloc) or detect (--detect) a node's topology,
+ * search rings and trees, build the channels of an N-node job and print the tuning model's
+ * predictions, as text or JSON; with hwloc, what hwloc saw comes first. */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "report.h"
+#include "util/hwloc.h"
 #include "util/log.h"
 
 const size_t report_sizes[REPORT_NSIZES] = {8, 1 << 20, (size_t)1 << 30};
@@ -13,13 +15,16 @@ const int report_funcs[REPORT_NFUNCS] = {WEFT_FUNC_ALLREDUCE, WEFT_FUNC_ALLGATHE
 
 static void usage(FILE* f) {
   fprintf(f,
-          "usage: weft-topo (--xml FILE | --detect) [--nodes N] [--json] [--ranks N] [--copy-bw GBS]\n"
+          "usage: weft-topo (--xml FILE | --hwloc FILE | --detect) [--nodes N] [--json] [--ranks N]\n"
+          "                 [--copy-bw GBS]\n"
           "  --xml FILE    NCCL topology XML to load (as NCCL_TOPO_FILE)\n"
-          "  --detect      detect this machine (sysfs; NVML when present)\n"
+          "  --hwloc FILE  hwloc XML (lstopo --of xml) to convert, as WEFT_HWLOC_XML would\n"
+          "  --detect      detect this machine (hwloc, else sysfs; NVML when present)\n"
           "  --nodes N     job of N identical nodes joined by their NICs (default 1)\n"
           "  --json        machine-readable output (schema in docs/weft-topo.md)\n"
-          "  --ranks N     CPU-only systems: host-backend ranks to place, round robin over NUMA nodes\n"
-          "                (default 2 per NUMA node)\n"
+          "  --ranks N     CPU-only systems: host-backend ranks to place over the NUMA nodes, in\n"
+          "                proportion to their CPUs (this process's allowed ones with --detect;\n"
+          "                default 2 per NUMA node)\n"
           "  --copy-bw G   host ranks' memory copy bandwidth in GB/s (default 10)\n");
 }
 
@@ -29,12 +34,12 @@ static int place_host_ranks(struct report* r, int nranks) {
   if (nranks > WEFT_GRAPH_MAX_LOCAL) nranks = WEFT_GRAPH_MAX_LOCAL;
   int* numa = calloc(nranks, sizeof(int));
   if (numa == NULL) return -1;
-  int* ids = calloc(ncpu > 0 ? ncpu : 1, sizeof(int));
-  int nids = weft_topo_cpu_numa_ids(r->sys, 0, ids, ncpu > 0 ? ncpu : 1);
-  for (int i = 0; i < nranks; i++) numa[i] = nids > 0 ? ids[(i * nids) / nranks] : 0;
-  ncclResult_t res = weft_topo_add_host_ranks(r->sys, 0, nranks, numa, r->copy_bw);
+  cpu_set_t mine;
+  int here = strcmp(r->detection, "file") != 0 && strcmp(r->source, "detect") == 0 &&
+             sched_getaffinity(0, sizeof(mine), &mine) == 0;
+  ncclResult_t res = weft_topo_place_host_ranks(r->sys, 0, nranks, here ? &mine : NULL, numa);
+  if (res == ncclSuccess) res = weft_topo_add_host_ranks(r->sys, 0, nranks, numa, r->copy_bw);
   free(numa);
-  free(ids);
   r->host_ranks = 1;
   return res == ncclSuccess ? 0 : -1;
 }
@@ -57,21 +62,29 @@ static int build(struct report* r, int nranks) {
 
 struct args {
   const char* xml;
+  const char* hwloc;
   int detect, json, nranks;
 };
 
 /* Returns 0, or the exit status for a usage error / --help. */
 static int parse_args(int argc, char** argv, struct args* a, struct report* r) {
-  static const struct option opts[] = {
-      {"xml", required_argument, NULL, 'x'},   {"detect", no_argument, NULL, 'd'},
-      {"nodes", required_argument, NULL, 'n'}, {"json", no_argument, NULL, 'j'},
-      {"ranks", required_argument, NULL, 'r'}, {"copy-bw", required_argument, NULL, 'c'},
-      {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"xml", required_argument, NULL, 'x'},
+                                       {"hwloc", required_argument, NULL, 'w'},
+                                       {"detect", no_argument, NULL, 'd'},
+                                       {"nodes", required_argument, NULL, 'n'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {"ranks", required_argument, NULL, 'r'},
+                                       {"copy-bw", required_argument, NULL, 'c'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "x:dn:jr:c:h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "x:w:dn:jr:c:h", opts, NULL)) != -1) {
     switch (c) {
       case 'x':
         a->xml = optarg;
+        break;
+      case 'w':
+        a->hwloc = optarg;
         break;
       case 'd':
         a->detect = 1;
@@ -96,12 +109,34 @@ static int parse_args(int argc, char** argv, struct args* a, struct report* r) {
         return 2;
     }
   }
-  if ((a->xml == NULL) == !a->detect || r->nnodes < 1 || r->nnodes > 4096 || optind != argc ||
-      !(r->copy_bw > 0)) {
+  if ((a->xml != NULL) + (a->hwloc != NULL) + a->detect != 1 || r->nnodes < 1 || r->nnodes > 4096 ||
+      optind != argc || !(r->copy_bw > 0)) {
     usage(stderr);
     return 2;
   }
   return 0;
+}
+
+/* The system from the chosen source; 0, or -1 after saying why. */
+static int load(const struct args* a, struct report* r) {
+  ncclResult_t res;
+  if (a->xml) {
+    r->source = a->xml;
+    r->detection = "file";
+    res = weft_topo_load_file(a->xml, &r->sys);
+  } else if (a->hwloc) {
+    r->source = a->hwloc;
+    r->detection = "hwloc";
+    res = weft_topo_detect_hwloc(WEFT_HWLOC_XML, a->hwloc, &r->sys);
+  } else {
+    r->source = "detect";
+    res = weft_topo_detect(&r->sys);
+    r->detection = weft_topo_detect_method();
+  }
+  if (res == ncclSuccess) return 0;
+  fprintf(stderr, "weft-topo: cannot %s%s: %s\n", a->detect ? "detect the topology" : "load ",
+          a->detect ? "" : r->source, weft_log_last_error());
+  return -1;
 }
 
 int main(int argc, char** argv) {
@@ -115,21 +150,19 @@ int main(int argc, char** argv) {
     free(r);
     return st < 0 ? 0 : st;
   }
-  const char* xml = a.xml;
-  r->source = xml ? xml : "detect";
-  ncclResult_t res = xml ? weft_topo_load_file(xml, &r->sys) : weft_topo_detect(&r->sys);
-  if (res != ncclSuccess) {
-    fprintf(stderr, "weft-topo: cannot %s%s: %s\n", xml ? "load " : "detect the topology", xml ? xml : "",
-            weft_log_last_error());
+  if (load(&a, r) != 0) {
     free(r);
     return 1;
   }
   int rc = build(r, a.nranks);
   if (rc == 0) {
-    if (a.json)
+    if (a.json) {
       report_json(r, stdout);
-    else
+    } else {
+      if (strcmp(r->detection, "hwloc") == 0)
+        hwloc_view_print(a.hwloc ? WEFT_HWLOC_XML : WEFT_HWLOC_THIS_MACHINE, a.hwloc, stdout);
       report_text(r, stdout);
+    }
   } else {
     fprintf(stderr, "weft-topo: %s\n", weft_log_last_error());
   }

@@ -5,6 +5,7 @@
 
 #include "graph/topo.h"
 #include "report.h"
+#include "util/json.h"
 
 static const char* arch_name(int arch) {
   static const char* n[] = {"host", "volta", "ampere", "hopper", "blackwell"};
@@ -48,7 +49,7 @@ static void text_tuning(struct report* r, FILE* f) {
 
 void report_text(struct report* r, FILE* f) {
   struct weft_topo_system* sys = r->sys;
-  fprintf(f, "weft-topo: %s, %d node%s\n", r->source, r->nnodes, r->nnodes > 1 ? "s" : "");
+  fprintf(f, "weft-topo: %s (%s), %d node%s\n", r->source, r->detection, r->nnodes, r->nnodes > 1 ? "s" : "");
   fprintf(f,
           "System: %d host(s), %d GPUs, %d CPUs, %d NICs, %d NETs, %d NVSwitches; %d ranks per node (%s)\n",
           sys->nhosts, sys->count[WEFT_NODE_GPU] - (r->host_ranks ? weft_topo_nlocal(sys, 0) : 0),
@@ -73,20 +74,6 @@ void report_text(struct report* r, FILE* f) {
 }
 
 /* ---- JSON ---- */
-
-static void jstr(FILE* f, const char* s) {
-  fputc('"', f);
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
 
 static void json_graph(const struct weft_topo_graph* g, FILE* f) {
   fprintf(f,
@@ -116,9 +103,10 @@ static void json_system(struct report* r, FILE* f) {
   for (int i = 0; i < n; i++) {
     struct weft_topo_node* g = weft_topo_rank_node(sys, 0, i);
     fprintf(f, "%s{\"rank\": %d, \"dev\": %d, \"busid\": ", i ? ", " : "", i, g->u.gpu.dev);
-    jstr(f, g->u.gpu.host_rank ? "" : g->name);
-    fprintf(f, ", \"sm\": %d, \"numa\": %lld}", g->u.gpu.sm,
-            g->cpu >= 0 ? (long long)sys->nodes[WEFT_NODE_CPU][g->cpu].id : -1LL);
+    weft_json_string(f, g->u.gpu.host_rank ? "" : g->name);
+    fprintf(f, ", \"sm\": %d, \"numa\": %lld, \"p2p\": %s}", g->u.gpu.sm,
+            g->cpu >= 0 ? (long long)sys->nodes[WEFT_NODE_CPU][g->cpu].id : -1LL,
+            g->u.gpu.host_rank || g->u.gpu.p2p ? "true" : "false");
   }
   fprintf(f, "],\n    \"nets\": [");
   int k = 0;
@@ -126,7 +114,7 @@ static void json_system(struct report* r, FILE* f) {
     struct weft_topo_node* x = &sys->nodes[WEFT_NODE_NET][i];
     if (x->host != 0) continue;
     fprintf(f, "%s{\"dev\": %d, \"name\": ", k++ ? ", " : "", x->u.net.dev);
-    jstr(f, x->name);
+    weft_json_string(f, x->name);
     fprintf(f, ", \"bw\": %.3f, \"numa\": %lld}", x->u.net.speed_bw,
             x->cpu >= 0 ? (long long)sys->nodes[WEFT_NODE_CPU][x->cpu].id : -1LL);
   }
@@ -169,7 +157,9 @@ static void json_tuning(struct report* r, FILE* f) {
 
 void report_json(struct report* r, FILE* f) {
   fprintf(f, "{\n  \"version\": 1,\n  \"source\": ");
-  jstr(f, r->source);
+  weft_json_string(f, r->source ? r->source : "");
+  fprintf(f, ",\n  \"detection\": ");
+  weft_json_string(f, r->detection ? r->detection : "");
   fprintf(f, ",\n  \"nodes\": %d,\n", r->nnodes);
   json_system(r, f);
   fprintf(f, "  \"graphs\": {\"ring\": ");

@@ -10,7 +10,8 @@
 #define REPORT_NFUNCS 4
 
 struct report {
-  const char* source; /* file name or "detect" */
+  const char* source;    /* file name or "detect" */
+  const char* detection; /* "file" (NCCL XML), "hwloc" or "sysfs" */
   int nnodes;
   struct weft_topo_system* sys;
   struct weft_topo_graph ring, tree;
@@ -24,6 +25,8 @@ extern const size_t report_sizes[REPORT_NSIZES];
 extern const int report_funcs[REPORT_NFUNCS];
 
 void report_text(struct report* r, FILE* f);
+/* hwloc_view.c: prints hwloc's view of a source (enum weft_hwloc_source); -1 without hwloc. */
+int hwloc_view_print(int source, const char* arg, FILE* f);
 void report_json(struct report* r, FILE* f);
 
 #endif

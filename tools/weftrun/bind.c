@@ -1,5 +1,7 @@
-/* weftrun: --bind. Pins a local rank, before exec, to the CPUs of one NUMA node or to one
- * core, chosen by local rank from the CPUs the launcher itself may use (cgroups, taskset). */
+/* weftrun: --bind. Pins a local rank, before exec, to the CPUs of one NUMA node or of one core,
+ * chosen by local rank among those holding CPUs the launcher itself may use (cgroups, taskset).
+ * hwloc gives the NUMA nodes, cores and the GPU's place; with a GPU, --bind numa pins the rank to
+ * the CPUs near its GPU. Without hwloc, NUMA nodes come from sysfs and a core is one CPU. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* for the Linux extras: CPU affinity, parent-death signal */
 #endif
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bind_hwloc.h"
 #include "weftrun.h"
 
 #define NODE_DIR "/sys/devices/system/node"
@@ -69,20 +72,37 @@ static int core_cpu(int local_rank, const cpu_set_t* allowed, cpu_set_t* set) {
   return -1;
 }
 
+static const char* bind_name(int bind) { return bind == WEFTRUN_BIND_CORE ? "core" : "numa"; }
+
 /* Runs in the forked child. Failing to bind is reported but never fatal: an unbound rank
  * still computes the right answer. */
 void weftrun_bind_self(struct weftrun_job* job, struct weftrun_rank* rank) {
   cpu_set_t allowed, set;
+  char how[160];
   if (job->opts.bind == WEFTRUN_BIND_NONE) return;
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
-  int rc = job->opts.bind == WEFTRUN_BIND_CORE ? core_cpu(rank->local_rank, &allowed, &set)
-                                               : numa_cpus(rank->local_rank, &set);
+  int rc = weftrun_bind_hwloc(job->opts.bind == WEFTRUN_BIND_CORE, rank->local_rank, &allowed, &set, how,
+                              sizeof(how));
+  if (rc < 0) { /* no hwloc: sysfs */
+    snprintf(how, sizeof(how), "sysfs");
+    rc = job->opts.bind == WEFTRUN_BIND_CORE ? core_cpu(rank->local_rank, &allowed, &set)
+                                             : numa_cpus(rank->local_rank, &set);
+    if (rc == 0) CPU_AND(&set, &set, &allowed);
+  }
   if (rc != 0) return;
-  CPU_AND(&set, &set, &allowed);
   if (CPU_COUNT(&set) == 0) {
-    fprintf(stderr, "weftrun: rank %d: its NUMA node has no CPU this job may use; not bound\n", rank->rank);
+    fprintf(stderr, "weftrun: rank %d: its %s has no CPU this job may use; not bound\n", rank->rank,
+            job->opts.bind == WEFTRUN_BIND_CORE ? "core" : "NUMA node");
     return;
   }
-  if (sched_setaffinity(0, sizeof(set), &set) != 0)
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
     fprintf(stderr, "weftrun: rank %d: sched_setaffinity: %s\n", rank->rank, strerror(errno));
+    return;
+  }
+  if (weftrun_bind_verbose()) {
+    char list[1024];
+    weftrun_cpulist_text(&set, list, sizeof(list));
+    fprintf(stderr, "weftrun: rank %d bound (--bind %s) to CPUs %s: %s\n", rank->rank,
+            bind_name(job->opts.bind), list, how);
+  }
 }
