@@ -9,6 +9,7 @@
 
 #include "collectives/trace.h"
 #include "core/comm.h"
+#include "util/json.h"
 #include "util/log.h"
 #include "util/param.h"
 
@@ -30,21 +31,6 @@ static unsigned long long wall(const struct weft_trace_clock* clk, uint64_t tick
 
 static const char* proto_name(unsigned p) { return p == 0 ? "LL" : p == 1 ? "Simple" : "unknown"; }
 
-/* Names are ours (host names, static strings): still escape quotes and control bytes. */
-static void put_str(FILE* f, const char* s) {
-  fputc('"', f);
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
 static void put_rec(FILE* f, const struct weft_trace_rec* r, const struct weft_trace_clock* clk) {
   char redop[16];
   if (r->redop == 0xff)
@@ -55,7 +41,7 @@ static void put_rec(FILE* f, const struct weft_trace_rec* r, const struct weft_t
     snprintf(redop, sizeof(redop), "user%u", r->redop);
   fprintf(f, "    {\"seq\": %llu, \"coll_no\": %llu, \"op\": ", (unsigned long long)r->seq,
           (unsigned long long)r->coll_no);
-  put_str(f, weft_coll_name(r->coll));
+  weft_json_string(f, weft_coll_name(r->coll));
   fprintf(f, ", \"count\": %llu, \"dtype\": \"%s\", \"redop\": \"%s\", \"root\": %d,\n",
           (unsigned long long)r->count, NAME(dtype_names, r->dtype, "?"), redop, (int)r->root);
   fprintf(f, "     \"algo\": \"%s\", \"proto\": \"%s\", \"channels\": %u, \"stream\": \"0x%llx\",\n",
@@ -100,7 +86,7 @@ static void put_inflight(FILE* f, const struct weft_trace* tr, const struct weft
             c ? "," : "", c, (unsigned long long)ch->steps, ch->waiting ? "true" : "false", (int)ch->peer,
             wall(clk, ch->since));
     fprintf(f, "\"peer_steps\": %llu, \"what\": ", (unsigned long long)ch->peer_steps);
-    put_str(f, ch->what ? ch->what : "");
+    weft_json_string(f, ch->what ? ch->what : "");
     fprintf(f, "}");
   }
   fprintf(f, "\n  ]}\n");
@@ -112,7 +98,7 @@ static void put_header(FILE* f, const struct ncclComm* comm, const struct weft_t
   fprintf(f, "{\n  \"weft_trace\": 1,\n  \"comm_hash\": \"%016llx\",\n  \"rank\": %d,\n  \"nranks\": %d,\n",
           (unsigned long long)comm->comm_hash, comm->rank, comm->nranks);
   fprintf(f, "  \"host\": ");
-  put_str(f, me->host_name);
+  weft_json_string(f, me->host_name);
   fprintf(f, ",\n  \"pid\": %d,\n  \"backend\": \"%s\",\n  \"reason\": \"%s\",\n  \"time_ns\": %llu,\n",
           (int)getpid(), comm->backend == WEFT_BACKEND_CUDA ? "cuda" : "host", NAME(reason_names, why, "?"),
           (unsigned long long)clk->wall_now);
@@ -121,7 +107,7 @@ static void put_header(FILE* f, const struct ncclComm* comm, const struct weft_t
   struct weft_cause c;
   if (weft_cause_get(&comm->cause, &c)) {
     fprintf(f, "  \"cause\": {\"rank\": %d, \"host\": ", (int)c.rank);
-    put_str(f, c.host);
+    weft_json_string(f, c.host);
     fprintf(f, "},\n");
   } else {
     fprintf(f, "  \"cause\": null,\n");
@@ -129,7 +115,7 @@ static void put_header(FILE* f, const struct ncclComm* comm, const struct weft_t
   fprintf(f, "  \"peers\": [");
   for (int p = 0; p < comm->nranks; p++) {
     fprintf(f, "%s{\"rank\": %d, \"host\": ", p ? ", " : "", p);
-    put_str(f, comm->peers[p].host_name);
+    weft_json_string(f, comm->peers[p].host_name);
     fprintf(f, ", \"host_id\": \"%016llx\", \"pid\": %d}", (unsigned long long)comm->peers[p].host_hash,
             comm->peers[p].pid);
   }

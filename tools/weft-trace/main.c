@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dump.h"
+#include "util/json.h"
 
 static void usage(FILE* f) {
   fprintf(f,
@@ -85,19 +86,6 @@ static int check_group(const struct trace_rank* g, int n) {
   return 0;
 }
 
-static void json_str(const char* s) {
-  putchar('"');
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\')
-      printf("\\%c", *s);
-    else if ((unsigned char)*s < 0x20)
-      printf("\\u%04x", *s);
-    else
-      putchar(*s);
-  }
-  putchar('"');
-}
-
 static void print_text(const struct trace_rank* g, int n, const struct verdict* v, int several) {
   if (several) printf("communicator %s (%d ranks, %d dumps)\n", g[0].comm_hash, g[0].nranks, n);
   printf("culprit: %s\n", v->summary);
@@ -111,11 +99,11 @@ static void print_json(const struct trace_rank* g, int n, const struct verdict* 
       first ? "" : ",\n  ", g[0].comm_hash, g[0].nranks, n, v->kind);
   for (int i = 0; i < v->nculprits; i++) printf("%s%d", i ? ", " : "", v->culprits[i]);
   printf("], \"operation\": %llu, \"summary\": ", (unsigned long long)v->op);
-  json_str(v->summary);
+  weft_json_string(stdout, v->summary);
   printf("}, \"evidence\": [");
   for (int i = 0; i < v->nevidence; i++) {
     printf("%s", i ? ", " : "");
-    json_str(v->evidence[i]);
+    weft_json_string(stdout, v->evidence[i]);
   }
   printf("]}");
 }
