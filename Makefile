@@ -62,6 +62,7 @@ SHLIB := $(BUILD)/lib/libnccl.so.$(LIBVER)
 STLIB := $(BUILD)/lib/libnccl_static.a
 HEADER := $(BUILD)/include/nccl.h
 DEVICE_HEADERS := $(patsubst include/%,$(BUILD)/include/%,$(wildcard include/nccl_device.h include/nccl_device/*.h))
+WEFT_HEADER := $(BUILD)/include/weft.h
 
 TOOLS := $(patsubst tools/%/,%,$(sort $(dir $(wildcard tools/*/*.c))))
 TOOL_BINS := $(TOOLS:%=$(BUILD)/bin/%)
@@ -79,7 +80,7 @@ INTEG_BINS := $(INTEG_SRC:%.c=$(BUILD)/%)
 .PHONY: all lib tools perf tests test run deps format format-check clean
 all: lib tools perf
 
-lib: $(SHLIB) $(STLIB) $(HEADER) $(DEVICE_HEADERS)
+lib: $(SHLIB) $(STLIB) $(HEADER) $(DEVICE_HEADERS) $(WEFT_HEADER)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -99,7 +100,7 @@ $(STLIB): $(LIB_OBJ) $(CU_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(HEADER) $(DEVICE_HEADERS): $(BUILD)/include/%: include/%
+$(HEADER) $(DEVICE_HEADERS) $(WEFT_HEADER): $(BUILD)/include/%: include/%
 	@mkdir -p $(dir $@)
 	cp $< $@
 
@@ -124,7 +125,7 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(TEST_COMMON) $(wildcard tests/common/*.h
 	$(CC) $(CPPFLAGS) -Itests/common $(CFLAGS) -fvisibility=default -o $@ $< $(TEST_COMMON) $(STLIB) $(CU_LIBS) $(LDLIBS)
 
 # Integration tests use only the public API of the shared library.
-$(BUILD)/tests/integration/%: tests/integration/%.c $(TEST_COMMON) $(wildcard tests/common/*.h) $(SHLIB)
+$(BUILD)/tests/integration/%: tests/integration/%.c $(TEST_COMMON) $(wildcard tests/common/*.h tests/integration/*.h) $(SHLIB)
 	@mkdir -p $(dir $@)
 	$(CC) -Iinclude -Itests/common -std=gnu11 $(OPT) -Wall -Wextra -pthread $(SANFLAGS) -o $@ $< $(TEST_COMMON) -L$(BUILD)/lib -lnccl -Wl,-rpath,'$$ORIGIN/../../lib' $(LDLIBS)
 

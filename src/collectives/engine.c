@@ -19,6 +19,7 @@
 #include "collectives/host/wait.h"
 #include "collectives/mem.h"
 #include "collectives/rma.h"
+#include "collectives/trace.h"
 #include "collectives/tree.h"
 #include "collectives/tune_log.h"
 #include "collectives/window.h"
@@ -363,9 +364,15 @@ static ncclResult_t run_coll_body(struct ncclComm* comm, struct weft_task* t, st
   int handled = 0;
   /* The direct paths run it, or (shared boards) record which call the ring runs. */
   WEFT_CHECK(weft_host_direct_run(s->direct, t, w, call_seq, &handled));
-  if (handled) return ncclSuccess;
+  if (handled) {
+    if (comm->trace) weft_trace_plan(comm->trace, t, WEFT_TRACE_DIRECT, 0xff, 0);
+    return ncclSuccess;
+  }
   struct weft_plan plan;
   WEFT_CHECK(weft_plan_coll(&s->pp, t, &plan));
+  if (comm->trace)
+    weft_trace_plan(comm->trace, t, plan.algo == WEFT_PLAN_TREE ? WEFT_TRACE_TREE : WEFT_TRACE_RING,
+                    plan.proto, plan.nchannels);
   if (plan.algo == WEFT_PLAN_TREE) {
     if (s->tree == NULL)
       WEFT_CHECK(weft_tree_connect(comm, s->pp.nchannels, s->simple_bytes, s->ll_bytes, &s->tree));
@@ -423,11 +430,28 @@ static ncclResult_t match_self(const struct ncclComm* comm, struct weft_task* ta
 void weft_engine_waiter(struct ncclComm* comm, struct weft_waiter* w) {
   *w = comm->coll->waiter;
   w->async_result = &comm->async_result;
+  w->trace_ch = comm->trace ? comm->trace->chan : NULL;
   w->peers = comm->peers;
   w->watch = comm->coll->watch;
   w->cause = &comm->cause;
   w->peer_cause = comm->coll->peer_cause;
   weft_host_direct_hooks(comm->coll->direct, w);
+}
+
+/* The recorder's view of a launch the engine does not follow step by step (CUDA): state RUNNING
+ * when it starts, then LAUNCHED (queued on the stream) or FAILED. */
+static void trace_all(struct weft_trace* tr, const struct weft_task* tasks, int state, ncclResult_t res) {
+  for (const struct weft_task* t = tasks; tr && t; t = t->next) {
+    if (state == WEFT_TRACE_RUNNING)
+      weft_trace_start(tr, t);
+    else
+      weft_trace_launched(tr, t, res);
+  }
+}
+
+/* A failed launch leaves this rank's view of it in WEFT_TRACE_DIR (when set). */
+static void trace_failed(struct ncclComm* comm, ncclResult_t res) {
+  if (res != ncclSuccess && comm->trace) weft_trace_dump(comm, NULL, WEFT_TRACE_ON_FAILURE, 0);
 }
 
 ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
@@ -454,7 +478,11 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
     return matched;
   }
   if (comm->backend == WEFT_BACKEND_CUDA) {
+    /* The kernel runs after this returns: the recorder sees the launch, not the end. */
+    trace_all(comm->trace, tasks, WEFT_TRACE_RUNNING, ncclSuccess);
     ncclResult_t cres = weft_cuda_launch(comm, tasks);
+    trace_all(comm->trace, tasks, WEFT_TRACE_LAUNCHED, cres);
+    trace_failed(comm, cres);
     free_tasks(tasks);
     return cres;
   }
@@ -479,12 +507,19 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
     if (t->coll == WEFT_COLL_SEND || t->coll == WEFT_COLL_RECV) {
       if (t->count > 0) p2p[np++] = t;
     } else if (t->count > 0) {
+      if (comm->trace) weft_trace_start(comm->trace, t);
       res = run_coll(comm, t, &w);
+      if (comm->trace) weft_trace_finish(comm->trace, t, res);
     }
   }
   w.step_tag = 0; /* point-to-point steps are not a collective's */
-  if (res == ncclSuccess && np > 0) res = weft_host_p2p_run(comm, p2p, np, &w);
+  if (res == ncclSuccess && np > 0) {
+    for (int i = 0; i < np && comm->trace; i++) weft_trace_start(comm->trace, p2p[i]);
+    res = weft_host_p2p_run(comm, p2p, np, &w);
+    for (int i = 0; i < np && comm->trace; i++) weft_trace_finish(comm->trace, p2p[i], res);
+  }
   if (res != ncclSuccess) publish_cause(comm);
+  trace_failed(comm, res);
   free(p2p);
   free_tasks(tasks);
   return res;

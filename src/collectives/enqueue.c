@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "collectives/redop.h"
+#include "collectives/trace.h"
 #include "core/comm.h"
 #include "core/group.h"
 #include "core/suspend.h"
@@ -72,6 +73,7 @@ ncclResult_t weft_enqueue_append(struct ncclComm* comm, const struct weft_task* 
   }
   comm->tasks.tail = t;
   comm->tasks.count++;
+  if (comm->trace) weft_trace_enqueue(comm->trace, t);
   return ncclSuccess;
 }
 

@@ -36,6 +36,7 @@ struct weft_rma_state;  /* collectives/rma.h: windows' signals, queued one-sided
 struct weft_comm_topo;  /* core/topology.c: system, rings, trees, tuning */
 struct weft_bootstrap;
 struct weft_mem_usage; /* collectives/memstat.h */
+struct weft_trace;     /* collectives/trace.h: the flight recorder */
 
 struct ncclComm {
   uint64_t magic;
@@ -81,6 +82,7 @@ struct ncclComm {
   struct weft_cuda_state* cuda; /* CUDA backend state, owned by collectives/cuda */
   struct weft_comm_topo* topo;  /* NULL when the topology could not be modelled */
   struct weft_rma_state* rma;   /* NULL until the first window or one-sided operation */
+  struct weft_trace* trace;     /* flight recorder; NULL when WEFT_TRACE_BUFFER=0 */
 
   /* Split bookkeeping: children made from this comm, so splits get distinct hashes. */
   int split_count;

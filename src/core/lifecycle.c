@@ -6,6 +6,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll.h"
 #include "collectives/cuda/engine_cuda.h"
+#include "collectives/trace.h"
 #include "core/api.h"
 #include "core/comm.h"
 #include "core/group.h"
@@ -74,6 +75,7 @@ void weft_comm_free(struct ncclComm* comm) {
   if (comm == NULL) return;
   join_init_thread(comm);
   weft_group_worker_destroy(comm);
+  weft_trace_destroy(comm);
   weft_coll_comm_fini(comm);
   weft_comm_topo_fini(comm);
   weft_bootstrap_destroy(comm->bootstrap);
@@ -129,6 +131,10 @@ WEFT_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   /* A CUDA kernel that gave up leaves its error in device state the host can read at any time. */
   if (*asyncError == ncclSuccess && comm->backend == WEFT_BACKEND_CUDA)
     *asyncError = weft_cuda_check_error(comm);
+  /* A kernel that gave up (WEFT_TIMEOUT) is seen here first: the recorder's view goes to WEFT_TRACE_DIR. */
+  if (*asyncError != ncclSuccess && *asyncError != ncclInProgress && comm->trace && comm->peers &&
+      !comm->trace->failure_dumped)
+    weft_trace_dump(comm, NULL, WEFT_TRACE_ON_FAILURE, 0);
   return ncclSuccess;
 }
 
@@ -151,10 +157,13 @@ WEFT_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
 
 /* Destroy and abort: with stop, raise the abort flag so that operations running on other
  * threads return; wait until none runs, then free the comm unless another caller claimed it. */
-static ncclResult_t release(struct ncclComm* comm, int stop) {
+static ncclResult_t release(struct ncclComm* comm, int stop, int dump) {
   if (stop) __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
   while (__atomic_load_n(&comm->launches_in_flight, __ATOMIC_ACQUIRE) > 0) sched_yield();
-  if (weft_comm_claim(comm)) weft_comm_free(comm);
+  if (!weft_comm_claim(comm)) return ncclSuccess;
+  /* An abort is how programs react to a hang: what this rank saw last is kept (WEFT_TRACE_DIR). */
+  if (dump && comm->trace != NULL && comm->peers != NULL) weft_trace_dump(comm, NULL, WEFT_TRACE_ON_ABORT, 0);
+  weft_comm_free(comm);
   return ncclSuccess;
 }
 
@@ -163,12 +172,12 @@ WEFT_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   WEFT_CHECK(check_exists(comm, "ncclCommDestroy"));
   /* Destroying a comm that is still initializing in the background stops that init; a revoked
    * comm's peers may be gone or mid-operation, so it is torn down locally, as an abort does. */
-  return release(comm,
-                 __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE) == ncclInProgress || comm->revoked);
+  return release(
+      comm, __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE) == ncclInProgress || comm->revoked, 0);
 }
 
 WEFT_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (comm == NULL) return ncclSuccess;
   WEFT_CHECK(check_exists(comm, "ncclCommAbort"));
-  return release(comm, 1);
+  return release(comm, 1, 1);
 }

@@ -1,4 +1,5 @@
-/* The one JSON string writer of the tools' --json outputs (weft-info, weft-topo, weft-doctor). */
+/* The one JSON string writer of the tools' --json outputs (weft-info, weft-topo, weft-doctor, weft-trace)
+ * and of the flight recorder's dumps. */
 #ifndef WEFT_UTIL_JSON_H
 #define WEFT_UTIL_JSON_H
 

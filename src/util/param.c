@@ -51,6 +51,13 @@ static const struct weft_param_def params[] = {
      "Host backend: 0 copies ring steps for the network into the FIFO"},
     {"WEFT_DIRECT", WEFT_PARAM_INT, "1",
      "Host backend: 0 disables the shared-board paths (small exchange, zero-copy)"},
+    {"WEFT_TRACE_BUFFER", WEFT_PARAM_INT, "2048",
+     "Flight recorder: operations each communicator remembers (0 turns the recorder off)"},
+    {"WEFT_TRACE_DIR", WEFT_PARAM_STR, NULL,
+     "Flight recorder: directory for one JSON dump per rank on a failed operation, ncclCommAbort, SIGUSR1 or "
+     "a fatal signal (read them with weft-trace DIR); unset: dumps only on weftCommDumpTrace"},
+    {"WEFT_TRACE_SIGNALS", WEFT_PARAM_INT, "1",
+     "Flight recorder: 0 installs no SIGUSR1 or fatal-signal handler even when WEFT_TRACE_DIR is set"},
     {"WEFT_DETERMINISTIC", WEFT_PARAM_INT, "0",
      "1: reductions give bitwise identical results from run to run, whatever the channel count, protocol, "
      "algorithm or timing (AllReduce runs as Reduce to the last rank then Broadcast, every channel on the "

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collectives/trace.h"
 #include "core/comm.h"
 #include "transport/connector.h"
 #include "util/log.h"
@@ -151,6 +152,7 @@ static ncclResult_t check_state(struct weft_waiter* w, uint64_t start, uint64_t 
 
 ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* arg, uint64_t* doorbell,
                             uint32_t* waiting, int peer, int channel, const char* what) {
+  if (w->trace_ch) weft_trace_chan_of(w->trace_ch, channel)->steps++;
   if (ready(arg)) return ncclSuccess;
   uint64_t start = weft_time_ns(), now = start;
   for (unsigned i = 1; now - start < w->spin_ns; i++) {
@@ -164,6 +166,8 @@ ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* ar
   if (__atomic_load_n(w->abort_flag, __ATOMIC_ACQUIRE))
     return check_state(w, start, now, peer, channel, what);
   w->next_live_check_ns = start + 1000000000ull;
+  /* Past the spin: the recorder notes the wait (left set if it fails, for the dump). */
+  if (w->trace_ch) weft_trace_wait_begin(w->trace_ch, channel, peer, what, doorbell);
   for (;;) {
     uint32_t seen = (uint32_t)__atomic_load_n(doorbell, __ATOMIC_ACQUIRE);
     __atomic_store_n(waiting, 1, __ATOMIC_RELAXED);
@@ -178,6 +182,7 @@ ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* ar
     futex_wait(doorbell, seen, SLEEP_SLICE_NS);
   }
   __atomic_store_n(waiting, 0, __ATOMIC_RELAXED);
+  if (w->trace_ch) weft_trace_wait_end(w->trace_ch, channel);
   return ncclSuccess;
 }
 
@@ -199,6 +204,7 @@ static ncclResult_t sleep_counter(struct weft_waiter* w, uint64_t* counter, uint
                                   const char* what) {
   w->next_live_check_ns = start + 1000000000ull;
   ncclResult_t res = ncclSuccess;
+  if (w->trace_ch) weft_trace_wait_begin(w->trace_ch, 0, peer, what, counter);
   __atomic_fetch_add(sleepers, 1, __ATOMIC_RELAXED);
   for (;;) {
     uint32_t seen = (uint32_t)__atomic_load_n(counter, __ATOMIC_ACQUIRE);
@@ -209,6 +215,7 @@ static ncclResult_t sleep_counter(struct weft_waiter* w, uint64_t* counter, uint
     futex_wait(counter, seen, SLEEP_SLICE_NS);
   }
   __atomic_fetch_sub(sleepers, 1, __ATOMIC_RELAXED);
+  if (w->trace_ch && res == ncclSuccess) weft_trace_wait_end(w->trace_ch, 0);
   return res;
 }
 
@@ -261,6 +268,10 @@ ncclResult_t weft_host_idle(struct weft_waiter* w, uint64_t start_ns, int peer, 
     __builtin_ia32_pause();
     sched_yield();
     return ncclSuccess;
+  }
+  if (w->trace_ch) {
+    struct weft_trace_chan* c = weft_trace_chan_of(w->trace_ch, channel);
+    if (!c->waiting || c->peer != peer) weft_trace_wait_begin(w->trace_ch, channel, peer, what, NULL);
   }
   ncclResult_t res = check_state(w, start_ns, now, peer, channel, what);
   if (res != ncclSuccess) return res;

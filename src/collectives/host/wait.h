@@ -9,6 +9,7 @@
 
 struct weft_peer_info;
 struct weft_cause;
+struct weft_trace_chan;
 
 /* What a rank's waits need to know; filled once per launch. */
 struct weft_waiter {
@@ -32,6 +33,7 @@ struct weft_waiter {
   ncclResult_t (*poll)(void* arg, struct weft_waiter* w);
   ncclResult_t (*bad_step)(void* arg, struct weft_waiter* w, int peer, uint64_t theirs);
   void* hook_arg;
+  struct weft_trace_chan* trace_ch; /* the flight recorder's channel progress; NULL: not recorded */
 };
 
 void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks);

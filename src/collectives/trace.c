@@ -1,0 +1,164 @@
+/* The flight recorder's ring: allocated once per communicator, then written on the per-call path
+ * with plain stores into the slot of each task (no locks, no allocation). */
+#include "collectives/trace.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "util/log.h"
+#include "util/param.h"
+
+void weft_trace_signals_add(struct weft_trace* tr);    /* trace_signal.c */
+void weft_trace_signals_remove(struct weft_trace* tr); /* trace_signal.c */
+
+#define MAX_RECORDS (1 << 20)
+#define CALIBRATION_NS 20000000ull /* TSC rate measured over at least this */
+
+int weft_trace_use_tsc;
+static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
+static uint64_t calib_tick, calib_ns; /* a (TSC, CLOCK_MONOTONIC) pair from the first comm */
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void clock_setup(void) {
+#if defined(__x86_64__)
+  char src[32] = "";
+  FILE* f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+  if (f != NULL) {
+    if (fgets(src, sizeof(src), f) == NULL) src[0] = 0;
+    fclose(f);
+  }
+  if (strncmp(src, "tsc", 3) == 0 && (src[3] == '\n' || src[3] == 0)) {
+    calib_tick = __builtin_ia32_rdtsc();
+    calib_ns = mono_ns();
+    weft_trace_use_tsc = 1;
+  }
+#endif
+}
+
+void weft_trace_clock_now(struct weft_trace_clock* c) {
+  struct timespec rt;
+  c->ns_per_tick = 1.0;
+#if defined(__x86_64__)
+  if (weft_trace_use_tsc) {
+    while (mono_ns() - calib_ns < CALIBRATION_NS) { /* a dump right after init: wait for a rate */
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+    uint64_t tick = __builtin_ia32_rdtsc(), ns = mono_ns();
+    c->ns_per_tick = (double)(ns - calib_ns) / (double)(tick - calib_tick);
+  }
+#endif
+  c->tick_now = weft_trace_now();
+  clock_gettime(CLOCK_REALTIME, &rt);
+  c->wall_now = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+}
+
+uint64_t weft_trace_wall(const struct weft_trace_clock* c, uint64_t ticks) {
+  if (ticks == 0) return 0;
+  double ago = (double)(int64_t)(c->tick_now - ticks) * c->ns_per_tick;
+  return (uint64_t)((double)c->wall_now - ago);
+}
+
+void weft_trace_create(struct ncclComm* comm) {
+  int64_t n = weft_param_int("WEFT_TRACE_BUFFER");
+  comm->trace = NULL;
+  if (n <= 0) return;
+  pthread_once(&clock_once, clock_setup);
+  if (n > MAX_RECORDS) {
+    WEFT_WARN("WEFT_TRACE_BUFFER %lld is more than %d records; using %d", (long long)n, MAX_RECORDS,
+              MAX_RECORDS);
+    n = MAX_RECORDS;
+  }
+  struct weft_trace* tr = calloc(1, sizeof(*tr) + (size_t)n * sizeof(tr->ring[0]));
+  if (tr == NULL) {
+    WEFT_WARN("comm %p rank %d: no memory for a flight recorder of %lld records; recording is off",
+              (void*)comm, comm->rank, (long long)n);
+    return;
+  }
+  tr->comm = comm;
+  tr->size = (uint32_t)n;
+  comm->trace = tr;
+  if (weft_param_str("WEFT_TRACE_DIR") != NULL) weft_trace_signals_add(tr);
+}
+
+void weft_trace_destroy(struct ncclComm* comm) {
+  if (comm == NULL || comm->trace == NULL) return;
+  weft_trace_signals_remove(comm->trace); /* waits for a dump of it in progress */
+  free(comm->trace);
+  comm->trace = NULL;
+}
+
+static struct weft_trace_rec* slot_of(struct weft_trace* tr, uint64_t seq) {
+  struct weft_trace_rec* r = &tr->ring[seq % tr->size];
+  return r->seq == seq && r->state != 0 ? r : NULL;
+}
+
+static int reduces(enum weft_coll coll) {
+  return coll == WEFT_COLL_REDUCE || coll == WEFT_COLL_ALLREDUCE || coll == WEFT_COLL_REDUCESCATTER;
+}
+
+void weft_trace_enqueue(struct weft_trace* tr, const struct weft_task* t) {
+  struct weft_trace_rec* r = &tr->ring[t->seq % tr->size];
+  int p2p = t->coll == WEFT_COLL_SEND || t->coll == WEFT_COLL_RECV;
+  r->seq = t->seq;
+  r->coll_no = p2p ? 0 : ++tr->colls;
+  r->count = t->count;
+  r->stream = (uint64_t)(uintptr_t)t->stream;
+  r->t_enqueued = weft_trace_now();
+  r->t_started = r->t_finished = 0;
+  r->root = p2p || t->coll == WEFT_COLL_BROADCAST || t->coll == WEFT_COLL_REDUCE ? t->root : -1;
+  r->result = 0;
+  r->coll = (uint8_t)t->coll;
+  r->dtype = (uint8_t)t->dtype;
+  r->redop = reduces(t->coll) ? (uint8_t)t->op.user_op : 0xff;
+  r->algo = WEFT_TRACE_ALGO_UNKNOWN;
+  r->proto = 0xff;
+  r->channels = 0;
+  __atomic_store_n(&r->state, WEFT_TRACE_QUEUED, __ATOMIC_RELEASE);
+}
+
+void weft_trace_start(struct weft_trace* tr, const struct weft_task* t) {
+  struct weft_trace_rec* r = slot_of(tr, t->seq);
+  if (r == NULL) return; /* overwritten: more tasks queued in one group than the ring holds */
+  memset(tr->chan, 0, sizeof(tr->chan));
+  r->t_started = weft_trace_now();
+  __atomic_store_n(&r->state, WEFT_TRACE_RUNNING, __ATOMIC_RELEASE);
+  __atomic_store_n(&tr->inflight, t->seq + 1, __ATOMIC_RELEASE);
+}
+
+void weft_trace_plan(struct weft_trace* tr, const struct weft_task* t, int algo, int proto, int channels) {
+  struct weft_trace_rec* r = slot_of(tr, t->seq);
+  if (r == NULL) return;
+  r->algo = (uint8_t)algo;
+  r->proto = (uint8_t)proto;
+  r->channels = (uint8_t)channels;
+}
+
+void weft_trace_finish(struct weft_trace* tr, const struct weft_task* t, ncclResult_t res) {
+  struct weft_trace_rec* r = slot_of(tr, t->seq);
+  if (r == NULL) return;
+  r->t_finished = weft_trace_now();
+  r->result = (int32_t)res;
+  __atomic_store_n(&r->state, res == ncclSuccess ? WEFT_TRACE_DONE : WEFT_TRACE_FAILED, __ATOMIC_RELEASE);
+  /* A failed operation stays the one in flight: its channels show where it stopped. */
+  if (res == ncclSuccess) __atomic_store_n(&tr->inflight, 0, __ATOMIC_RELEASE);
+}
+
+void weft_trace_launched(struct weft_trace* tr, const struct weft_task* t, ncclResult_t res) {
+  struct weft_trace_rec* r = slot_of(tr, t->seq);
+  if (r == NULL) return;
+  if (res != ncclSuccess) {
+    weft_trace_finish(tr, t, res);
+    return;
+  }
+  __atomic_store_n(&r->state, WEFT_TRACE_LAUNCHED, __ATOMIC_RELEASE);
+  __atomic_store_n(&tr->inflight, 0, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,126 @@
+/* The flight recorder: per communicator, a fixed ring of the latest operations (what was called,
+ * how it was planned, when it was queued, started and finished) and, for the one running, how
+ * far each channel got and which peer it waits for. Dumped as JSON (trace_dump.c) on failure,
+ * abort, signal or request, for tools/weft-trace to name the rank that stopped the job. */
+#ifndef WEFT_COLLECTIVES_TRACE_H
+#define WEFT_COLLECTIVES_TRACE_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include "collectives/task.h"
+#include "nccl.h"
+
+struct ncclComm;
+
+#define WEFT_TRACE_CHANNELS 4 /* progress slots: ring/tree channels (p2p and boards use slot 0) */
+
+/* LAUNCHED: handed to the CUDA stream; the recorder does not see the kernel end. */
+enum weft_trace_state {
+  WEFT_TRACE_QUEUED = 1,
+  WEFT_TRACE_RUNNING,
+  WEFT_TRACE_DONE,
+  WEFT_TRACE_FAILED,
+  WEFT_TRACE_LAUNCHED
+};
+/* How the operation ran; UNKNOWN where the backend does not say (CUDA). */
+enum weft_trace_algo { WEFT_TRACE_ALGO_UNKNOWN, WEFT_TRACE_RING, WEFT_TRACE_TREE, WEFT_TRACE_DIRECT };
+
+/* One operation. Written only by the thread that queues and runs the comm's work. */
+struct weft_trace_rec {
+  uint64_t seq;     /* the task's sequence number (every call of the comm) */
+  uint64_t coll_no; /* collectives only: 1, 2, ... numbered alike on every rank; 0 for send/recv */
+  uint64_t count;
+  uint64_t stream;
+  uint64_t t_enqueued, t_started, t_finished; /* weft_trace_now(); 0: not yet */
+  int32_t root;                               /* root, peer, or -1 */
+  int32_t result;                             /* ncclResult_t once finished */
+  uint8_t coll, dtype, redop, state;
+  uint8_t algo, proto, channels, pad;
+};
+
+/* The running operation's progress on one channel. */
+struct weft_trace_chan {
+  uint64_t steps;      /* waits passed on this channel in this operation */
+  uint64_t since;      /* when the current wait began (weft_trace_now()) */
+  const char* what;    /* what it waits for (a static string) */
+  int32_t peer;        /* the rank it waits for */
+  int32_t waiting;     /* 1 while blocked past the spin */
+  uint64_t peer_steps; /* the peer's counter when this wait began (steps it produced/consumed) */
+};
+
+struct weft_trace {
+  struct ncclComm* comm;
+  uint32_t size;      /* records in ring (a power of two is not required) */
+  uint64_t colls;     /* collectives queued so far */
+  uint64_t inflight;  /* seq of the running operation + 1; 0: none */
+  int failure_dumped; /* a dump on failure was written: an async error found later adds none */
+  struct weft_trace_chan chan[WEFT_TRACE_CHANNELS];
+  struct weft_trace* next; /* the signal dumper's list (trace_dump.c) */
+  struct weft_trace_rec ring[];
+};
+
+/* The recorder's clock, in ticks: the TSC where the kernel itself trusts it (its clocksource is
+ * tsc), which costs a third of a clock_gettime; else CLOCK_MONOTONIC ns. Three readings per call
+ * are most of the recorder's cost. A dump converts ticks to wall-clock ns (weft_trace_wall). */
+extern int weft_trace_use_tsc;
+static inline uint64_t weft_trace_now(void) {
+#if defined(__x86_64__)
+  if (weft_trace_use_tsc) return __builtin_ia32_rdtsc();
+#endif
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+/* How to turn ticks into wall-clock ns now: wall = wall_now - (tick_now - ticks) * ns_per_tick. */
+struct weft_trace_clock {
+  uint64_t tick_now, wall_now;
+  double ns_per_tick;
+};
+void weft_trace_clock_now(struct weft_trace_clock* c);
+uint64_t weft_trace_wall(const struct weft_trace_clock* c, uint64_t ticks); /* 0 stays 0 */
+
+/* Allocates comm->trace (WEFT_TRACE_BUFFER records; 0: off) and, when WEFT_TRACE_DIR is set,
+ * lists it for the signal dumper. Never fails the init: without memory the recorder is off. */
+void weft_trace_create(struct ncclComm* comm);
+void weft_trace_destroy(struct ncclComm* comm); /* NULL-safe */
+
+/* The per-call path: a few stores into the ring slot of the task. */
+void weft_trace_enqueue(struct weft_trace* tr, const struct weft_task* t);
+void weft_trace_start(struct weft_trace* tr, const struct weft_task* t);
+void weft_trace_plan(struct weft_trace* tr, const struct weft_task* t, int algo, int proto, int channels);
+void weft_trace_finish(struct weft_trace* tr, const struct weft_task* t, ncclResult_t res);
+/* CUDA: the launch of t returned res (success: LAUNCHED, else FAILED). */
+void weft_trace_launched(struct weft_trace* tr, const struct weft_task* t, ncclResult_t res);
+
+/* Progress of the running operation, called by the host waits (w->trace_ch: NULL when off). */
+static inline struct weft_trace_chan* weft_trace_chan_of(struct weft_trace_chan* ch, int channel) {
+  return &ch[channel > 0 && channel < WEFT_TRACE_CHANNELS ? channel : 0];
+}
+static inline void weft_trace_wait_begin(struct weft_trace_chan* ch, int channel, int peer, const char* what,
+                                         const uint64_t* peer_counter) {
+  struct weft_trace_chan* c = weft_trace_chan_of(ch, channel);
+  c->peer = peer;
+  c->what = what;
+  c->since = weft_trace_now();
+  c->peer_steps = peer_counter ? __atomic_load_n(peer_counter, __ATOMIC_RELAXED) : 0;
+  __atomic_store_n(&c->waiting, 1, __ATOMIC_RELEASE);
+}
+static inline void weft_trace_wait_end(struct weft_trace_chan* ch, int channel) {
+  __atomic_store_n(&weft_trace_chan_of(ch, channel)->waiting, 0, __ATOMIC_RELAXED);
+}
+
+/* Why a dump was written, as the file says. */
+enum weft_trace_reason {
+  WEFT_TRACE_ON_FAILURE,
+  WEFT_TRACE_ON_ABORT,
+  WEFT_TRACE_ON_SIGNAL,
+  WEFT_TRACE_ON_FATAL,
+  WEFT_TRACE_ON_REQUEST
+};
+/* Writes the comm's dump into dir (NULL: WEFT_TRACE_DIR; nothing written, ncclSuccess, when that
+ * is unset too and !required). The file is weft-trace-<commHash>-r<rank>-<host>-<pid>.json. */
+ncclResult_t weft_trace_dump(struct ncclComm* comm, const char* dir, enum weft_trace_reason why,
+                             int required);
+
+#endif
