@@ -21,6 +21,13 @@ struct weft_call_fp weft_call_fp_of(const struct weft_task* t);
 int weft_call_fp_equal(const struct weft_call_fp* a, const struct weft_call_fp* b);
 /* A 32-bit hash of fp, for connector step tags (collectives/host/step_tag.h). */
 uint32_t weft_call_fp_hash(const struct weft_call_fp* fp);
+
+/* The step tag of collective number seq (counted alike on every rank) with fingerprint hash
+ * fp_hash: never 0, which means "not checked" (WEFT_CHECK_CALLS=0, or a step a network proxy
+ * stored). Both backends' senders put it beside each step; receivers compare it with theirs. */
+static inline uint64_t weft_step_tag_make(uint64_t seq, uint32_t fp_hash) {
+  return (seq << 32) | (fp_hash ? fp_hash : 1);
+}
 /* WARN on rank `me` (seq: the call) naming the first field in which peer's call differs from its
  * own, e.g. "rank 1 called ncclAllReduce with count 1024, rank 0 with count 2048". */
 void weft_call_fp_warn(int me, const struct weft_call_fp* mine, int peer, const struct weft_call_fp* theirs,

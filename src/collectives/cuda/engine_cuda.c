@@ -162,6 +162,7 @@ static void read_sizes(struct weft_cuda_state* s) {
   s->nchannels = channels_wanted();
   weft_plan_read_env(&s->env);
   s->p2p_ll_threshold = weft_param_int("NCCL_P2P_LL_THRESHOLD");
+  s->check_calls = weft_param_int("WEFT_CHECK_CALLS") != 0;
 }
 
 /* The device state (connectors, their steps) in device memory, which kernels read per work and

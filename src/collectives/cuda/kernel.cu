@@ -39,6 +39,8 @@ __device__ void weft_prims_init(struct weft_prims* p, struct weft_cuda_devcomm* 
   p->coll = w->coll;
   p->send_peer = p->recv_peer = -1;
   p->failed = 0;
+  p->step_tag = w->step_tag;
+  p->tag_send = p->tag_recv = w->step_tag != 0;
 }
 
 /* Returns 1 (in every thread) when a wait gave up. */

@@ -26,7 +26,12 @@ struct weft_cuda_conn {
 };
 
 /* Kernel errors reported back to the host (devcomm.error). */
-enum { WEFT_CUDA_ERR_NONE = 0, WEFT_CUDA_ERR_TIMEOUT = 1, WEFT_CUDA_ERR_ABORT = 2 };
+enum {
+  WEFT_CUDA_ERR_NONE = 0,
+  WEFT_CUDA_ERR_TIMEOUT = 1,
+  WEFT_CUDA_ERR_ABORT = 2,
+  WEFT_CUDA_ERR_MISMATCH = 3
+};
 
 /* The only state host and kernels share while kernels run, in host-mapped memory: kernels read
  * it only every WEFT_SPINS_PER_CHECK spins of a wait and write it only when they give up. */
@@ -35,6 +40,8 @@ struct weft_cuda_hostcomm {
   volatile uint32_t error; /* first kernel error, WEFT_CUDA_ERR_* */
   volatile int32_t err_channel, err_peer;
   volatile int32_t err_coll; /* enum weft_coll of the operation that gave up */
+  volatile int32_t pad;
+  volatile uint64_t err_theirs, err_mine; /* MISMATCH: the peer's step tag and ours */
 };
 
 /* Per-communicator device state, in device memory. The host writes a connector only before any
@@ -60,6 +67,9 @@ struct weft_cuda_work {
   int32_t nchannels;
   int32_t block;
   uint64_t count; /* NCCL's count */
+  /* Collectives: the step tag (collectives/fingerprint.h) the first step on each connector
+   * carries and is checked against; 0: not checked (WEFT_CHECK_CALLS=0, send/recv). */
+  uint64_t step_tag;
   uint64_t chunk; /* elements per step */
   uint64_t scalar, divisor;
   const void* scalar_ptr; /* PreMulSum scalar in device memory, read at run time; else NULL */

@@ -8,6 +8,7 @@
 
 #include "collectives/cuda/engine_cuda.h"
 #include "collectives/dev_types.h"
+#include "collectives/fingerprint.h"
 #include "collectives/plan.h"
 #include "collectives/tune_log.h"
 #include "core/comm.h"
@@ -206,6 +207,9 @@ static int plan_group(struct ncclComm* comm, struct weft_task* tasks, struct wef
       plan_p2p(s, t, -1 - owner[key], &w[n]); /* block fixed below, after the collectives' blocks */
     } else {
       plan_coll(comm, s, t, &w[n]);
+      struct weft_call_fp fp = weft_call_fp_of(t);
+      w[n].step_tag = s->check_calls ? weft_step_tag_make(s->coll_seq, weft_call_fp_hash(&fp)) : 0;
+      s->coll_seq++;
       if (w[n].nchannels > ncoll_blocks) ncoll_blocks = w[n].nchannels;
     }
     n++;
@@ -314,6 +318,25 @@ static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks,
   return res;
 }
 
+/* A kernel found that a peer's first step of a collective belongs to another call. The tags
+ * carry the call numbers and fingerprint hashes, not the fields, so the WARN says which call of
+ * which peer differs and what this rank called. */
+static ncclResult_t report_mismatch(struct ncclComm* comm, struct weft_cuda_state* s) {
+  uint64_t theirs = s->host->err_theirs, mine = s->host->err_mine;
+  if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL))
+    WEFT_WARN(
+        "comm %p rank %d: mismatched collective on device %d: a step from rank %d on channel %d belongs to "
+        "its "
+        "collective #%llu (fingerprint %08x), this rank's %s is collective #%llu (%08x); every rank must "
+        "call "
+        "the same collectives with the same count, datatype, op and root; the communicator is unusable",
+        (void*)comm, comm->rank, s->dev, s->host->err_peer, s->host->err_channel,
+        (unsigned long long)(theirs >> 32), (unsigned)theirs, weft_coll_name(s->host->err_coll),
+        (unsigned long long)(mine >> 32), (unsigned)mine);
+  weft_comm_set_async_error(comm, ncclInvalidUsage);
+  return ncclInvalidUsage;
+}
+
 /* A kernel that gave up (timeout) left its reason in the host-mapped device state, which the host
  * reads at any time: the next launch, ncclCommGetAsyncError, Finalize and Destroy all see it. */
 ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
@@ -321,6 +344,7 @@ ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
   if (s == NULL || s->host == NULL) return ncclSuccess;
   uint32_t err = s->host->error;
   if (err == WEFT_CUDA_ERR_NONE) return ncclSuccess;
+  if (err == WEFT_CUDA_ERR_MISMATCH) return report_mismatch(comm, s);
   if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL))
     WEFT_WARN("comm %p rank %d: a %s kernel on device %d %s waiting for rank %d on channel %d", (void*)comm,
               comm->rank, weft_coll_name(s->host->err_coll), s->dev,

@@ -26,6 +26,10 @@ struct weft_prims {
   int channel, send_peer, recv_peer;
   int coll; /* enum weft_coll, for the error report */
   int failed;
+  /* The call's step tag; the first step sent (received) on each connector carries (is checked
+   * against) it, which costs one fence per collective and connector, not one per step. */
+  uint64_t step_tag;
+  int tag_send, tag_recv; /* that first step is still to come */
 };
 
 /* Called every WEFT_SPINS_PER_CHECK spins of a wait: 1 when the wait must give up (abort
@@ -49,6 +53,30 @@ __device__ __noinline__ int weft_wait_check(struct weft_prims* p, uint64_t* star
   __threadfence_system();
   c->abort = 1;
   return 1;
+}
+
+/* A step from the peer carries another call's tag (its collective, count, datatype, op or root
+ * differ, or a call is missing): report it, stop every wait of the communicator; returns 0. */
+__device__ __noinline__ int weft_tag_mismatch(struct weft_prims* p, uint64_t theirs) {
+  struct weft_cuda_hostcomm* c = p->comm->flags;
+  if (c->error == WEFT_CUDA_ERR_NONE) {
+    c->err_channel = p->channel;
+    c->err_peer = p->recv_peer;
+    c->err_coll = p->coll;
+    c->err_theirs = theirs;
+    c->err_mine = p->step_tag;
+    c->error = WEFT_CUDA_ERR_MISMATCH;
+  }
+  __threadfence_system();
+  c->abort = 1;
+  return 0;
+}
+
+/* Thread 0, once the first step of this call from the peer is visible: do our calls agree? */
+__device__ __forceinline__ int weft_tag_ok(struct weft_prims* p) {
+  uint64_t theirs = weft_ld_acquire(&p->recv.ctrl->step_tag[p->recv.step % WEFT_NSTEPS]);
+  if (theirs == p->step_tag || theirs == 0) return 1; /* 0: the sender does not check */
+  return weft_tag_mismatch(p, theirs);
 }
 
 /* Spin until *ctr >= need (thread 0 only); 0 when given up. */
@@ -152,6 +180,7 @@ __device__ __forceinline__ int weft_prim_wait(struct weft_prims* p, int flags) {
   if (threadIdx.x == 0) {
     int ok = 1;
     if (flags & WEFT_P_RECV) ok = weft_wait_ge(p, &p->recv.ctrl->tail, p->recv.step + 1, p->recv_peer);
+    if (ok && (flags & WEFT_P_RECV) && p->tag_recv) ok = weft_tag_ok(p);
     if (ok && (flags & WEFT_P_SEND)) {
       uint64_t need = p->send.step + 1 > WEFT_NSTEPS ? p->send.step + 1 - WEFT_NSTEPS : 0;
       ok = weft_wait_ge(p, &p->send.ctrl->head, need, p->send_peer);
@@ -182,6 +211,12 @@ __device__ __noinline__ void weft_ll_clear(struct weft_prims* p, const struct we
   if (threadIdx.x == 0) __threadfence_system();
 }
 
+/* After a step: the connectors move on, and their first steps of this call are behind us. */
+__device__ __forceinline__ void weft_prim_advance(struct weft_prims* p, int flags) {
+  if (flags & WEFT_P_SEND) p->send.step++, p->tag_send = 0;
+  if (flags & WEFT_P_RECV) p->recv.step++, p->tag_recv = 0;
+}
+
 __device__ __forceinline__ void weft_prim_simple(struct weft_prims* p, int flags, size_t in_off,
                                                  size_t out_off, size_t n) {
   size_t bytes = n * p->esize;
@@ -210,14 +245,14 @@ __device__ __forceinline__ void weft_prim_simple(struct weft_prims* p, int flags
                                                   (p->recv.step % WEFT_NSTEPS) * p->recv.ll_slot));
   if (threadIdx.x == 0) {
     if (flags & WEFT_P_SEND) {
+      if (p->tag_send) weft_st_relaxed(&p->send.ctrl->step_tag[p->send.step % WEFT_NSTEPS], p->step_tag);
       __threadfence_system(); /* the data, written by all threads, before the tail that announces it */
       weft_st_relaxed(&p->send.ctrl->tail, p->send.step + 1);
     }
     /* Release: the block's reads of the slot come before the sender may overwrite it. */
     if (flags & WEFT_P_RECV) weft_st_release(&p->recv.ctrl->head, p->recv.step + 1);
   }
-  if (flags & WEFT_P_SEND) p->send.step++;
-  if (flags & WEFT_P_RECV) p->recv.step++;
+  weft_prim_advance(p, flags);
 }
 
 /* Wait for line l to carry flag in both halves; returns its 8 data bytes, or sets *bad. */
@@ -263,10 +298,21 @@ __device__ __forceinline__ void weft_prim_ll(struct weft_prims* p, int flags, si
   weft_prim_plan(p, flags, (const char*)rl, in, out, (char*)sl, bytes, &m, &c, &typed);
   int op = weft_dev_op(p->op.kind), es = p->esize, bad = 0;
   size_t nlines = (bytes + 7) / 8;
+  if (threadIdx.x == 0 && sl && p->tag_send) { /* the tag before this thread's first line */
+    weft_st_relaxed(&p->send.ctrl->step_tag[p->send.step % WEFT_NSTEPS], p->step_tag);
+    __threadfence_system();
+  }
   for (size_t i = threadIdx.x; i < nlines && !bad; i += blockDim.x) {
     int nb = (int)(bytes - 8 * i < 8 ? bytes - 8 * i : 8);
     uint64_t a = m.a ? weft_ll_wait(p, rl + i, rflag, &bad) : 0;
     if (bad) break;
+    if (i == 0 && m.a && p->tag_recv) { /* line 0 came after the sender's tag */
+      __threadfence();
+      if (!weft_tag_ok(p)) {
+        bad = 1;
+        break;
+      }
+    }
     uint64_t b = m.b ? load_part(in + 8 * i, nb, es) : 0;
     uint64_t v = typed ? calc_pack(p->dtype, op, c, a, b) : (m.a ? a : b);
     if (c.post) v = calc_div(p->dtype, v, c.divisor);
@@ -283,8 +329,7 @@ __device__ __forceinline__ void weft_prim_ll(struct weft_prims* p, int flags, si
     if (flags & WEFT_P_RECV) weft_st_release(&p->recv.ctrl->head, p->recv.step + 1); /* as in Simple */
     if (flags & WEFT_P_SEND) weft_st_relaxed(&p->send.ctrl->tail, p->send.step + 1); /* doorbell only */
   }
-  if (flags & WEFT_P_SEND) p->send.step++;
-  if (flags & WEFT_P_RECV) p->recv.step++;
+  weft_prim_advance(p, flags);
 }
 
 __device__ __noinline__ void weft_prim(struct weft_prims* p, int flags, size_t in_off, size_t out_off,

@@ -44,6 +44,8 @@ struct weft_cuda_state {
   struct weft_p2p_mem *ring_send_mem[WEFT_CUDA_MAX_CHANNELS], *ring_recv_mem[WEFT_CUDA_MAX_CHANNELS];
   struct weft_p2p_mem **p2p_send_mem, **p2p_recv_mem; /* [nranks] */
   uint8_t* restore_p2p; /* suspended: the p2p pairs to reconnect at resume ([nranks] sends, receives) */
+  int check_calls;      /* collectives' first steps carry and check their call's tag (WEFT_CHECK_CALLS) */
+  uint64_t coll_seq;    /* collectives launched so far: numbered alike on every rank */
 };
 
 /* Connect the p2p connectors this launch needs (both sides of each pair call it). */

@@ -7,14 +7,9 @@
 
 #include <stdint.h>
 
+#include "collectives/fingerprint.h"
 #include "collectives/host/wait.h"
 #include "transport/connector.h"
-
-/* The tag of collective number seq (counted alike on every rank) with fingerprint hash fp_hash:
- * never 0, which means "not checked" (WEFT_CHECK_CALLS=0, or a step a network proxy stored). */
-static inline uint64_t weft_step_tag_make(uint64_t seq, uint32_t fp_hash) {
-  return (seq << 32) | (fp_hash ? fp_hash : 1);
-}
 
 /* Sender, before it publishes the step (Simple: tail; LL: the first flagged word). */
 static inline void weft_step_tag_put(struct weft_conn* c, uint64_t tag) {
