@@ -39,14 +39,15 @@ static void add_large(struct case_list* l, int n, uint64_t seed) {
 static int run_reuse(ncclComm_t comm, int rank, int n) {
   size_t count = 8u << 20;
   unsigned char* buf = malloc(count * (size_t)n);
+  unsigned char* mine = malloc(count);
   unsigned char flag = 0;
   int bad = 0;
   for (int root = 0; root < n; root++) { /* every rank runs every call, whatever it found */
     for (size_t i = 0; i < count; i++) buf[i] = rank == root ? (unsigned char)(i * 7 + root) : 0;
-    if (ncclBroadcast(buf, buf, count, ncclUint8, root, comm, NULL) != ncclSuccess) return 1;
+    if (ncclBroadcast(buf, buf, count, ncclUint8, root, comm, NULL) != ncclSuccess) goto failed;
     if (rank == root) memset(buf, 0xEE, count);
     if (ncclAllReduce(&flag, &flag, 1, ncclUint8, ncclMax, comm, NULL) != ncclSuccess)
-      return 1; /* a barrier */
+      goto failed; /* a barrier */
     for (size_t i = 0; i < count && rank != root; i++)
       if (buf[i] != (unsigned char)(i * 7 + root)) {
         fprintf(stderr, "rank %d: broadcast from %d, byte %zu: %d after the root reused its buffer\n", rank,
@@ -55,11 +56,10 @@ static int run_reuse(ncclComm_t comm, int rank, int n) {
         break;
       }
   }
-  unsigned char* mine = malloc(count);
   for (size_t i = 0; i < count; i++) mine[i] = (unsigned char)(i * 13 + rank);
-  if (ncclAllGather(mine, buf, count, ncclUint8, comm, NULL) != ncclSuccess) return 1;
+  if (ncclAllGather(mine, buf, count, ncclUint8, comm, NULL) != ncclSuccess) goto failed;
   memset(mine, 0xEE, count);
-  if (ncclAllReduce(&flag, &flag, 1, ncclUint8, ncclMax, comm, NULL) != ncclSuccess) return 1;
+  if (ncclAllReduce(&flag, &flag, 1, ncclUint8, ncclMax, comm, NULL) != ncclSuccess) goto failed;
   for (size_t i = 0; i < count * (size_t)n && bad == 0; i++)
     if (buf[i] != (unsigned char)((i % count) * 13 + i / count)) {
       fprintf(stderr, "rank %d: all-gather byte %zu: %d after the senders reused their buffers\n", rank, i,
@@ -71,9 +71,9 @@ static int run_reuse(ncclComm_t comm, int rank, int n) {
   for (size_t i = 0; i < count; i++) mine[i] = (unsigned char)(i * 5 + rank);
   if (ncclGroupStart() != ncclSuccess || ncclSend(mine, count, ncclUint8, next, comm, NULL) != ncclSuccess ||
       ncclRecv(buf, count, ncclUint8, prev, comm, NULL) != ncclSuccess || ncclGroupEnd() != ncclSuccess)
-    return 1;
+    goto failed;
   memset(mine, 0xEE, count);
-  if (ncclAllReduce(&flag, &flag, 1, ncclUint8, ncclMax, comm, NULL) != ncclSuccess) return 1;
+  if (ncclAllReduce(&flag, &flag, 1, ncclUint8, ncclMax, comm, NULL) != ncclSuccess) goto failed;
   for (size_t i = 0; i < count && bad == 0; i++)
     if (buf[i] != (unsigned char)(i * 5 + prev)) {
       fprintf(stderr, "rank %d: send/recv byte %zu: %d after the sender reused its buffer\n", rank, i,
@@ -83,6 +83,11 @@ static int run_reuse(ncclComm_t comm, int rank, int n) {
   free(mine);
   free(buf);
   return bad;
+failed: /* a call failed: its WARN says why */
+  fprintf(stderr, "rank %d: a call of the buffer-reuse checks failed: %s\n", rank, ncclGetLastError(comm));
+  free(mine);
+  free(buf);
+  return bad + 1;
 }
 
 /* A communicator reads NCCL_ALGO / NCCL_PROTO when it is created: a split under new settings. */
