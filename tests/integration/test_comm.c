@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "nccl.h"
+#include "uid.h"
 
 static double now_sec(void) {
   struct timespec ts;
@@ -80,12 +81,14 @@ static int child_init(ncclUniqueId id, int n, int r, int use_comm_id) {
 static void init_as_processes(int n, int use_comm_id) {
   ncclUniqueId id;
   memset(&id, 0, sizeof(id));
+  struct test_uid_holder root = {.pid = -1, .fd = -1};
   if (use_comm_id) {
     char addr[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", test_free_port());
     setenv("NCCL_COMM_ID", addr, 1);
   } else {
-    EXPECT_EQ_INT(ncclGetUniqueId(&id), ncclSuccess);
+    /* The root in a helper process: no thread of ours may exist when the ranks fork. */
+    EXPECT_EQ_INT(test_uid_from_child(&id, &root), ncclSuccess);
   }
   pid_t* pids = calloc(n, sizeof(pid_t));
   for (int r = 0; r < n; r++) {
@@ -98,6 +101,7 @@ static void init_as_processes(int n, int use_comm_id) {
     EXPECT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                "process rank %d of %d (comm id %d) status 0x%x", r, n, use_comm_id, status);
   }
+  test_uid_release(&root);
   unsetenv("NCCL_COMM_ID");
   free(pids);
 }
