@@ -10,6 +10,7 @@
 #include "core/comm.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/sysfs.h"
 
 void weft_trace_signals_add(struct weft_trace* tr);    /* trace_signal.c */
 void weft_trace_signals_remove(struct weft_trace* tr); /* trace_signal.c */
@@ -21,23 +22,13 @@ int weft_trace_use_tsc;
 static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
 static uint64_t calib_tick, calib_ns; /* a (TSC, CLOCK_MONOTONIC) pair from the first comm */
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void clock_setup(void) {
 #if defined(__x86_64__)
-  char src[32] = "";
-  FILE* f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
-  if (f != NULL) {
-    if (fgets(src, sizeof(src), f) == NULL) src[0] = 0;
-    fclose(f);
-  }
-  if (strncmp(src, "tsc", 3) == 0 && (src[3] == '\n' || src[3] == 0)) {
+  char src[32];
+  weft_read_line("/sys/devices/system/clocksource/clocksource0/current_clocksource", src, sizeof(src));
+  if (strcmp(src, "tsc") == 0) {
     calib_tick = __builtin_ia32_rdtsc();
-    calib_ns = mono_ns();
+    calib_ns = weft_time_ns();
     weft_trace_use_tsc = 1;
   }
 #endif
@@ -48,11 +39,11 @@ void weft_trace_clock_now(struct weft_trace_clock* c) {
   c->ns_per_tick = 1.0;
 #if defined(__x86_64__)
   if (weft_trace_use_tsc) {
-    while (mono_ns() - calib_ns < CALIBRATION_NS) { /* a dump right after init: wait for a rate */
+    while (weft_time_ns() - calib_ns < CALIBRATION_NS) { /* a dump right after init: wait for a rate */
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }
-    uint64_t tick = __builtin_ia32_rdtsc(), ns = mono_ns();
+    uint64_t tick = __builtin_ia32_rdtsc(), ns = weft_time_ns();
     c->ns_per_tick = (double)(ns - calib_ns) / (double)(tick - calib_tick);
   }
 #endif

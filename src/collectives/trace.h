@@ -10,6 +10,7 @@
 
 #include "collectives/task.h"
 #include "nccl.h"
+#include "util/time.h"
 
 struct ncclComm;
 
@@ -68,9 +69,7 @@ static inline uint64_t weft_trace_now(void) {
 #if defined(__x86_64__)
   if (weft_trace_use_tsc) return __builtin_ia32_rdtsc();
 #endif
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return weft_time_ns();
 }
 /* How to turn ticks into wall-clock ns now: wall = wall_now - (tick_now - ticks) * ns_per_tick. */
 struct weft_trace_clock {

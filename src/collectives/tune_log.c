@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "collectives/dev_types.h"
 #include "collectives/plan.h"
@@ -13,6 +12,7 @@
 #include "core/comm.h"
 #include "core/tuned.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #define NCLASSES 64           /* size classes: 2^0 .. 2^63 bytes */
 #define NCOLLS WEFT_COLL_SEND /* the collectives the planner chooses for */
@@ -107,17 +107,11 @@ void weft_tune_log_choice(struct weft_tune_log* log, const struct weft_tune_choi
   log->pending_us = c->time_us;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Forgets a choice whose call never ended (it failed), so this one is not timed against it. */
 uint64_t weft_tune_log_start(struct weft_tune_log* log) {
   if (log == NULL) return 0;
   log->pending = NULL;
-  return now_ns();
+  return weft_time_ns();
 }
 
 static int cmp_float(const void* a, const void* b) {
@@ -157,7 +151,7 @@ void weft_tune_log_measured(struct weft_tune_log* log, uint64_t start_ns) {
   if (log == NULL || log->pending == NULL) return;
   struct slot* s = log->pending;
   log->pending = NULL;
-  float us = (float)((now_ns() - start_ns) / 1000.0);
+  float us = (float)((weft_time_ns() - start_ns) / 1000.0);
   s->predicted_us[s->nsamples] = log->pending_us;
   s->measured_us[s->nsamples] = us;
   if (++s->nsamples < WEFT_TUNE_LOG_SAMPLES) return;

@@ -12,6 +12,7 @@
 #include "core/topology.h"
 #include "util/check.h"
 #include "util/param.h"
+#include "util/sysfs.h"
 
 uint64_t weft_hash_bytes(const void* data, size_t size, uint64_t seed) {
   const unsigned char* p = data;
@@ -31,12 +32,7 @@ static void host_identity(char* out, size_t size) {
   }
   char host[256] = {0}, boot[128] = {0};
   gethostname(host, sizeof(host) - 1);
-  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f != NULL) {
-    if (fgets(boot, sizeof(boot), f) == NULL) boot[0] = 0;
-    fclose(f);
-  }
-  boot[strcspn(boot, "\n")] = 0;
+  weft_read_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
   snprintf(out, size, "%s%s", host, boot);
 }
 

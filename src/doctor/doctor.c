@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "util/param.h"
+#include "util/sysfs.h"
 
 const char* weft_doctor_severity_name(enum weft_doctor_severity s) {
   switch (s) {
@@ -81,17 +82,10 @@ const char* weft_doctor_path(char* buf, size_t size, const char* path) {
 
 int weft_doctor_read_line(const char* path, char* buf, size_t size) {
   char full[1024];
-  FILE* f = fopen(weft_doctor_path(full, sizeof(full), path), "r");
-  if (f == NULL) return -1;
-  char* got = fgets(buf, (int)size, f);
-  fclose(f);
-  if (got == NULL) return -1;
-  buf[strcspn(buf, "\n")] = 0;
-  return 0;
+  return weft_read_line(weft_doctor_path(full, sizeof(full), path), buf, size);
 }
 
-/* PCI class 0x0300xx (VGA) or 0x0302xx (3D controller) from NVIDIA (vendor 0x10de). */
-static int is_nvidia_gpu(const char* dev) {
+int weft_doctor_is_nvidia_gpu(const char* dev) {
   char path[512], vendor[32], cls[32];
   snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/vendor", dev);
   if (weft_doctor_read_line(path, vendor, sizeof(vendor)) != 0 || strcmp(vendor, "0x10de") != 0) return 0;
@@ -106,7 +100,7 @@ int weft_doctor_count_gpus(void) {
   if (d == NULL) return 0;
   int n = 0;
   for (struct dirent* e; (e = readdir(d)) != NULL;)
-    if (e->d_name[0] != '.' && is_nvidia_gpu(e->d_name)) n++;
+    if (e->d_name[0] != '.' && weft_doctor_is_nvidia_gpu(e->d_name)) n++;
   closedir(d);
   return n;
 }

@@ -65,6 +65,9 @@ void weft_doctor_check_ranks(const struct weft_doctor_opts* o, struct weft_docto
 const char* weft_doctor_path(char* buf, size_t size, const char* path);
 /* The first line (without newline) of a root-prefixed file; -1 when unreadable. */
 int weft_doctor_read_line(const char* path, char* buf, size_t size);
+/* Whether PCI device dev (a bus id under /sys/bus/pci/devices) is an NVIDIA GPU: vendor 0x10de,
+ * class 0x0300xx (VGA) or 0x0302xx (3D controller). */
+int weft_doctor_is_nvidia_gpu(const char* dev);
 /* NAME's value in the job's environment (opts->env, else this process's); NULL when unset. */
 const char* weft_doctor_env_get(const struct weft_doctor_opts* o, const char* name);
 /* Ranks the job runs on this host: --ranks, else a launcher's variable (WEFT_LOCAL_NRANKS,

@@ -9,6 +9,7 @@
 
 #include "doctor/doctor.h"
 #include "util/socket.h"
+#include "util/sysfs.h"
 
 #define MAX_NODES 64
 
@@ -24,14 +25,10 @@ static int nodes_of(const cpu_set_t* set, int* covered) {
     nodes++;
     char rel[128], list[1024];
     snprintf(rel, sizeof(rel), "/sys/devices/system/node/node%d/cpulist", node);
-    if (weft_doctor_read_line(rel, list, sizeof(list)) != 0) continue;
-    for (char *s = list, *end; *s; s = *end ? end + 1 : end) {
-      long a = strtol(s, &end, 10), b = a;
-      if (end == s) break;
-      if (*end == '-') b = strtol(end + 1, &end, 10);
-      for (long c = a; c <= b && c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, set)) covered[node] = 1;
-    }
+    cpu_set_t cpus, both;
+    if (weft_doctor_read_line(rel, list, sizeof(list)) != 0 || weft_parse_cpulist(list, &cpus) != 0) continue;
+    CPU_AND(&both, &cpus, set);
+    if (CPU_COUNT(&both) > 0) covered[node] = 1;
   }
   closedir(d);
   return nodes;
@@ -49,11 +46,8 @@ static int device_nodes(int* has_dev, char* seen, size_t size) {
   char dir[512];
   DIR* d = opendir(weft_doctor_path(dir, sizeof(dir), "/sys/bus/pci/devices"));
   for (struct dirent* e; d && (e = readdir(d)) != NULL;) {
-    char rel[512], vendor[16], cls[16];
-    snprintf(rel, sizeof(rel), "/sys/bus/pci/devices/%s/vendor", e->d_name);
-    if (weft_doctor_read_line(rel, vendor, sizeof(vendor)) != 0 || strcmp(vendor, "0x10de") != 0) continue;
-    snprintf(rel, sizeof(rel), "/sys/bus/pci/devices/%s/class", e->d_name);
-    if (weft_doctor_read_line(rel, cls, sizeof(cls)) != 0 || strncmp(cls, "0x030", 5) != 0) continue;
+    char rel[512];
+    if (e->d_name[0] == '.' || !weft_doctor_is_nvidia_gpu(e->d_name)) continue;
     snprintf(rel, sizeof(rel), "/sys/bus/pci/devices/%s/numa_node", e->d_name);
     int node = read_node(rel);
     if (node < 0 || node >= MAX_NODES) continue;

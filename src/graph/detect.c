@@ -14,6 +14,7 @@
 #include "util/check.h"
 #include "util/hwloc.h"
 #include "util/param.h"
+#include "util/sysfs.h"
 
 struct det {
   char root[PATH_MAX / 2];
@@ -24,14 +25,9 @@ struct det {
 /* First line of root + path into buf (trailing newline removed); -1 when unreadable. */
 static int read_line(const struct det* d, const char* path, char* buf, size_t size) {
   char full[PATH_MAX];
-  snprintf(full, sizeof(full), "%s%s", d->root, path);
-  FILE* f = fopen(full, "r");
-  if (f == NULL) return -1;
-  char* ok = fgets(buf, (int)size, f);
-  fclose(f);
-  if (ok == NULL) return -1;
-  buf[strcspn(buf, "\n")] = 0;
-  return 0;
+  int n = snprintf(full, sizeof(full), "%s%s", d->root, path);
+  if (n < 0 || (size_t)n >= sizeof(full)) return -1; /* a path that long is not a kernel file */
+  return weft_read_line(full, buf, size);
 }
 
 static long read_long(const struct det* d, const char* path, long def) {

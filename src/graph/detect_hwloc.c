@@ -13,6 +13,7 @@
 #include "graph/topo.h"
 #include "util/check.h"
 #include "util/hwloc.h"
+#include "util/sysfs.h"
 
 #if WEFT_HWLOC_HEADERS
 
@@ -119,13 +120,9 @@ static void link_text(struct hw* h, const struct hwloc_pcidev_attr_s* p, const c
   if (h->t->this_machine) {
     char path[128];
     snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/max_link_speed", busid);
-    FILE* f = fopen(path, "r");
-    if (f && fgets(speed, 64, f)) speed[strcspn(speed, "\n")] = 0;
-    if (f) fclose(f);
+    weft_read_line(path, speed, 64);
     snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/max_link_width", busid);
-    f = fopen(path, "r");
-    if (f && fgets(width, 16, f)) width[strcspn(width, "\n")] = 0;
-    if (f) fclose(f);
+    weft_read_line(path, width, 16);
     if (speed[0] || width[0]) return;
   }
   /* The same GB/s comes from several pairs (Gen4 x8 = Gen3 x16); the model only needs the product,

@@ -20,6 +20,7 @@
 #include "transport/net.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/time.h"
 
 #define TAG_SIMPLE 0
 #define TAG_LL 1
@@ -53,12 +54,6 @@ static struct {
   pthread_t thread;
   pthread_once_t atfork_once;
 } px = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, PTHREAD_ONCE_INIT};
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Publish a counter and wake an executor sleeping on it (the executor's doorbell protocol). */
 static void post(uint64_t* counter, uint32_t* waiting, uint64_t value) {
@@ -97,12 +92,12 @@ static int relay(volatile uint32_t* abort_flag, const struct weft_proxy_conn* fr
 void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause* cause) {
   struct weft_cause lost;
   if (!weft_cause_get(cause, &lost)) return;
-  uint64_t start = now_ns();
+  uint64_t start = weft_time_ns();
   for (;;) {
     pthread_mutex_lock(&px.mu);
     int pending = relay(abort_flag, NULL, lost.rank, lost.host);
     pthread_mutex_unlock(&px.mu);
-    if (pending == 0 || now_ns() - start > 1000000000ull) return;
+    if (pending == 0 || weft_time_ns() - start > 1000000000ull) return;
     struct timespec ts = {0, 50000};
     nanosleep(&ts, NULL);
   }
@@ -241,18 +236,18 @@ static void* proxy_main(void* arg) {
   prctl(PR_SET_TIMERSLACK, 1000UL); /* short sleeps must stay short: they add to latency */
   int64_t spin_us = weft_param_int("WEFT_SPIN_USEC");
   uint64_t spin_ns = (uint64_t)(spin_us > 0 ? spin_us : 0) * 1000 + 200000;
-  uint64_t idle_since = now_ns();
+  uint64_t idle_since = weft_time_ns();
   for (;;) {
     int moved = 0;
     pthread_mutex_lock(&px.mu);
     while (px.conns == NULL) {
       pthread_cond_wait(&px.cv, &px.mu);
-      idle_since = now_ns();
+      idle_since = weft_time_ns();
     }
     for (struct weft_proxy_conn* c = px.conns; c; c = c->next)
       if (!c->failed && !c->closed) moved |= c->d.is_send ? progress_send(c) : progress_recv(c);
     pthread_mutex_unlock(&px.mu);
-    uint64_t now = now_ns();
+    uint64_t now = weft_time_ns();
     if (moved)
       idle_since = now;
     else
@@ -313,13 +308,13 @@ ncclResult_t weft_proxy_conn_add(const struct weft_proxy_conn_desc* d, struct we
  * done once a step is in the FIFO): forward them first, unless aborted or failed. */
 static void drain(struct weft_proxy_conn* c) {
   int64_t tmo = weft_param_int("WEFT_TIMEOUT");
-  uint64_t start = now_ns(), limit = (uint64_t)(tmo > 0 ? tmo : 1800) * 1000000000ull;
+  uint64_t start = weft_time_ns(), limit = (uint64_t)(tmo > 0 ? tmo : 1800) * 1000000000ull;
   for (;;) {
     pthread_mutex_lock(&px.mu);
     int idle = c->failed || c->done == __atomic_load_n(&c->view.ctrl->tail, __ATOMIC_ACQUIRE);
     pthread_mutex_unlock(&px.mu);
     if (idle || (c->d.abort_flag && __atomic_load_n(c->d.abort_flag, __ATOMIC_ACQUIRE))) return;
-    if (now_ns() - start > limit) {
+    if (weft_time_ns() - start > limit) {
       WEFT_WARN("Rank %d: %llu step(s) to peer rank %d (host %s) still unsent at teardown after %lld s",
                 c->d.rank, (unsigned long long)(c->view.ctrl->tail - c->done), c->d.peer, c->d.peer_host,
                 (long long)tmo);
@@ -333,9 +328,9 @@ static void drain(struct weft_proxy_conn* c) {
 /* After a normal teardown, say goodbye so the peer does not take the EOF for a failure. */
 static void bye(struct weft_proxy_conn* c) {
   void* req = NULL;
-  uint64_t start = now_ns();
+  uint64_t start = weft_time_ns();
   int done = 0;
-  while (!done && now_ns() - start < 1000000000ull) {
+  while (!done && weft_time_ns() - start < 1000000000ull) {
     pthread_mutex_lock(&px.mu);
     ncclResult_t res =
         req ? c->d.net->test(req, &done, NULL) : c->d.net->isend(c->d.net_comm, &c->notice, 0, TAG_BYE, &req);

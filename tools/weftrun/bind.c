@@ -14,24 +14,11 @@
 #include <string.h>
 
 #include "bind_hwloc.h"
+#include "util/sysfs.h"
 #include "weftrun.h"
 
 #define NODE_DIR "/sys/devices/system/node"
 #define MAX_NODES 1024
-
-/* Parses a kernel cpulist such as "0-3,8-11" into set. Returns 0 on success. */
-static int parse_cpulist(const char* text, cpu_set_t* set) {
-  CPU_ZERO(set);
-  for (const char* p = text; *p && *p != '\n';) {
-    char* end;
-    long lo = strtol(p, &end, 10), hi = lo;
-    if (end == p) return -1;
-    if (*end == '-') hi = strtol(end + 1, &end, 10);
-    for (long c = lo; c <= hi && c < CPU_SETSIZE; c++) CPU_SET(c, set);
-    p = *end == ',' ? end + 1 : end;
-  }
-  return 0;
-}
 
 static int cmp_int(const void* a, const void* b) { return *(const int*)a - *(const int*)b; }
 
@@ -54,11 +41,7 @@ static int numa_cpus(int local_rank, cpu_set_t* set) {
   if (n == 0) return -1; /* no NUMA information: the caller leaves the rank unbound */
   char path[128], line[8192];
   snprintf(path, sizeof(path), NODE_DIR "/node%d/cpulist", ids[local_rank % n]);
-  FILE* f = fopen(path, "r");
-  if (!f) return -1;
-  int ok = fgets(line, sizeof(line), f) != NULL;
-  fclose(f);
-  return ok ? parse_cpulist(line, set) : -1;
+  return weft_read_line(path, line, sizeof(line)) == 0 ? weft_parse_cpulist(line, set) : -1;
 }
 
 static int core_cpu(int local_rank, const cpu_set_t* allowed, cpu_set_t* set) {

@@ -22,12 +22,6 @@
 
 #define SLEEP_SLICE_NS 20000000ull /* futex sleeps this long at most between checks */
 
-uint64_t weft_time_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks) {
   memset(w, 0, sizeof(*w));
   w->abort_flag = abort_flag;

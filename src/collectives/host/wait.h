@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "nccl.h"
+#include "util/time.h"
 
 struct weft_peer_info;
 struct weft_cause;
@@ -37,7 +38,6 @@ struct weft_waiter {
 };
 
 void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks);
-uint64_t weft_time_ns(void);
 
 typedef int (*weft_ready_fn)(void* arg);
 /* Wait until ready(arg). doorbell/waiting are the counter a writer bumps (and its sleep flag)
