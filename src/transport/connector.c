@@ -1,8 +1,10 @@
 /* Connector memory: a control page and the Simple and LL FIFOs, in POSIX shared memory between
  * processes or in process memory between ranks that are threads of one process. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "transport/connector.h"
 #include "util/check.h"
@@ -47,12 +49,14 @@ ncclResult_t weft_conn_mem_create(size_t simple_bytes, size_t ll_bytes, int shar
     m->shm_fd = seg.fd;
     snprintf(m->name, sizeof(m->name), "%s", seg.name);
   } else {
-    if (posix_memalign(&m->base, 4096, m->size) != 0) {
-      WEFT_WARN("Allocating %zu bytes of connector memory failed", m->size);
+    /* Zero pages from the kernel, faulted in on first use: a rank holds only the FIFO slots its
+     * collectives touch, not NCCL_BUFFSIZE per channel (small jobs of many thread ranks). */
+    m->base = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m->base == MAP_FAILED) {
+      WEFT_WARN("Allocating %zu bytes of connector memory failed: mmap: %s", m->size, strerror(errno));
       free(m);
       return ncclSystemError;
     }
-    memset(m->base, 0, m->size);
     /* Both sides of a connector inside one process share this block; the last one frees it, so
      * a rank destroyed (or aborted) first never pulls memory from under a peer thread. */
     ((struct weft_conn_ctrl*)m->base)->refs = 2;
@@ -98,6 +102,11 @@ void weft_conn_mem_unlink(struct weft_conn_mem* m) {
   m->linked = 0;
 }
 
+void weft_conn_mem_free_base(struct weft_conn_mem* m) {
+  if (m->base != NULL) munmap(m->base, m->size);
+  m->base = NULL;
+}
+
 void weft_conn_mem_release(struct weft_conn_mem* m) {
   if (m == NULL) return;
   if (m->release != NULL) {
@@ -110,7 +119,7 @@ void weft_conn_mem_release(struct weft_conn_mem* m) {
     weft_shm_close(&seg);
   } else if (m->base != NULL) {
     struct weft_conn_ctrl* c = m->base;
-    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) free(m->base);
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) weft_conn_mem_free_base(m);
   }
   free(m);
 }

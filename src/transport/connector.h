@@ -106,6 +106,9 @@ ncclResult_t weft_conn_mem_attach(const struct weft_conn_handle* handle, struct 
 void weft_conn_mem_unlink(struct weft_conn_mem* mem);
 /* Drop this side's use; NULL-safe. */
 void weft_conn_mem_release(struct weft_conn_mem* mem);
+/* Unmap the process-private block of a connector made with shared = 0 (for transports whose
+ * release hook owns it alone). */
+void weft_conn_mem_free_base(struct weft_conn_mem* mem);
 void weft_conn_bind(struct weft_conn* conn, struct weft_conn_mem* mem, int peer);
 /* Bytes per slot of a FIFO created with fifo_bytes (created FIFOs are rounded up to pages). */
 size_t weft_conn_slot_bytes(size_t fifo_bytes);

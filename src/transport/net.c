@@ -92,7 +92,7 @@ static void net_release(struct weft_conn_mem* m) {
     if (st->listen_comm) st->net->close_listen(st->listen_comm);
     free(st);
   }
-  free(m->base);
+  weft_conn_mem_free_base(m);
   free(m);
 }
 

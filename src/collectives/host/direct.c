@@ -19,6 +19,7 @@
 struct board_info {
   int32_t pid, fd, ok, check, direct;
   uint64_t size;
+  uint64_t addr; /* where the board is in the owner's process */
 };
 
 static int cpus_available(void) {
@@ -28,7 +29,8 @@ static int cpus_available(void) {
   return n > 0 ? n : 1;
 }
 
-/* Own board: shared memory from the ncclMemAlloc registry, touched now (first touch is slow). */
+/* Own board: shared memory from the ncclMemAlloc registry, touched now (first touch is slow).
+ * Ranks of this process use it in place, so it lives until the last of them lets it go. */
 static int make_board(struct weft_direct* d, struct board_info* info) {
   void* p = NULL;
   struct weft_mem_seg seg;
@@ -39,16 +41,29 @@ static int make_board(struct weft_direct* d, struct board_info* info) {
     return 0;
   }
   d->mine = p;
+  for (int r = 0; r < d->nranks; r++) d->mine->refs += d->same_proc[r] || r == d->rank;
   info->pid = (int32_t)seg.pid;
   info->fd = seg.fd;
   info->size = seg.size;
+  info->addr = (uint64_t)(uintptr_t)p;
   return 1;
 }
 
+static void release_board(struct weft_board* b) {
+  if (__atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0) ncclMemFree(b);
+}
+
+/* Peers' boards: a peer of this process is used where it is (n thread ranks mapping each
+ * other's boards would take n^2 of the process's mappings, past vm.max_map_count at a few
+ * hundred ranks); other processes' boards are mapped. */
 static int map_boards(struct weft_direct* d, const struct board_info* infos) {
   for (int p = 0; p < d->nranks; p++) {
     if (p == d->rank) {
       d->boards[p] = d->mine;
+      continue;
+    }
+    if (d->same_proc[p]) {
+      d->boards[p] = (struct weft_board*)(uintptr_t)infos[p].addr;
       continue;
     }
     void* base;
@@ -104,6 +119,7 @@ ncclResult_t weft_host_direct_init(struct ncclComm* comm, struct weft_direct** o
   int ok = 1;
   d->check = d->enabled = 1; /* every rank must take part, or none */
   for (int p = 0; p < k; p++) ok &= infos[p].ok, d->check &= infos[p].check, d->enabled &= infos[p].direct;
+  if (!ok && d->mine) d->mine->refs = 1; /* no peer will take it */
   /* Agree on whether every rank mapped every board: the paths need all of them. */
   me->ok = ok && map_boards(d, infos);
   WEFT_CHECK_GOTO(weft_bootstrap_allgather(comm->bootstrap, infos, sizeof(*infos)), res, fail);
@@ -133,11 +149,16 @@ fail:
 
 void weft_host_direct_fini(struct weft_direct* d) {
   if (d == NULL) return;
-  for (int p = 0; d->boards && p < d->nranks; p++)
-    if (p != d->rank && d->boards[p]) weft_mem_unmap(d->boards[p], d->board_sizes[p]);
+  for (int p = 0; d->boards && p < d->nranks; p++) {
+    if (p == d->rank || d->boards[p] == NULL) continue;
+    if (d->same_proc[p])
+      release_board(d->boards[p]);
+    else
+      weft_mem_unmap(d->boards[p], d->board_sizes[p]);
+  }
   for (int i = 0; d->cache && i < d->nranks * WEFT_DIRECT_CACHE_WAYS; i++)
     weft_mem_unmap(d->cache[i].base, d->cache[i].size);
-  if (d->mine) ncclMemFree(d->mine);
+  if (d->mine) release_board(d->mine);
   free(d->boards);
   free(d->board_sizes);
   free(d->same_proc);

@@ -58,7 +58,8 @@ struct weft_board {
   uint32_t done_sleepers;
   char pad1[128 - 12];
   uint32_t poison; /* written by peers: 1 + the rank that found a mismatched call (0: none) */
-  char pad2[128 - 4];
+  uint32_t refs;   /* ranks of the owner's process still using the board (the last frees it) */
+  char pad2[128 - 8];
   /* The last two collectives the ring ran for this rank, by parity of their number n:
    * ring_ver = 2n once ring_fp holds its fingerprint, odd while being rewritten. Read by a peer
    * that got a step it did not expect or sleeps in the same collective. */
