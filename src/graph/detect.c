@@ -363,8 +363,9 @@ static ncclResult_t detect_sysfs(struct weft_xml_node* xml, const char* root) {
 static _Thread_local const char* last_method = "none";
 
 const char* weft_topo_detect_method(void) { return last_method; }
+void weft_detect_set_method(const char* method) { last_method = method; }
 
-static ncclResult_t detect_xml(struct weft_xml_node* xml) {
+ncclResult_t weft_detect_machine_xml(struct weft_xml_node* xml) {
   const char* mode = weft_param_str("WEFT_TOPO_DETECT");
   const char* root = weft_param_str("WEFT_TOPO_SYSFS");
   root = root ? root : "";
@@ -419,7 +420,7 @@ ncclResult_t weft_detect_finish(ncclResult_t (*fill)(struct weft_xml_node*, void
 
 static ncclResult_t fill_detected(struct weft_xml_node* xml, void* arg) {
   (void)arg;
-  return detect_xml(xml);
+  return weft_detect_machine_xml(xml);
 }
 
 ncclResult_t weft_topo_detect(struct weft_topo_system** out) {

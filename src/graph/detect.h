@@ -32,6 +32,10 @@ ncclResult_t weft_detect_net_elem(struct weft_xml_node* nic, const char* name, i
 ncclResult_t weft_detect_gpu_elem(struct weft_xml_node* pci, int dev, const struct weft_nvml_gpu* nv,
                                   long (*class_of)(const char* busid, void* arg), void* arg);
 ncclResult_t weft_detect_host_hash(struct weft_xml_node* sys);
+/* Fills the <system> tree from this machine (hwloc or sysfs, WEFT_TOPO_DETECT) and notes which
+ * was used for weft_topo_detect_method (set by hand for a tree detected earlier). */
+ncclResult_t weft_detect_machine_xml(struct weft_xml_node* xml);
+void weft_detect_set_method(const char* method);
 /* A new system from the <system> tree fill() builds: host hash, then the model. */
 ncclResult_t weft_detect_finish(ncclResult_t (*fill)(struct weft_xml_node*, void*), void* arg,
                                 struct weft_topo_system** out);

@@ -92,6 +92,10 @@ ncclResult_t weft_topo_load_file(const char* path, struct weft_topo_system** out
  * from dlopen'ed NVML when present. WEFT_TOPO_DETECT=hwloc|sysfs pins the path; WEFT_HWLOC_XML or
  * HWLOC_XMLFILE make hwloc read a file instead. Never fails for lack of devices. */
 ncclResult_t weft_topo_detect(struct weft_topo_system** out);
+/* weft_topo_detect once per process: later calls with the same detection settings
+ * (WEFT_TOPO_DETECT, WEFT_TOPO_SYSFS, WEFT_HWLOC_XML, WEFT_HWLOC_LIB, HWLOC_XMLFILE) rebuild the
+ * model from the tree the first one read; the host hash (WEFT_HOSTID) is taken each time. */
+ncclResult_t weft_topo_detect_shared(struct weft_topo_system** out);
 /* "hwloc" or "sysfs": how this thread's last weft_topo_detect read the machine ("none" before). */
 const char* weft_topo_detect_method(void);
 /* The same model from an hwloc XML file (source 1, arg = path) or synthetic description (source 2,

@@ -85,7 +85,7 @@ ncclResult_t weft_topo_get_system(struct weft_topo_system** out) {
   if (file && file[0]) {
     WEFT_CHECK(weft_topo_load_file(file, out));
   } else {
-    WEFT_CHECK(weft_topo_detect(out));
+    WEFT_CHECK(weft_topo_detect_shared(out));
   }
   const char* dump = weft_param_str("NCCL_TOPO_DUMP_FILE");
   if (dump && dump[0]) {

@@ -118,6 +118,18 @@ ncclResult_t weft_xml_set_hex(struct weft_xml_node* node, const char* name, unsi
   return weft_xml_set(node, name, buf);
 }
 
+void weft_xml_swap(struct weft_xml_node* a, struct weft_xml_node* b) {
+  struct weft_xml_node* pa = a->parent; /* each keeps its place in its own tree */
+  struct weft_xml_node* pb = b->parent;
+  struct weft_xml_node t = *a;
+  *a = *b;
+  *b = t;
+  a->parent = pa;
+  b->parent = pb;
+  for (int i = 0; i < a->nchildren; i++) a->children[i]->parent = a;
+  for (int i = 0; i < b->nchildren; i++) b->children[i]->parent = b;
+}
+
 void weft_xml_unset(struct weft_xml_node* node, const char* name) {
   struct weft_xml_attr* a = find_attr(node, name);
   if (a == NULL) return;

@@ -41,6 +41,8 @@ ncclResult_t weft_xml_set(struct weft_xml_node* node, const char* name, const ch
 ncclResult_t weft_xml_set_int(struct weft_xml_node* node, const char* name, long long value);
 ncclResult_t weft_xml_set_hex(struct weft_xml_node* node, const char* name, unsigned long long value);
 void weft_xml_unset(struct weft_xml_node* node, const char* name);
+/* Exchanges the contents (name, attributes, children) of two nodes; parents stay. */
+void weft_xml_swap(struct weft_xml_node* a, struct weft_xml_node* b);
 
 /* Attribute value or NULL when absent. */
 const char* weft_xml_get(const struct weft_xml_node* node, const char* name);

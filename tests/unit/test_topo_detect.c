@@ -119,6 +119,37 @@ static void check_fake(void) {
   weft_topo_system_destroy(sys);
 }
 
+static int nets_shared(const char* sysfs, const char* hostid, uint64_t* host_hash) {
+  setenv("WEFT_TOPO_SYSFS", sysfs, 1);
+  setenv("WEFT_HOSTID", hostid, 1);
+  struct weft_topo_system* sys = NULL;
+  EXPECT(weft_topo_detect_shared(&sys) == ncclSuccess);
+  unsetenv("WEFT_TOPO_SYSFS");
+  unsetenv("WEFT_HOSTID");
+  if (sys == NULL) return -1;
+  int n = sys->count[WEFT_NODE_NET];
+  *host_hash = sys->host_hash[0];
+  weft_topo_system_destroy(sys);
+  return n;
+}
+
+/* Communicators detect once per process: a second detection under the same settings builds the
+ * model from the first one's tree (the NIC removed in between is still there), with its own host
+ * hash; other settings detect again. */
+static void check_shared(void) {
+  char net[300], alt[300];
+  uint64_t h1 = 0, h2 = 0, h3 = 0;
+  snprintf(net, sizeof(net), "%s/sys/class/net/eth5", root);
+  snprintf(alt, sizeof(alt), "%s/.", root);
+  EXPECT_EQ_INT(nets_shared(root, "host-a", &h1), 1);
+  EXPECT(unlink(net) == 0);
+  EXPECT_EQ_INT(nets_shared(root, "host-b", &h2), 1);
+  EXPECT(h1 != h2);
+  EXPECT_EQ_INT(nets_shared(alt, "host-a", &h3), 0);
+  EXPECT(h3 == h1);
+  link_to("sys/class/net/eth5", "../../devices/pci0000:80/0000:80:01.0/0000:81:00.0/net/eth5");
+}
+
 static void check_real(void) {
   struct weft_topo_system* sys = NULL;
   EXPECT(weft_topo_detect(&sys) == ncclSuccess);
@@ -154,6 +185,7 @@ int main(void) {
   if (mkdtemp(root) == NULL) test_skip("cannot create a temporary directory");
   build_tree();
   check_fake();
+  check_shared();
   check_real();
   char cmd[300];
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
