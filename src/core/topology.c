@@ -233,6 +233,14 @@ static ncclResult_t build_agreed(struct ncclComm* comm, struct weft_comm_topo* t
 }
 
 ncclResult_t weft_comm_topo_init(struct ncclComm* comm) {
+  if (comm->local_nranks > WEFT_GRAPH_MAX_LOCAL) {
+    /* Every rank knows every host's count, so all skip alike. The model holds each rank as a
+     * node with paths to every other: beyond this it would cost more than the job's init. */
+    WEFT_INFO(WEFT_INIT | WEFT_GRAPH,
+              "comm %p: %d ranks on a host, more than the topology model places (%d); planner defaults",
+              (void*)comm, comm->local_nranks, WEFT_GRAPH_MAX_LOCAL);
+    return ncclSuccess;
+  }
   if (!hosts_alike(comm)) {
     WEFT_INFO(WEFT_INIT | WEFT_GRAPH,
               "comm %p: hosts hold different numbers of ranks; no topology model, rings in rank order",
