@@ -102,8 +102,12 @@ static int abort_threads(void) {
 
 static int abort_procs(void) {
   ncclUniqueId id;
+  struct test_uid_holder holder;
   int fds[2];
-  if (ncclGetUniqueId(&id) != ncclSuccess || pipe(fds) != 0) return 1;
+  if (test_uid_from_child(&id, &holder) != ncclSuccess || pipe(fds) != 0) {
+    test_uid_release(&holder);
+    return 1;
+  }
   fflush(stdout);
   pid_t pids[2];
   for (int r = 0; r < 2; r++) {
@@ -127,6 +131,7 @@ static int abort_procs(void) {
   int problems = 0;
   for (int r = 0; r < 2; r++)
     problems += !wait_ok(pids[r], r ? "abort test, peer" : "abort test, blocked rank");
+  test_uid_release(&holder);
   for (int r = 0; r < 2; r++) problems += shm_leftovers(pids[r], 1);
   problems += shm_leftovers(getpid(), 1);
   close(fds[0]);
@@ -184,7 +189,12 @@ static int kill_survivor(ncclComm_t comm, int rank, int victim, struct kill_shar
 static int kill_test(int nranks, int victim) {
   struct kill_shared* sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ncclUniqueId id;
-  if (sh == MAP_FAILED || ncclGetUniqueId(&id) != ncclSuccess) return 1;
+  struct test_uid_holder holder;
+  if (sh == MAP_FAILED) return 1;
+  if (test_uid_from_child(&id, &holder) != ncclSuccess) {
+    test_uid_release(&holder);
+    return 1;
+  }
   memset((void*)sh, 0, sizeof(*sh));
   fflush(stdout);
   pid_t pids[8];
@@ -218,6 +228,7 @@ static int kill_test(int nranks, int victim) {
     snprintf(what, sizeof(what), "kill test, surviving rank %d", r);
     problems += !wait_ok(pids[r], what);
   }
+  test_uid_release(&holder);
   for (int r = 0; r < nranks; r++) problems += shm_leftovers(pids[r], 1);
   problems += shm_leftovers(getpid(), 1);
   munmap((void*)sh, sizeof(*sh));
