@@ -252,7 +252,16 @@ ncclResult_t weft_comm_topo_init(struct ncclComm* comm) {
   comm->topo = t;
   int usable = 0;
   ncclResult_t res = build_agreed(comm, t, &usable);
-  if (res != ncclSuccess || !usable) weft_comm_topo_fini(comm);
+  if (res != ncclSuccess || !usable) {
+    weft_comm_topo_fini(comm);
+    return res;
+  }
+  /* The tuning keeps what it needs; the system's all-pairs paths were most of a rank's memory at
+   * tens of ranks per host. */
+  weft_topo_system_destroy(t->sys);
+  weft_topo_channels_destroy(t->channels);
+  t->sys = NULL;
+  t->channels = NULL;
   return res;
 }
 

@@ -29,7 +29,8 @@ static char* settings_key(void) {
   char* key = NULL;
   FILE* f = open_memstream(&key, &len);
   if (f == NULL) return NULL;
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) fprintf(f, "%s\n", or_empty(weft_param_str(names[i])));
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    fprintf(f, "%s\n", or_empty(weft_param_str(names[i])));
   fprintf(f, "%s\n", or_empty(getenv("HWLOC_XMLFILE")));
   fclose(f);
   return key;

@@ -21,16 +21,30 @@ static int count_maps(void) {
   return n;
 }
 
+static long resident_kib(void) {
+  long pages = 0, res = 0;
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (f && fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+  if (f) fclose(f);
+  return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 static pthread_barrier_t bar;
 static int maps_most;
+static long resident_most;
 
 /* Highest mapping count any rank saw while every rank of the process still held its comm. */
 static void note_maps(int threads) {
   if (!threads) return;
   pthread_barrier_wait(&bar);
   int n = count_maps();
+  long kib = resident_kib(), had = __atomic_load_n(&resident_most, __ATOMIC_RELAXED);
+  while (kib > had &&
+         !__atomic_compare_exchange_n(&resident_most, &had, kib, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
   int seen = __atomic_load_n(&maps_most, __ATOMIC_RELAXED);
-  while (n > seen && !__atomic_compare_exchange_n(&maps_most, &seen, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  while (n > seen &&
+         !__atomic_compare_exchange_n(&maps_most, &seen, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
   pthread_barrier_wait(&bar);
 }
@@ -70,7 +84,8 @@ static int check_ring_exchange(ncclComm_t comm, int rank, int nranks) {
   WANT_RES(ncclRecv(in, 16, ncclInt64, prev, comm, NULL), ncclSuccess);
   WANT_RES(ncclGroupEnd(), ncclSuccess);
   for (int i = 0; i < 16 && bad < 3; i++)
-    WANT(in[i] == (int64_t)prev * 1000 + i, "send/recv ring: [%d] = %lld from rank %d", i, (long long)in[i], prev);
+    WANT(in[i] == (int64_t)prev * 1000 + i, "send/recv ring: [%d] = %lld from rank %d", i, (long long)in[i],
+         prev);
   return bad;
 }
 
@@ -88,8 +103,10 @@ static void run(int threads, int nranks) {
   double t0 = now_s();
   int base_maps = count_maps();
   maps_most = 0;
+  resident_most = 0;
   if (threads) pthread_barrier_init(&bar, NULL, (unsigned)nranks);
-  int failed = threads ? run_threads(nranks, scale_body, &threads) : run_procs(nranks, scale_body, &threads, 240);
+  int failed =
+      threads ? run_threads(nranks, scale_body, &threads) : run_procs(nranks, scale_body, &threads, 240);
   if (threads) pthread_barrier_destroy(&bar);
   EXPECT_MSG(failed == 0, "%d of %d %s ranks failed", failed, nranks, threads ? "thread" : "process");
   if (threads) {
@@ -98,7 +115,8 @@ static void run(int threads, int nranks) {
     int per_rank = (maps_most - base_maps) / nranks;
     EXPECT_MSG(per_rank <= 32, "%d thread ranks: %d mappings (%d per rank) beyond the %d at start", nranks,
                maps_most - base_maps, per_rank, base_maps);
-    printf("%d thread ranks: %d mappings while connected (%d per rank)\n", nranks, maps_most, per_rank);
+    printf("%d thread ranks: %d mappings while connected (%d per rank), %.1f MiB resident (%.2f per rank)\n",
+           nranks, maps_most, per_rank, resident_most / 1024.0, resident_most / 1024.0 / nranks);
   }
   printf("%d %s ranks: %.1f s\n", nranks, threads ? "thread" : "process", now_s() - t0);
 }
