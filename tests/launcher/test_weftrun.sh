@@ -97,6 +97,25 @@ env_ok() {
          $9 != $10 || $9 !~ /^127\.0\.0\.1:[0-9]+$/ { bad = 1 } END { exit bad }' "$T/out"
 }
 
+# With the flight recorder on, a timed-out job's ranks are asked for their dumps (SIGUSR1)
+# before SIGTERM: rank 1 stops itself inside a loop of all-reduces, rank 0 waits for it in one.
+test_timeout_dumps() {
+    local perf=$ROOT/${BUILD:-build}/bin/all_reduce_perf d=$T/dumps
+    if [ ! -x "$perf" ]; then
+        echo "FAIL: timeout_dumps: $perf not built"
+        failed=$((failed + 1))
+        return
+    fi
+    mkdir -p "$d"
+    WEFT_TRACE_DIR=$d run --timeout 3 -n 2 sh -c 'args="-b 8 -e 8 -n 100000000 -w 0 -c 0"
+        if [ "$WEFT_RANK" = 1 ]; then "$0" $args & p=$!; sleep 1; kill -STOP $p; wait $p; fi
+        exec "$0" $args' "$perf"
+    check timeout_dumps_exit_124 [ "$rc" = 124 ]
+    check timeout_dumps_message grep -q 'asking the ranks for their flight-recorder dumps' "$T/err"
+    check timeout_dumps_written sh -c 'ls "$0"/weft-trace-*-r0-*.json' "$d"
+    check timeout_dumps_no_blame_of_the_signal sh -c '! grep -q "killed by signal" "$0"' "$T/err"
+}
+
 test_environment() {
     run -n 4 sh -c 'echo "$WEFT_RANK $RANK $WEFT_NRANKS $WORLD_SIZE $WEFT_LOCAL_RANK $LOCAL_RANK" \
         "$WEFT_LOCAL_NRANKS $LOCAL_WORLD_SIZE $NCCL_COMM_ID $MASTER_ADDR:$MASTER_PORT"'
@@ -210,6 +229,7 @@ test_usage() {
 test_exit_status
 test_signal_death
 test_timeout
+test_timeout_dumps
 test_environment
 test_gpu_binding
 test_tag_output

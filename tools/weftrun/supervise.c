@@ -19,6 +19,9 @@
 /* After the last rank exits, output still held by a stray background process is read for
  * at most this long so the launcher cannot hang on it. */
 #define DRAIN_SEC 1.0
+/* After --timeout, how long ranks get to write their flight-recorder dumps (SIGUSR1) before
+ * SIGTERM: a dump is a few KiB per communicator, written by the library's own thread. */
+#define DUMP_SEC 2.0
 /* A rank that fails because a peer died can exit within microseconds of that peer, and two
  * zombies are reaped in pid order, not in the order they died: rank 0 would take the blame for
  * a killed rank 2. So the first failure is held this long before it is reported and the job
@@ -42,6 +45,7 @@ struct supervisor {
   int killed;         /* SIGKILL has been sent */
   double kill_at;     /* when stopping turns into SIGKILL */
   double end_at;      /* --timeout deadline, 0 if none */
+  double dump_until;  /* timed out, ranks asked for dumps: SIGTERM at this time (0: not asked) */
   double drain_until; /* set once no rank is alive */
   int exit_status;    /* -1 until the outcome is decided */
   int caught;         /* terminating signal weftrun itself received, or 0 */
@@ -137,7 +141,7 @@ static void rank_exited(struct supervisor* sv, struct weftrun_rank* rank, int st
   pid_t pid = rank->pid;
   rank->pid = 0;
   if (--sv->n_alive == 0) sv->drain_until = now_sec() + DRAIN_SEC;
-  if (sv->stopping || !failed(status)) return;
+  if (sv->stopping || sv->dump_until > 0 || !failed(status)) return;
   struct suspect* s = &sv->suspect;
   int first = s->rank == NULL;
   if (first || (WIFSIGNALED(status) && !WIFSIGNALED(s->status))) {
@@ -220,7 +224,7 @@ static int fill_pollfds(struct supervisor* sv, struct weftrun_tagbuf** bufs, int
 
 static int poll_timeout_ms(const struct supervisor* sv) {
   double deadline = 0;
-  if (!sv->stopping && sv->end_at > 0) deadline = sv->end_at;
+  if (!sv->stopping && sv->end_at > 0) deadline = sv->dump_until > 0 ? sv->dump_until : sv->end_at;
   if (sv->stopping && !sv->killed) deadline = sv->kill_at;
   if (sv->suspect.rank && (deadline == 0 || sv->suspect.report_at < deadline))
     deadline = sv->suspect.report_at;
@@ -230,13 +234,33 @@ static int poll_timeout_ms(const struct supervisor* sv) {
   return ms < 0 ? 0 : ms > 3600e3 ? 3600000 : (int)ms;
 }
 
+/* A hung job's ranks hold the evidence: with the flight recorder on (WEFT_TRACE_DIR, which the
+ * ranks inherit), each is asked for its dump (SIGUSR1) before the job is stopped, so weft-trace
+ * can name the rank at fault. */
+static void timed_out(struct supervisor* sv, double now) {
+  const char* dir = getenv("WEFT_TRACE_DIR");
+  const char* sig = getenv("WEFT_TRACE_SIGNALS");
+  int dumps = dir && dir[0] && !(sig && strcmp(sig, "0") == 0);
+  if (sv->dump_until == 0 && dumps) {
+    fprintf(stderr,
+            "weftrun: job timed out after %g seconds; asking the ranks for their flight-recorder dumps "
+            "(SIGUSR1, into %s; read them with weft-trace %s), stopping them in %g s\n",
+            sv->job->opts.timeout_sec, dir, dir, DUMP_SEC);
+    sv->exit_status = WEFTRUN_TIMEOUT_EXIT;
+    sv->dump_until = now + DUMP_SEC;
+    signal_ranks(sv, SIGUSR1);
+    return;
+  }
+  if (sv->dump_until > now) return;
+  if (sv->dump_until == 0)
+    fprintf(stderr, "weftrun: job timed out after %g seconds\n", sv->job->opts.timeout_sec);
+  stop_job(sv, SIGTERM, WEFTRUN_TIMEOUT_EXIT);
+}
+
 static void check_deadlines(struct supervisor* sv) {
   double now = now_sec();
   if (sv->suspect.rank && now >= sv->suspect.report_at) report_suspect(sv);
-  if (!sv->stopping && sv->end_at > 0 && now >= sv->end_at) {
-    fprintf(stderr, "weftrun: job timed out after %g seconds\n", sv->job->opts.timeout_sec);
-    stop_job(sv, SIGTERM, WEFTRUN_TIMEOUT_EXIT);
-  }
+  if (!sv->stopping && sv->end_at > 0 && now >= sv->end_at) timed_out(sv, now);
   if (sv->stopping && !sv->killed && now >= sv->kill_at && sv->n_alive > 0) kill_job(sv);
 }
 
