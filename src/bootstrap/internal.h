@@ -39,7 +39,8 @@ enum weft_bs_kind {
   WEFT_BS_BARRIER = 6, /* dissemination barrier round */
   WEFT_BS_SPLIT = 7,   /* listen address of a split's new ring neighbour */
   WEFT_BS_BYE = 8,     /* rank -> root on the check-in connection: leaving on purpose (not dead) */
-  WEFT_BS_GATHER = 9   /* a round of the log-round all-gather (gather.c) */
+  WEFT_BS_GATHER = 9,  /* a round of the log-round all-gather (gather.c) */
+  WEFT_BS_FINGER = 10  /* pointer doubling before the address all-gather (gather.c) */
 };
 
 struct weft_bs_checkin {
@@ -258,6 +259,10 @@ ncclResult_t weft_bs_ring_allgather(struct weft_bootstrap* bs, void* data, size_
 ncclResult_t weft_bs_allgather(struct weft_bootstrap* bs, void* data, size_t size,
                                volatile uint32_t* abort_flag, int64_t deadline);
 int weft_bs_uses_log_gather(const struct weft_bootstrap* bs);
+/* The first all-gather, of every rank's address and nonce (peers[rank] is ours), over the ring
+ * or, in log rounds, ring step + pointer doubling + Bruck (gather.c). */
+ncclResult_t weft_bs_gather_addresses(struct weft_bootstrap* bs, volatile uint32_t* abort_flag,
+                                      int64_t deadline);
 void weft_bs_incoming_drop_all(struct weft_bootstrap* bs);
 /* An accepted connection joins the incoming ones; 0 (fd closed) on failure.
  * weft_bs_incoming_read reads what arrived on inc[i]: a complete message is parked, a ring

@@ -110,7 +110,8 @@ static void proc_rank(const ncclUniqueId* id, int rank, int n, int victim, struc
 }
 
 static struct proc_result* gather_procs(int n, int victim) {
-  struct proc_result* res = mmap(NULL, n * sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  struct proc_result* res =
+      mmap(NULL, n * sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   memset(res, 0, n * sizeof(*res));
   ncclUniqueId id;
   struct test_uid_holder root;
@@ -153,8 +154,8 @@ static void test_dead_peer(void) {
                res[r].res);
     EXPECT_MSG(res[r].secs < DEAD_TIMEOUT_S + 2.0, "rank %d failed after %.2f s", r, res[r].secs);
     int partner = r == 0 || r == 1 || r == 3 || r == 4;
-    EXPECT_MSG(!partner || strstr(res[r].err, "rank 2") != NULL, "rank %d's error does not name rank 2: %s", r,
-               res[r].err);
+    EXPECT_MSG(!partner || strstr(res[r].err, "rank 2") != NULL, "rank %d's error does not name rank 2: %s",
+               r, res[r].err);
   }
   for (int r = 3; r <= 4; r++)
     EXPECT_MSG(res[r].secs < 1.0, "rank %d was refused by rank 2 only after %.2f s", r, res[r].secs);
