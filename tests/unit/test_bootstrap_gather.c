@@ -160,11 +160,11 @@ static void test_dead_peer(void) {
   for (int r = 3; r <= 4; r++)
     EXPECT_MSG(res[r].secs < 1.0, "rank %d was refused by rank 2 only after %.2f s", r, res[r].secs);
   munmap(res, DEAD_RANKS * sizeof(*res));
-  unsetenv("WEFT_BOOTSTRAP_TIMEOUT");
 }
 
 int main(void) {
   setenv("WEFT_BOOTSTRAP_LOG_GATHER_MIN", "1", 1); /* the log path for every job size */
+  setenv("WEFT_BOOTSTRAP_TIMEOUT", "30", 1);       /* a wrong partner fails, not hangs */
   test_rank_counts();
   test_dead_peer();
   return test_finish("test_bootstrap_gather");
