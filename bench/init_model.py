@@ -5,9 +5,15 @@ Usage: init_model.py RESULTS   (the raw rows bench/init_scale.sh writes)
 
 The model has four parts, each one cost per event times a count of events:
   root fan-in       t_in  per check-in, n / R of them at the busiest of R roots
-  address ring      t_hop per step, n - 1 steps (the first all-gather: no addresses yet)
-  log all-gathers   t_msg per message (one TCP connection), G gathers of ceil(log2 n) rounds
+  ring steps        t_hop per step on an open ring socket: n - 1 per ring all-gather, one
+                    before the log address all-gather
+  log messages      t_msg per message (one TCP connection): the address all-gather has
+                    3 ceil(log2 n) - 2 (pointer doubling, then Bruck), the G later ones
+                    ceil(log2 n) each; below LOG_MIN ranks every all-gather is a ring
   per-rank work     t_loc: topology, plan, transport connects to a fixed number of neighbours
+                    (ring and tree per channel), t0 once per job
+  per-peer work     t_peer per rank and peer: what grows with n in each rank's init (tables
+                    of all ranks, and on one host every local rank in its topology)
 On this machine the n ranks share P cores, so what every rank does at once costs n / P times
 its work (the ring's n - 1 steps, the gathers' rounds, the local work), while the root's
 check-ins are one chain. Each cost is fitted on its own rows (bootstrap-only runs for t_hop,
@@ -49,18 +55,41 @@ def fit1(xs, ys):
     return num / den if den else 0.0
 
 
-def fit2(x1s, x2s, ys):
-    """y = a x1 + b x2, relative least squares; a part that comes out negative is dropped."""
-    rows = [(x1 / y, x2 / y) for x1, x2, y in zip(x1s, x2s, ys) if y > 0]
-    uu, uv, vv = (sum(u * u for u, _ in rows), sum(u * v for u, v in rows), sum(v * v for _, v in rows))
-    su, sv = sum(u for u, _ in rows), sum(v for _, v in rows)
-    det = uu * vv - uv * uv
-    a, b = ((su * vv - sv * uv) / det, (sv * uu - su * uv) / det) if det else (0.0, -1.0)
-    if a < 0:
-        return 0.0, fit1(x2s, ys)
-    if b < 0:
-        return fit1(x1s, ys), 0.0
-    return a, b
+def solve(a, b):
+    """Gaussian elimination with partial pivoting; None when singular."""
+    k = len(b)
+    m = [row[:] + [v] for row, v in zip(a, b)]
+    for c in range(k):
+        p = max(range(c, k), key=lambda r: abs(m[r][c]))
+        if abs(m[p][c]) < 1e-300:
+            return None
+        m[c], m[p] = m[p], m[c]
+        for r in range(k):
+            if r != c:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
+    return [m[r][k] / m[r][r] for r in range(k)]
+
+
+def fitn(cols, ys):
+    """y = sum c_j x_j by least squares relative to y; a part whose cost comes out negative is
+    dropped and the rest refitted (costs are never negative)."""
+    keep = list(range(len(cols)))
+    while keep:
+        rows = [[cols[j][i] / y for j in keep] for i, y in enumerate(ys) if y > 0]
+        a = [[sum(r[p] * r[q] for r in rows) for q in range(len(keep))] for p in range(len(keep))]
+        b = [sum(r[p] for r in rows) for p in range(len(keep))]
+        c = solve(a, b)
+        if c is None:
+            keep.pop()
+            continue
+        if min(c) >= 0:
+            out = [0.0] * len(cols)
+            for j, v in zip(keep, c):
+                out[j] = v
+            return out
+        keep.pop(c.index(min(c)))
+    return [0.0] * len(cols)
 
 
 def rounds(n):
@@ -75,15 +104,15 @@ class Model:
         fit = lambda d, fx, fy: fit1([fx(n) for n in d if 4 <= n <= FIT_MAX], [fy(d[n]) for n in d if 4 <= n <= FIT_MAX])
         self.t_hop = fit(ring, lambda n: self.ring_steps(n), lambda r: r["gather_s"])
         self.t_msg = fit({n: v for n, v in log.items() if n >= LOG_MIN}, lambda n: self.log_msgs(n), lambda r: r["gather_s"])
-        # The bootstrap: check-ins, then the address ring (its step cost fitted again here: the
-        # first gather also waits for the last check-in).
+        # The bootstrap: check-ins, then the address all-gather (t_hop and t_msg known).
         ns = [n for n in log if 4 <= n <= FIT_MAX]
-        self.t_in, self.t_hop_boot = fit2(ns, [self.ring_steps(n) for n in ns], [log[n]["boot_s"] for n in ns])
-        self.t0, self.t_loc = {}, {}
+        self.t_in = fit1(ns, [max(log[n]["boot_s"] - self.addresses(n), 1e-6) for n in ns])
+        self.t0, self.t_loc, self.t_peer = {}, {}, {}
         for mode in ("threads", "procs"):
             d = {k[2]: v for k, v in best.items() if k[1] == mode and k[3] == 1 and 2 <= k[2] <= FIT_MAX}
             rest = [max(d[n]["init_s"] - self.bootstrap(n, 1) - self.gathers(n), 1e-6) for n in d]
-            self.t0[mode], self.t_loc[mode] = fit2([1.0] * len(d), [self.share(n) for n in d], rest)
+            cols = [[1.0] * len(d), [self.share(n) for n in d], [n * self.share(n) for n in d]]
+            self.t0[mode], self.t_loc[mode], self.t_peer[mode] = fitn(cols, rest)
 
     def share(self, n):  # what all n ranks do at once, on P cores
         return max(1.0, n / self.P)
@@ -94,22 +123,37 @@ class Model:
     def log_msgs(self, n):
         return rounds(n) * self.share(n)
 
+    @staticmethod
+    def address_msgs(n):
+        """Messages per rank of the log address all-gather: pointer doubling asks and answers,
+        then Bruck's rounds (plus one ring step, counted apart)."""
+        return 2 * max(rounds(n) - 1, 0) + rounds(n)
+
+    def addresses(self, n):
+        if n < LOG_MIN:
+            return self.t_hop * self.ring_steps(n)
+        return (self.t_hop + self.t_msg * self.address_msgs(n)) * self.share(n)
+
     def bootstrap(self, n, roots):
-        return self.t_in * n / roots + self.t_hop_boot * self.ring_steps(n)
+        return self.t_in * n / roots + self.addresses(n)
 
     def gathers(self, n):
         return G * (self.t_msg * self.log_msgs(n) if n >= LOG_MIN else self.t_hop * self.ring_steps(n))
 
     def here(self, n, roots, mode):
-        return self.bootstrap(n, roots) + self.gathers(n) + self.t0[mode] + self.t_loc[mode] * self.share(n)
+        local = self.t0[mode] + (self.t_loc[mode] + self.t_peer[mode] * n) * self.share(n)
+        return self.bootstrap(n, roots) + self.gathers(n) + local
 
-    def cluster(self, n, roots):
-        """One core per rank: parts of the critical path, in seconds."""
+    def cluster(self, n, roots, log=True):
+        """One core per rank: parts of the critical path, in seconds (log=False: the ring, as
+        with WEFT_BOOTSTRAP_LOG_GATHER_MIN=0)."""
+        msg, hop = self.t_msg + 2 * RTT, self.t_hop + LAT
         return {
             "root fan-in": (self.t_in + RTT) * n / roots,
-            "address ring": (self.t_hop_boot + LAT) * (n - 1),
-            "log all-gathers": G * rounds(n) * (self.t_msg + 2 * RTT),
+            "address all-gather": hop + msg * self.address_msgs(n) if log else hop * (n - 1),
+            "other all-gathers": G * (rounds(n) * msg if log else (n - 1) * hop),
             "per-rank work": self.t0["procs"] + self.t_loc["procs"],
+            "per-peer work": self.t_peer["procs"] * n,
         }
 
 
@@ -138,16 +182,18 @@ def main():
         print("#", f)
     print(f"\n## Fit (n <= {FIT_MAX}, P = {model.P} cores, G = {G}, log gathers from {LOG_MIN} ranks)")
     print(f"t_in  {model.t_in * 1e6:8.1f} us per check-in at the root")
-    print(f"t_hop {model.t_hop * 1e6:8.1f} us CPU per ring step (gathers), {model.t_hop_boot * 1e6:.1f} us (address ring)")
+    print(f"t_hop {model.t_hop * 1e6:8.1f} us CPU per ring step")
     print(f"t_msg {model.t_msg * 1e6:8.1f} us CPU per log-gather message (connect, MAC, digest, accept)")
     for mode, t in model.t_loc.items():
-        print(f"t_loc {t * 1e3:8.1f} ms per-rank work ({mode}), plus {model.t0[mode] * 1e3:.1f} ms once")
+        print(f"t_loc {t * 1e3:8.1f} ms per-rank work ({mode}), plus {model.t0[mode] * 1e3:.1f} ms once, "
+              f"t_peer {model.t_peer[mode] * 1e6:.1f} us per rank per peer")
     print(f"\n## One core per rank, LAT {LAT * 1e6:.0f} us one-way, RTT {RTT * 1e6:.0f} us")
     for n in (1024, 100000):
         for roots in (1, max(1, math.ceil(n / 256))):
-            parts = model.cluster(n, roots)
-            text = ", ".join(f"{k} {v:.3f}" for k, v in parts.items())
-            print(f"{n:>6} ranks {roots:>4} roots: {sum(parts.values()):7.2f} s ({text})")
+            for log in (True, False):
+                parts = model.cluster(n, roots, log)
+                text = ", ".join(f"{k} {v:.3f}" for k, v in parts.items())
+                print(f"{n:>6} ranks {roots:>4} roots {'log ' if log else 'ring'}: {sum(parts.values()):7.2f} s ({text})")
     print("(one root above NCCL_UID_STAGGER_THRESHOLD ranks also paces check-ins at NCCL_UID_STAGGER_RATE:"
           f" +{100000 / 7000:.1f} s at 100,000 ranks)")
 
