@@ -98,7 +98,7 @@ static ncclResult_t number_hosts(struct ncclComm* comm) {
   return ncclSuccess;
 }
 
-static ncclResult_t map_hosts(struct ncclComm* comm) {
+ncclResult_t weft_peers_map_hosts(struct ncclComm* comm) {
   int n = comm->nranks;
   if (n <= 0) return ncclInternalError;
   comm->rank_to_node = calloc((size_t)n, sizeof(int));
@@ -124,5 +124,5 @@ ncclResult_t weft_peers_exchange(struct ncclComm* comm) {
   weft_peer_info_fill(comm, &comm->peers[comm->rank]);
   WEFT_CHECK(weft_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof(*comm->peers)));
   WEFT_CHECK(check_backends(comm));
-  return map_hosts(comm);
+  return weft_peers_map_hosts(comm);
 }
