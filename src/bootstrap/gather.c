@@ -1,5 +1,6 @@
-/* All-gathers once every rank's address is known: Bruck's algorithm over the signed
- * point-to-point messages, ceil(log2 n) rounds instead of the ring's n - 1. In the round of
+/* All-gathers in log rounds: Bruck's algorithm over the signed point-to-point messages,
+ * ceil(log2 n) rounds instead of the ring's n - 1. The first one, of the addresses themselves,
+ * first learns the ranks Bruck sends to (weft_bs_gather_addresses). In the round of
  * distance d a rank sends the blocks it holds (its own and the d - 1 after it) to rank - d and
  * receives the next d from rank + d, so each rank sends and receives about n blocks in all, as
  * on the ring, but waits for log2 n partners instead of n - 1 hops. Each message is one TCP
