@@ -102,9 +102,12 @@ static ncclResult_t gather_peers(struct weft_bootstrap* bs, volatile uint32_t* a
   struct weft_bs_peer* me = &bs->peers[bs->rank];
   me->addr = bs->listen_addr;
   memcpy(me->nonce, bs->nonce, sizeof(me->nonce));
-  WEFT_CHECK(weft_bs_allgather(bs, bs->peers, sizeof(*bs->peers), abort_flag, deadline));
+  WEFT_CHECK(weft_bs_gather_addresses(bs, abort_flag, deadline));
   char why[160];
-  if (weft_bs_peers_valid(bs->peers, bs->nranks, why, sizeof(why))) return ncclSuccess;
+  if (weft_bs_peers_valid(bs->peers, bs->nranks, why, sizeof(why))) {
+    bs->peers_known = 1;
+    return ncclSuccess;
+  }
   WEFT_WARN("Bootstrap: rank %d of %d: the all-gather of listen addresses is corrupt: %s", bs->rank,
             bs->nranks, why);
   return ncclRemoteError;

@@ -38,7 +38,9 @@ enum weft_bs_kind {
   WEFT_BS_P2P = 5,     /* tagged message of weft_bootstrap_send */
   WEFT_BS_BARRIER = 6, /* dissemination barrier round */
   WEFT_BS_SPLIT = 7,   /* listen address of a split's new ring neighbour */
-  WEFT_BS_BYE = 8      /* rank -> root on the check-in connection: leaving on purpose (not dead) */
+  WEFT_BS_BYE = 8,     /* rank -> root on the check-in connection: leaving on purpose (not dead) */
+  WEFT_BS_GATHER = 9,  /* a round of the log-round all-gather (gather.c) */
+  WEFT_BS_FINGER = 10  /* pointer doubling before the address all-gather (gather.c) */
 };
 
 struct weft_bs_checkin {
@@ -157,6 +159,7 @@ struct weft_bootstrap {
   union weft_socket_addr listen_addr;
   uint8_t nonce[WEFT_AUTH_NONCE_BYTES]; /* messages to us are signed over it */
   struct weft_bs_peer* peers;           /* listen address and nonce of every rank */
+  int peers_known;                      /* peers is filled: messages can go to any rank */
   int next_fd, prev_fd;
   uint64_t* send_seq; /* messages sent to each rank */
   uint64_t* recv_seq; /* messages from each rank complete without gaps */
@@ -248,8 +251,18 @@ ncclResult_t weft_bs_send_kind(struct weft_bootstrap* bs, int peer, int kind, in
                                size_t size, volatile uint32_t* abort_flag, int64_t deadline);
 ncclResult_t weft_bs_recv_kind(struct weft_bootstrap* bs, int peer, int kind, int tag, void* data,
                                size_t size, volatile uint32_t* abort_flag, int64_t deadline);
+/* n - 1 steps over the ring sockets: needs no addresses (the first all-gather, of addresses). */
+ncclResult_t weft_bs_ring_allgather(struct weft_bootstrap* bs, void* data, size_t size,
+                                    volatile uint32_t* abort_flag, int64_t deadline);
+/* gather.c: the log-round all-gather once peers are known and the job is large enough, else
+ * the ring. */
 ncclResult_t weft_bs_allgather(struct weft_bootstrap* bs, void* data, size_t size,
                                volatile uint32_t* abort_flag, int64_t deadline);
+int weft_bs_uses_log_gather(const struct weft_bootstrap* bs);
+/* The first all-gather, of every rank's address and nonce (peers[rank] is ours), over the ring
+ * or, in log rounds, ring step + pointer doubling + Bruck (gather.c). */
+ncclResult_t weft_bs_gather_addresses(struct weft_bootstrap* bs, volatile uint32_t* abort_flag,
+                                      int64_t deadline);
 void weft_bs_incoming_drop_all(struct weft_bootstrap* bs);
 /* An accepted connection joins the incoming ones; 0 (fd closed) on failure.
  * weft_bs_incoming_read reads what arrived on inc[i]: a complete message is parked, a ring

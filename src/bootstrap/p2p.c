@@ -1,5 +1,6 @@
 /* The bootstrap's progress engine and what runs on it: tagged point-to-point messages (one TCP
- * connection each, parked until received), the ring all-gather and the barrier. Every wait
+ * connection each, parked until received), the ring all-gather and the barrier (the log-round
+ * all-gather is in gather.c). Every wait
  * also accepts and reads incoming connections, so two ranks sending to each other never block.
  * Each new connection is authenticated before anything in it is acted on: a message is signed
  * over the receiver's session nonce (no round trip, so a send never waits for its receiver),
@@ -458,7 +459,8 @@ ncclResult_t weft_bs_send_kind(struct weft_bootstrap* bs, int peer, int kind, in
   weft_sha256(data, size, open.hdr.digest);
   weft_auth_mac(&bs->key, WEFT_AUTH_LABEL_MESSAGE, bs->peers[peer].nonce, &open.hdr, sizeof(open.hdr),
                 open.mac);
-  WEFT_CHECK(weft_socket_connect(&bs->peers[peer].addr, who, abort_flag, deadline, &fd));
+  /* Every address in peers listened before its rank checked in: a refusal means it is gone. */
+  WEFT_CHECK(weft_socket_connect_listening(&bs->peers[peer].addr, who, 1, abort_flag, deadline, &fd));
   struct weft_bs_op op;
   weft_bs_op_send(&op, fd, peer, &open, data, size);
   ncclResult_t res = weft_bs_progress(bs, &op, 1, NULL, NULL, abort_flag, deadline, what);
@@ -489,8 +491,8 @@ ncclResult_t weft_bs_recv_kind(struct weft_bootstrap* bs, int peer, int kind, in
   return res;
 }
 
-ncclResult_t weft_bs_allgather(struct weft_bootstrap* bs, void* data, size_t size,
-                               volatile uint32_t* abort_flag, int64_t deadline) {
+ncclResult_t weft_bs_ring_allgather(struct weft_bootstrap* bs, void* data, size_t size,
+                                    volatile uint32_t* abort_flag, int64_t deadline) {
   int n = bs->nranks, rank = bs->rank;
   int prev = (rank - 1 + n) % n;
   char* base = data;

@@ -72,20 +72,39 @@ static ncclResult_t check_backends(const struct ncclComm* comm) {
   return ncclSuccess;
 }
 
-/* Hosts are numbered in the order of their lowest rank, so every rank derives the same table. */
-static ncclResult_t map_hosts(struct ncclComm* comm) {
+/* Hosts are numbered in the order of their lowest rank, so every rank derives the same table.
+ * A hash table of each host's first rank keeps this O(n): scanning the earlier ranks for each
+ * rank was O(n^2) with few ranks per host (5e9 steps for 100,000 hosts). */
+static ncclResult_t number_hosts(struct ncclComm* comm) {
+  int n = comm->nranks;
+  size_t cap = 16;
+  while (cap < 2 * (size_t)n) cap <<= 1;
+  int* first = malloc(cap * sizeof(*first)); /* a host's lowest rank, -1: empty slot */
+  if (first == NULL) return ncclSystemError;
+  memset(first, 0xff, cap * sizeof(*first));
+  comm->nnodes = 0;
+  for (int r = 0; r < n; r++) {
+    uint64_t h = comm->peers[r].host_hash;
+    size_t i = (size_t)((h ^ (h >> 29)) * 0x9e3779b97f4a7c15ull) & (cap - 1);
+    while (first[i] >= 0 && comm->peers[first[i]].host_hash != h) i = (i + 1) & (cap - 1);
+    if (first[i] < 0) {
+      first[i] = r;
+      comm->rank_to_node[r] = comm->nnodes++;
+    } else {
+      comm->rank_to_node[r] = comm->rank_to_node[first[i]];
+    }
+  }
+  free(first);
+  return ncclSuccess;
+}
+
+ncclResult_t weft_peers_map_hosts(struct ncclComm* comm) {
   int n = comm->nranks;
   if (n <= 0) return ncclInternalError;
   comm->rank_to_node = calloc((size_t)n, sizeof(int));
   comm->local_ranks = calloc((size_t)n, sizeof(int));
   if (comm->rank_to_node == NULL || comm->local_ranks == NULL) return ncclSystemError;
-  comm->nnodes = 0;
-  for (int r = 0; r < n; r++) {
-    int node = -1;
-    for (int q = 0; q < r && node < 0; q++)
-      if (comm->peers[q].host_hash == comm->peers[r].host_hash) node = comm->rank_to_node[q];
-    comm->rank_to_node[r] = node >= 0 ? node : comm->nnodes++;
-  }
+  WEFT_CHECK(number_hosts(comm));
   comm->node = comm->rank_to_node[comm->rank];
   comm->local_nranks = 0;
   for (int r = 0; r < n; r++) {
@@ -105,5 +124,5 @@ ncclResult_t weft_peers_exchange(struct ncclComm* comm) {
   weft_peer_info_fill(comm, &comm->peers[comm->rank]);
   WEFT_CHECK(weft_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof(*comm->peers)));
   WEFT_CHECK(check_backends(comm));
-  return map_hosts(comm);
+  return weft_peers_map_hosts(comm);
 }

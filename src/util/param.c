@@ -38,6 +38,8 @@ static const struct weft_param_def params[] = {
      "File holding a pre-shared key: as ncclSetEncryption(PSK) for programs that do not call it"},
     {"NCCL_UID_STAGGER_THRESHOLD", WEFT_PARAM_INT, "256", "Ranks per root above which check-ins stagger"},
     {"NCCL_UID_STAGGER_RATE", WEFT_PARAM_INT, "7000", "Check-ins per second when staggering"},
+    {"WEFT_BOOTSTRAP_LOG_GATHER_MIN", WEFT_PARAM_INT, "32",
+     "Ranks from which bootstrap all-gathers take log2(n) rounds instead of the ring (0: always the ring)"},
     /* Backend, waits and errors */
     {"WEFT_BACKEND", WEFT_PARAM_STR, "auto", "auto, cuda or host: where collectives run"},
     {"WEFT_TIMEOUT", WEFT_PARAM_INT, "1800", "Seconds a collective waits for a peer before failing"},

@@ -415,7 +415,8 @@ ncclResult_t weft_socket_connect_listening(const union weft_socket_addr* addr, c
       char hint[160];
       WEFT_WARN("Connect to %s at %s failed after %lld attempt(s): %s%s", who, text, (long long)attempt,
                 strerror(err), unreachable_hint(err, addr, hint, sizeof(hint)));
-      return retryable ? ncclRemoteError : ncclSystemError;
+      /* A refusal from a peer that surely listened: it is gone, a remote failure. */
+      return retryable || (err == ECONNREFUSED && listening) ? ncclRemoteError : ncclSystemError;
     }
     WEFT_TRACE(WEFT_BOOTSTRAP | WEFT_NET, "Connect to %s at %s: %s, retry %lld", who, text, strerror(err),
                (long long)attempt);

@@ -151,12 +151,19 @@ int main(int argc, char** argv) {
   setenv("WEFT_BOOTSTRAP_TIMEOUT", "60", 1);
   failed_at =
       mmap(NULL, NRANKS * sizeof(*failed_at), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  for (enum moment m = AT_ROOT; m <= RING_OPENED; m++) {
-    if (argc > 1 && atoi(argv[1]) != (int)m) continue; /* one moment, for debugging */
-    kill_during(m);
-    /* A fresh root address per job: the last one may linger in TIME_WAIT. */
-    snprintf(value, sizeof(value), "127.0.0.1:%d", test_free_port());
-    setenv("NCCL_COMM_ID", value, 1);
+  /* The address all-gather over the ring (as for small jobs), then in log rounds (as above
+   * WEFT_BOOTSTRAP_LOG_GATHER_MIN ranks): both must hear of the loss from the root. */
+  static const char* gathers[] = {"0", "2"};
+  for (int g = 0; g < 2; g++) {
+    setenv("WEFT_BOOTSTRAP_LOG_GATHER_MIN", gathers[g], 1);
+    printf("WEFT_BOOTSTRAP_LOG_GATHER_MIN=%s\n", gathers[g]);
+    for (enum moment m = AT_ROOT; m <= RING_OPENED; m++) {
+      if (argc > 1 && atoi(argv[1]) != (int)m) continue; /* one moment, for debugging */
+      kill_during(m);
+      /* A fresh root address per job: the last one may linger in TIME_WAIT. */
+      snprintf(value, sizeof(value), "127.0.0.1:%d", test_free_port());
+      setenv("NCCL_COMM_ID", value, 1);
+    }
   }
   return test_finish("test_bootstrap_kill");
 }
