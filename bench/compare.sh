@@ -13,6 +13,11 @@
 # less than QUIET_PCT % busy (other jobs on the machine); the load seen is recorded either way.
 # The *-mallocenv peers keep glibc from handing MPI's per-call temporary buffers back to the
 # kernel (every call would otherwise fault fresh pages in from 32 MiB up).
+# BUSY [1]: one more pass (sizes 8 B..BUSY_MAXB [4K]) with a plain busy loop pinned to CPU
+# BUSY_CPU [the last one] during every run, standing for another job on the machine.
+# STEADY [1]: steadiness: STEADY_RUNS [20] launches of a 20-call test (-n 20) of the 2-rank
+# all-reduce, 8 B..STEADY_MAXB [4K], Weft and STEADY_PEERS ["openmpi mpich"] interleaved, quiet
+# and (with BUSY=1) with the busy loop; the report gives each one's median run against its best.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HERE=$ROOT/bench
@@ -29,6 +34,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 NCPU=$(nproc)
 QUIET_PCT=${QUIET_PCT:-20}
 QUIET_WAIT=${QUIET_WAIT:-10}
+BUSY=${BUSY:-1}
+BUSY_MAXB=${BUSY_MAXB:-4K}
+BUSY_CPU=${BUSY_CPU:-$((NCPU - 1))}
+STEADY=${STEADY:-1}
+STEADY_RUNS=${STEADY_RUNS:-20}
+STEADY_MAXB=${STEADY_MAXB:-4K}
+STEADY_PEERS=${STEADY_PEERS:-"openmpi mpich"}
+HOG_PID=
 log() { echo "[compare $(date +%T)] $*" >&2; }
 
 busy_pct() { # share of all CPUs busy over one second, from /proc/stat
@@ -52,6 +65,19 @@ wait_quiet() { # prints the busy % finally seen
     fi
   done
 }
+
+# The busy loop of BUSY=1: started before a run, killed after it (and on exit).
+hog_start() {
+  taskset -c "$BUSY_CPU" bash -c 'while :; do :; done' &
+  HOG_PID=$!
+}
+hog_stop() {
+  [ -n "$HOG_PID" ] || return 0
+  kill "$HOG_PID" 2>/dev/null
+  wait "$HOG_PID" 2>/dev/null
+  HOG_PID=
+}
+trap hog_stop EXIT
 
 need_packages() {
   local missing=()
@@ -116,9 +142,20 @@ run_weft() {
     -f 2 -c 1 -w 3 -n 20 -N 1
 }
 
-run_peer() { # name n -> runs the benchmark, output on stdout
+# Steadiness: one launch of a 20-call test, 2 ranks (5 warm-up calls for Weft, the drivers' own
+# warm-up of up to 8 for the peers).
+run_steady() { # name
+  case $1 in
+    weft) "$ROOT/build/bin/weftrun" -n 2 "$ROOT/build/bin/all_reduce_perf" -b 8 -e "$STEADY_MAXB" -f 2 -c 1 -w 5 -n 20 -N 1 ;;
+    *) run_peer "$1" 2 -b 8 -e "$STEADY_MAXB" -T 1 -n 20 ;;
+  esac
+}
+
+run_peer() { # name n [driver args] -> runs the benchmark, output on stdout
   local peer=$1 n=$2 osub=()
+  shift 2
   local args=(-b 8 -e "$MAXB" -t "$TARGET" -T 3)
+  [ $# -gt 0 ] && args=("$@")
   [ "$n" -gt "$NCPU" ] && osub=(--oversubscribe)
   case $peer in
     weft) run_weft "$n" "$MAXB" ;;
@@ -144,29 +181,61 @@ machine() {
 
 need_packages
 [ -z "${NO_BUILD:-}" ] && build
-rm -rf "$OUT"/pass*
+rm -rf "$OUT"/pass* "$OUT"/steady*
 machine | tee "$OUT/machine.txt" >&2
 T0=$(date +%s)
-for ((p = 1; p <= PASSES; p++)); do
-  dir=$OUT/pass$p
+FUNCS="$(declare -f run_peer run_weft run_gloo run_steady)"
+
+isolated() { # command words -> runs them in a fresh shell with the script's functions, bounded
+  timeout "$RUN_TIMEOUT" bash -c "$FUNCS; $(declare -p BUILD ROOT MAXB TARGET NCPU MALLOC_ENV STEADY_MAXB); $*"
+}
+
+run_pass() { # dir busy(0|1)
+  local dir=$1 busy=$2 n name order busy_before t rc
   mkdir -p "$dir"
-  log "pass $p: memory roof"
+  [ "$busy" = 1 ] && echo "a busy loop pinned to CPU $BUSY_CPU during every run" > "$dir/busy.txt"
+  log "$(basename "$dir"): memory roof"
   "$BUILD/memroof" -m 256 -r 7 > "$dir/memroof.txt"
   for n in $RANKS; do
     # Weft between every two peers, so drift within a pass hits everyone alike.
     order=(weft)
-    for peer in $PEERS; do order+=("$peer"); done
+    for name in $PEERS; do order+=("$name"); done
     for name in "${order[@]}"; do
-      busy=$(wait_quiet)
-      echo "# background CPU before the run: $busy %" > "$dir/$name-${n}ranks.txt"
+      busy_before=$(wait_quiet)
+      echo "# background CPU before the run: $busy_before %" > "$dir/$name-${n}ranks.txt"
+      [ "$busy" = 1 ] && hog_start
       t=$(date +%s)
-      timeout "$RUN_TIMEOUT" bash -c "$(declare -f run_peer run_weft run_gloo); $(declare -p BUILD ROOT MAXB TARGET NCPU MALLOC_ENV); run_peer $name $n" \
-        >> "$dir/$name-${n}ranks.txt" 2> "$dir/$name-${n}ranks.err"
+      isolated run_peer "$name" "$n" >> "$dir/$name-${n}ranks.txt" 2> "$dir/$name-${n}ranks.err"
       rc=$?
+      hog_stop
       [ -s "$dir/$name-${n}ranks.err" ] || rm -f "$dir/$name-${n}ranks.err"
-      log "pass $p, $n ranks, $name: rc $rc, $(($(date +%s) - t)) s (CPUs $busy % busy before)"
+      log "$(basename "$dir"), $n ranks, $name: rc $rc, $(($(date +%s) - t)) s (CPUs $busy_before % busy before)"
     done
   done
-done
+}
+
+steady_pass() { # dir busy(0|1)
+  local dir=$1 busy=$2 r name busy_before
+  mkdir -p "$dir"
+  [ "$busy" = 1 ] && echo "a busy loop pinned to CPU $BUSY_CPU during every run" > "$dir/busy.txt"
+  for ((r = 1; r <= STEADY_RUNS; r++)); do
+    busy_before=$(wait_quiet)
+    for name in weft $STEADY_PEERS; do
+      echo "# background CPU before the round: $busy_before %" > "$dir/$name-run$r.txt"
+      [ "$busy" = 1 ] && hog_start
+      isolated run_steady "$name" >> "$dir/$name-run$r.txt" 2>> "$dir/$name.err"
+      hog_stop
+    done
+  done
+  for name in weft $STEADY_PEERS; do [ -s "$dir/$name.err" ] || rm -f "$dir/$name.err"; done
+  log "$(basename "$dir"): $STEADY_RUNS rounds of weft $STEADY_PEERS"
+}
+
+for ((p = 1; p <= PASSES; p++)); do run_pass "$OUT/pass$p" 0; done
+[ "$BUSY" = 1 ] && MAXB=$BUSY_MAXB run_pass "$OUT/pass$((PASSES + 1))" 1
+if [ "$STEADY" = 1 ]; then
+  steady_pass "$OUT/steady" 0
+  [ "$BUSY" = 1 ] && steady_pass "$OUT/steady-busy" 1
+fi
 python3 "$HERE/report.py" "$OUT" | tee "$OUT/report.md"
 log "done in $(($(date +%s) - T0)) s; results in $OUT"

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Tables of bench/compare.sh: busbw (GB/s) of Weft and each peer per size, the best peer, the
-Weft/best-peer ratio and the goal it is held to, one table per pass and rank count.
+Weft/best-peer ratio and the goal it is held to, one table per pass and rank count; then the
+steadiness tables: per size, each one's median and best time over the launches of a 20-call test,
+median/best, and Weft's median against the best peer's median.
 
-Usage: report.py RESULTS_DIR   (RESULTS_DIR/pass<P>/<name>-<n>ranks.txt, memroof.txt)"""
+Usage: report.py RESULTS_DIR   (RESULTS_DIR/pass<P>/<name>-<n>ranks.txt, memroof.txt, busy.txt;
+RESULTS_DIR/steady*/<name>-run<R>.txt)"""
 import math
 import os
 import re
@@ -51,7 +54,7 @@ def goal(n, b):
             return 2.0, 0.5
         if b >= 64 << 10:
             return 1.2, 0.0
-        if b == 8:
+        if b <= 4096:
             return 1.0, 0.0
         return None, 0.0
     return 1.0, 0.0
@@ -75,8 +78,8 @@ def table(passdir, n, roof_gbs, out):
     peers = [x for x in names if x != "weft"]
     sizes = sorted(set().union(*[set(d) for d in data.values()]))
     roof = roof_gbs * (n - 1) / (n * n) if roof_gbs else 0
-    out.write("\n%s, %d ranks (roof %.1f GB/s busbw = %.1f GB/s memory x (n-1)/n^2)\n\n"
-              % (os.path.basename(passdir), n, roof, roof_gbs))
+    out.write("\n%s, %d ranks (roof %.1f GB/s busbw = %.1f GB/s memory x (n-1)/n^2)%s\n\n"
+              % (os.path.basename(passdir), n, roof, roof_gbs, busy_note(passdir)))
     out.write("| size | weft | " + " | ".join(peers) + " | best peer | weft/best | goal | met |\n")
     out.write("|---:" * (len(peers) + 6) + "|\n")
     met = total = 0
@@ -104,6 +107,54 @@ def table(passdir, n, roof_gbs, out):
     return met, total
 
 
+def busy_note(d):
+    try:
+        return "; " + open(os.path.join(d, "busy.txt")).read().strip()
+    except OSError:
+        return ""
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def steady_table(sdir, out):
+    """Per size: median and best us over the runs of each name, median/best, Weft/best peer."""
+    runs = {}
+    for f in sorted(os.listdir(sdir)):
+        m = re.match(r"(.+)-run\d+\.txt$", f)
+        if not m:
+            continue
+        name = m.group(1)
+        rows = (parse_weft if name == "weft" else parse_peer)(os.path.join(sdir, f))
+        for b, (us, wrong) in rows.items():
+            runs.setdefault(name, {}).setdefault(b, []).append(us)
+    if "weft" not in runs:
+        return
+    peers = sorted(x for x in runs if x != "weft")
+    nruns = max(len(v) for v in runs["weft"].values())
+    out.write("\n%s: 2 ranks, %d launches of a 20-call test, time per call in us (median, best of the "
+              "launches)%s\n\n" % (os.path.basename(sdir), nruns, busy_note(sdir)))
+    out.write("| size | weft median | weft best | weft median/best | "
+              + " | ".join("%s median | %s median/best" % (p, p) for p in peers)
+              + " | weft/best peer (medians) |\n")
+    out.write("|---:" * (4 + 2 * len(peers) + 1) + "|\n")
+    for b in sorted(runs["weft"]):
+        w = runs["weft"][b]
+        cells = [human(b), fmt(median(w)), fmt(min(w)), "%.2f" % (median(w) / min(w))]
+        best_peer = math.inf
+        for p in peers:
+            v = runs[p].get(b, [])
+            if v:
+                best_peer = min(best_peer, median(v))
+                cells += [fmt(median(v)), "%.2f" % (median(v) / min(v))]
+            else:
+                cells += ["-", "-"]
+        cells.append("%.2f" % (median(w) / best_peer) if best_peer < math.inf else "-")
+        out.write("| " + " | ".join(cells) + " |\n")
+
+
 def main():
     res = sys.argv[1]
     passes = sorted((d for d in os.listdir(res) if re.match(r"pass\d+$", d)), key=lambda d: int(d[4:]))
@@ -119,6 +170,8 @@ def main():
             pass
         for n in sorted({int(m.group(1)) for f in os.listdir(pdir) for m in [re.search(r"-(\d+)ranks\.txt$", f)] if m}):
             table(pdir, n, roof, out)
+    for d in sorted(d for d in os.listdir(res) if re.match(r"steady", d)):
+        steady_table(os.path.join(res, d), out)
 
 
 if __name__ == "__main__":

@@ -45,8 +45,9 @@ static size_t sweep_size(const char* s) {
 /* Input of rank r at element i: small integers, so every summation order is exact. */
 static float sweep_input(int r, size_t i) { return (float)((r + 1) * (int)(i % 7 + 1)); }
 
+/* fixed > 0: every trial makes exactly that many calls instead of filling the target time. */
 static size_t sweep_one(const struct sweep_ops* o, float* in, float* out, size_t bytes, double target,
-                        int trials, double* best, double* median) {
+                        int trials, long fixed, double* best, double* median) {
   size_t count = bytes / sizeof(float);
   double warm[8], spent = 0;
   int nw = 0;
@@ -63,7 +64,7 @@ static size_t sweep_one(const struct sweep_ops* o, float* in, float* out, size_t
   double calls = target / (est > 1e-8 ? est : 1e-8);
   if (calls < 3) calls = 3;
   if (calls > 20000) calls = 20000;
-  long per = (long)ceil(calls / trials);
+  long per = fixed > 0 ? fixed : (long)ceil(calls / trials);
   double t[16];
   for (int k = 0; k < trials; k++) {
     o->barrier();
@@ -82,12 +83,14 @@ static size_t sweep_one(const struct sweep_ops* o, float* in, float* out, size_t
   return (size_t)o->sum(wrong);
 }
 
-/* Options: -b min bytes, -e max bytes, -f factor, -t seconds per size, -T trials. */
+/* Options: -b min bytes, -e max bytes, -f factor, -t seconds per size, -T trials, -n calls per
+ * trial (instead of -t: bench/compare.sh's steadiness runs). */
 static int sweep_main(const struct sweep_ops* o, int argc, char** argv, const char* name) {
   size_t minb = 8, maxb = 256u << 20;
   int factor = 2, trials = 3, opt;
+  long fixed = 0;
   double target = 0.1;
-  while ((opt = getopt(argc, argv, "b:e:f:t:T:")) != -1) {
+  while ((opt = getopt(argc, argv, "b:e:f:t:T:n:")) != -1) {
     if (opt == 'b')
       minb = sweep_size(optarg);
     else if (opt == 'e')
@@ -98,6 +101,8 @@ static int sweep_main(const struct sweep_ops* o, int argc, char** argv, const ch
       target = atof(optarg);
     else if (opt == 'T')
       trials = atoi(optarg);
+    else if (opt == 'n')
+      fixed = atol(optarg);
     else
       return 1;
   }
@@ -116,7 +121,7 @@ static int sweep_main(const struct sweep_ops* o, int argc, char** argv, const ch
   size_t wrong_total = 0;
   for (size_t bytes = minb; bytes <= maxb; bytes *= (size_t)factor) {
     double best, median;
-    size_t wrong = sweep_one(o, in, out, bytes, target, trials, &best, &median);
+    size_t wrong = sweep_one(o, in, out, bytes, target, trials, fixed, &best, &median);
     wrong_total += wrong;
     if (o->rank == 0) printf("%zu %.3f %.3f %zu\n", bytes, best * 1e6, median * 1e6, wrong);
     fflush(stdout);

@@ -45,6 +45,9 @@ static const struct weft_param_def params[] = {
     {"WEFT_TIMEOUT", WEFT_PARAM_INT, "1800", "Seconds a collective waits for a peer before failing"},
     {"WEFT_WARN_AFTER", WEFT_PARAM_INT, "60", "Seconds of waiting after which one WARN names the peer"},
     {"WEFT_SPIN_USEC", WEFT_PARAM_INT, "50", "Microseconds a host wait spins before it sleeps"},
+    {"WEFT_SPIN_BUSY_USEC", WEFT_PARAM_INT, "20000",
+     "Host backend: microseconds a wait on shared boards spins before it sleeps while its peers answered "
+     "the last wait without sleeping (ranks that fit the CPUs; 0: WEFT_SPIN_USEC always)"},
     {"WEFT_NET_INTERLEAVE", WEFT_PARAM_INT, "1",
      "Host backend: 0 runs network ring channels one after another"},
     {"WEFT_NET_CHUNKSIZE", WEFT_PARAM_INT, NULL,

@@ -36,6 +36,7 @@ static int make_board(struct weft_direct* d, struct board_info* info) {
   struct weft_mem_seg seg;
   if (weft_mem_alloc_shared(sizeof(struct weft_board), &p) != ncclSuccess) return 0;
   memset(p, 0, sizeof(struct weft_board));
+  ((struct weft_board*)p)->cpu = -1;
   if (weft_mem_lookup(p, sizeof(struct weft_board), &seg) != ncclSuccess) {
     ncclMemFree(p);
     return 0;
@@ -225,10 +226,10 @@ ncclResult_t weft_direct_wait_all(struct weft_direct* d, struct weft_waiter* w, 
   for (int p = 0; p < d->nranks; p++) {
     if (p == d->rank) continue;
     struct weft_board* b = d->boards[p];
-    ncclResult_t res =
-        done ? weft_host_wait_counter(w, &b->done, seq, &b->done_sleepers, &b->failed, p,
-                                      "the end of the step")
-             : weft_host_wait_counter(w, &b->arrive, seq, &b->arrive_sleepers, &b->failed, p, "its arrival");
+    ncclResult_t res = done ? weft_host_wait_counter(w, &b->done, seq, &b->done_sleepers, &b->failed, &b->cpu,
+                                                     p, "the end of the step")
+                            : weft_host_wait_counter(w, &b->arrive, seq, &b->arrive_sleepers, &b->failed,
+                                                     &b->cpu, p, "its arrival");
     if (res != ncclSuccess) return res;
   }
   return ncclSuccess;
@@ -339,6 +340,8 @@ ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task*
   struct weft_dev_redop op = {.kind = t->op.kind, .scalar = t->op.scalar, .divisor = t->op.divisor};
   if (t->op.scalar_ptr) memcpy(&op.scalar, t->op.scalar_ptr, es);
   w->oversub = d->oversub;
+  w->cpu_slot = &d->mine->cpu;
+  w->memory = &d->wait_memory;
   uint64_t seq = ++d->seq;
   ncclResult_t res;
   if (bytes <= WEFT_DIRECT_EXCHANGE_MAX) {

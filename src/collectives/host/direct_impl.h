@@ -59,7 +59,8 @@ struct weft_board {
   char pad1[128 - 12];
   uint32_t poison; /* written by peers: 1 + the rank that found a mismatched call (0: none) */
   uint32_t refs;   /* ranks of the owner's process still using the board (the last frees it) */
-  char pad2[128 - 8];
+  int32_t cpu;     /* the CPU this rank last waited on (-1: not yet): peers yield when it is theirs */
+  char pad2[128 - 12];
   /* The last two collectives the ring ran for this rank, by parity of their number n:
    * ring_ver = 2n once ring_fp holds its fingerprint, odd while being rewritten. Read by a peer
    * that got a step it did not expect or sleeps in the same collective. */
@@ -79,9 +80,10 @@ struct weft_seg_map {
 
 struct weft_direct {
   int nranks, rank;
-  int oversub;            /* more local ranks than CPUs */
-  int forced;             /* NCCL_ALGO/NCCL_PROTO set: the user asked for the ring's protocols */
-  int all_same_proc;      /* every rank is a thread of this process: addresses are shared */
+  int oversub;                         /* more local ranks than CPUs */
+  struct weft_wait_memory wait_memory; /* this rank's counter waits' (wait.h) */
+  int forced;                          /* NCCL_ALGO/NCCL_PROTO set: the user asked for the ring's protocols */
+  int all_same_proc;                   /* every rank is a thread of this process: addresses are shared */
   int enabled;            /* the data paths may run (WEFT_DIRECT on every rank); else boards compare only */
   int check;              /* every collective's fingerprint is compared (WEFT_CHECK_CALLS, agreed) */
   struct weft_call_fp fp; /* this rank's current operation */

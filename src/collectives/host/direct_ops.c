@@ -75,8 +75,8 @@ ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_t
   for (int p = 0; p < k; p++) {
     struct weft_board* b = d->boards[p];
     if (p != d->rank) {
-      ncclResult_t res =
-          weft_host_wait_counter(w, &b->arrive, seq, &b->arrive_sleepers, &b->failed, p, "its input");
+      ncclResult_t res = weft_host_wait_counter(w, &b->arrive, seq, &b->arrive_sleepers, &b->failed, &b->cpu,
+                                                p, "its input");
       if (res == ncclSuccess) res = weft_direct_check_peer(d, p, seq); /* before reading its input */
       if (res != ncclSuccess) return res;
     }

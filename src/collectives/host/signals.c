@@ -190,7 +190,8 @@ ncclResult_t weft_signals_wait(struct weft_signals* s, struct weft_waiter* w, in
   snprintf(what, sizeof(what), "%llu signal(s) on sigIdx %d ctx %d, %llu taken by earlier waits",
            (unsigned long long)count, sig, ctx, (unsigned long long)s->consumed[i]);
   const uint32_t* closed = s->boards[peer] ? &s->boards[peer]->closed : &never_closed;
-  WEFT_CHECK(weft_host_wait_counter(w, &s->mine->count[i], target, &s->mine->sleepers, closed, peer, what));
+  WEFT_CHECK(
+      weft_host_wait_counter(w, &s->mine->count[i], target, &s->mine->sleepers, closed, NULL, peer, what));
   s->consumed[i] = target;
   return ncclSuccess;
 }

@@ -16,6 +16,7 @@
 #include "collectives/trace.h"
 #include "core/comm.h"
 #include "transport/connector.h"
+#include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
 #include "util/tsan.h"
@@ -30,6 +31,8 @@ void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int 
   int64_t spin = weft_param_int("WEFT_SPIN_USEC"), tmo = weft_param_int("WEFT_TIMEOUT");
   int64_t warn = weft_param_int("WEFT_WARN_AFTER");
   w->spin_ns = spin > 0 ? (uint64_t)spin * 1000 : 0;
+  int64_t busy = weft_param_int("WEFT_SPIN_BUSY_USEC");
+  w->busy_spin_ns = busy > spin ? (uint64_t)busy * 1000 : w->spin_ns;
   w->timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : UINT64_MAX / 2;
   w->warn_ns = warn > 0 ? (uint64_t)warn * 1000000000ull : UINT64_MAX / 2;
   w->opname = "operation";
@@ -206,6 +209,7 @@ static ncclResult_t sleep_counter(struct weft_waiter* w, uint64_t* counter, uint
     if (counter_ready(counter, value, failed)) break;
     res = check_state(w, start, weft_time_ns(), peer, 0, what);
     if (res != ncclSuccess) break;
+    w->sleeps++;
     futex_wait(counter, seen, SLEEP_SLICE_NS);
   }
   __atomic_fetch_sub(sleepers, 1, __ATOMIC_RELAXED);
@@ -213,28 +217,119 @@ static ncclResult_t sleep_counter(struct weft_waiter* w, uint64_t* counter, uint
   return res;
 }
 
-ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, uint64_t value,
-                                    uint32_t* sleepers, const uint32_t* failed, int peer, const char* what) {
-  /* A short burst of plain polls first: the peer is usually a fraction of a microsecond away. */
-  for (int i = 0; i < 512 && !w->oversub && !counter_ready(counter, value, failed); i++) continue;
-  if (!counter_ready(counter, value, failed)) {
-    uint64_t start = weft_time_ns(), now = start;
-    for (unsigned i = 1;; i++) {
-      if (w->oversub)
-        sched_yield(); /* the rank we wait for may need this CPU */
-      else
-        __builtin_ia32_pause();
-      if (counter_ready(counter, value, failed)) break;
-      if ((i & (w->oversub ? 7 : 255)) == 0) {
-        now = weft_time_ns();
-        if (now - start >= w->spin_ns || __atomic_load_n(w->abort_flag, __ATOMIC_RELAXED)) {
-          ncclResult_t res = sleep_counter(w, counter, value, sleepers, failed, start, peer, what);
-          if (res != ncclSuccess) return res;
-          break;
-        }
+/* The CPU this rank runs on when the rank this wait is for last said it ran there too, which it
+ * then cannot be doing: it waits in that CPU's queue behind this spinning rank (-1: not so). Also
+ * notes this rank's own CPU for the peer's waits. */
+static int shared_cpu(const struct weft_waiter* w, const int32_t* peer_cpu) {
+  int me = sched_getcpu();
+  if (w->cpu_slot != NULL) __atomic_store_n(w->cpu_slot, me, __ATOMIC_RELAXED);
+  return peer_cpu != NULL && me >= 0 && __atomic_load_n(peer_cpu, __ATOMIC_RELAXED) == me ? me : -1;
+}
+
+int weft_host_move_off_cpu(int cpu) {
+  cpu_set_t allowed, others;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || !CPU_ISSET(cpu, &allowed) ||
+      CPU_COUNT(&allowed) < 2)
+    return 0;
+  others = allowed;
+  CPU_CLR(cpu, &others);
+  /* Narrowing the mask migrates the thread at once; widening it back leaves it where it is. */
+  if (sched_setaffinity(0, sizeof(others), &others) != 0) return 0;
+  if (sched_setaffinity(0, sizeof(allowed), &allowed) != 0)
+    WEFT_WARN("could not restore this thread's CPU affinity after moving it off CPU %d", cpu);
+  return 1;
+}
+
+/* How often a rank may move itself: from 1 ms, doubling (up to 100 ms) while moves follow each
+ * other closely. A peer's CPU is the one of its last wait: when the kernel moved it since, a move
+ * can land on it; and a move to a CPU where another process runs waits for that one's time slice.
+ * Measured under load: with a fixed 1 ms, 2 of 12 20-call runs made 25-30 moves and took
+ * 0.2-1.6 ms per call; with a fixed 100 ms, most launches stayed in the yielding mode (3-4 us
+ * per call) where 1 ms gave 0.6 us. */
+#define MOVE_MIN_INTERVAL_NS 1000000ull
+#define MOVE_MAX_INTERVAL_NS 100000000ull
+
+static void note_move(struct weft_wait_memory* m, uint64_t now) {
+  if (m->move_interval_ns == 0 || now - m->moved_ns > 10 * m->move_interval_ns)
+    m->move_interval_ns = MOVE_MIN_INTERVAL_NS;
+  else if (m->move_interval_ns < MOVE_MAX_INTERVAL_NS)
+    m->move_interval_ns *= 2;
+  m->moved_ns = now;
+  m->moves++;
+}
+
+/* What a waiter does when the peer it waits for shares its CPU; returns whether to yield.
+ * This is the cause of the bimodal small-message latency: when the scheduler put both ranks of a
+ * pair on one CPU (at start, or next to a busy process on the other CPU), a waiter that only
+ * paused held that CPU for its whole spin budget (WEFT_SPIN_USEC) and then slept, so every call
+ * took the budget plus a futex wake (57-63 us at the default 50 us; the slow mode moved with the
+ * budget: 21 us at 10, 206 us at 200). Yielding lets the peer run, but hands the CPU to any other
+ * runnable process as well, and the kernel's balancer rarely parts two ranks that take turns.
+ * So when the ranks fit the CPUs the waiter moves itself to another CPU it may use (as MPI
+ * launchers bind ranks to separate cores), and yields when it cannot or moved not long ago. */
+static int make_room(struct weft_waiter* w, const int32_t* peer_cpu) {
+  if (w->oversub) return 1;
+  int cpu = shared_cpu(w, peer_cpu);
+  if (cpu < 0) return 0;
+  uint64_t now = weft_time_ns();
+  struct weft_wait_memory* m = w->memory;
+  if (m == NULL || now - m->moved_ns < m->move_interval_ns || !weft_host_move_off_cpu(cpu)) return 1;
+  note_move(m, now);
+  shared_cpu(w, peer_cpu); /* the new CPU, for the peer */
+  return 0;
+}
+
+/* How long a counter wait spins before it sleeps. A rank that sleeps gives its CPU away; when a
+ * busy process shares that CPU, the wake-up then waits for that process's time slice (about
+ * 1 ms per call was measured with a busy loop on one of 2 CPUs). So while the peers keep
+ * answering (the last wait ended without sleeping) the budget outlasts a scheduler slice or two
+ * (WEFT_SPIN_BUSY_USEC), as MPI's waits never sleep; once a peer stayed away that long, waits
+ * are back to the short WEFT_SPIN_USEC until one is answered while spinning. Oversubscribed
+ * ranks keep the short budget: there sleeping is what lets the other ranks run. */
+static uint64_t spin_budget(const struct weft_waiter* w) {
+  return w->memory != NULL && w->memory->peers_active && !w->oversub ? w->busy_spin_ns : w->spin_ns;
+}
+
+static void note_active(struct weft_waiter* w, int active) {
+  if (w->memory != NULL) w->memory->peers_active = active;
+}
+
+/* Spin until ready, yielding the CPU when the peer needs it, then sleep (spin_budget). */
+static ncclResult_t spin_counter(struct weft_waiter* w, uint64_t* counter, uint64_t value, uint32_t* sleepers,
+                                 const uint32_t* failed, const int32_t* peer_cpu, int peer,
+                                 const char* what) {
+  uint64_t start = weft_time_ns(), budget = spin_budget(w);
+  /* Act at once when the peer shares this CPU: pausing would only delay it. */
+  int yield = make_room(w, peer_cpu);
+  for (unsigned i = 1;; i++) {
+    if (yield)
+      sched_yield(); /* the rank we wait for may need this CPU */
+    else
+      __builtin_ia32_pause();
+    if (counter_ready(counter, value, failed)) {
+      note_active(w, 1);
+      return ncclSuccess;
+    }
+    if ((i & (yield ? 7 : 63)) == 0) {
+      uint64_t now = weft_time_ns();
+      if (now - start >= budget || __atomic_load_n(w->abort_flag, __ATOMIC_RELAXED)) {
+        note_active(w, 0);
+        return sleep_counter(w, counter, value, sleepers, failed, start, peer, what);
       }
+      yield = make_room(w, peer_cpu); /* either rank may have moved */
     }
   }
+}
+
+ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, uint64_t value,
+                                    uint32_t* sleepers, const uint32_t* failed, const int32_t* peer_cpu,
+                                    int peer, const char* what) {
+  /* A short burst of plain polls first: the peer is usually a fraction of a microsecond away. */
+  for (int i = 0; i < 512 && !w->oversub && !counter_ready(counter, value, failed); i++) continue;
+  if (!counter_ready(counter, value, failed))
+    WEFT_CHECK(spin_counter(w, counter, value, sleepers, failed, peer_cpu, peer, what));
+  else
+    note_active(w, 1);
   if (__atomic_load_n(counter, __ATOMIC_ACQUIRE) >= value) {
     weft_tsan_acquire(counter);
     return ncclSuccess;

@@ -12,6 +12,15 @@ struct weft_peer_info;
 struct weft_cause;
 struct weft_trace_chan;
 
+/* What a rank's counter waits remember from one operation to the next (kept in the direct
+ * paths' state: the waiter itself is a copy made per launch). */
+struct weft_wait_memory {
+  int peers_active;          /* the last wait ended without sleeping: spin busy_spin_ns */
+  uint64_t moved_ns;         /* when this rank last moved off a CPU its peer shared */
+  uint64_t move_interval_ns; /* the least time between two moves now (wait.c) */
+  uint64_t moves;            /* how often (tests, INFO) */
+};
+
 /* What a rank's waits need to know; filled once per launch. */
 struct weft_waiter {
   volatile uint32_t* abort_flag;
@@ -20,12 +29,16 @@ struct weft_waiter {
   const uint8_t* watch;                /* [nranks] peers whose process to watch */
   int nranks, rank;
   uint64_t spin_ns, timeout_ns, warn_ns;
-  const char* opname; /* operation being run, for logs */
-  uint64_t seq;       /* its sequence number */
-  int warned;         /* the one slow-wait WARN of this operation was logged */
+  uint64_t busy_spin_ns; /* counter waits' budget while the peers are answering (WEFT_SPIN_BUSY_USEC) */
+  struct weft_wait_memory* memory; /* NULL: no memory (always spin_ns, never move) */
+  const char* opname;              /* operation being run, for logs */
+  uint64_t seq;                    /* its sequence number */
+  int warned;                      /* the one slow-wait WARN of this operation was logged */
   uint64_t next_live_check_ns;
-  int oversub;              /* more ranks than CPUs on this host: waits yield instead of spinning */
-  struct weft_cause* cause; /* the communicator's: filled when a dead peer had one */
+  int oversub;       /* more ranks than CPUs on this host: waits yield instead of spinning */
+  int32_t* cpu_slot; /* where this rank's waits note its CPU for peers' waits (its board); NULL: none */
+  uint64_t sleeps;   /* futex sleeps of counter waits so far: a wait that could not spin it out */
+  struct weft_cause* cause;             /* the communicator's: filled when a dead peer had one */
   struct weft_cause* const* peer_cause; /* [nranks] or NULL: where a peer publishes why it gave up */
   uint64_t step_tag; /* the running collective's connector step tag (step_tag.h); 0: not checked */
   /* Set where the ranks share boards (direct.c). poll runs with every sleeping wait's checks and
@@ -44,14 +57,19 @@ typedef int (*weft_ready_fn)(void* arg);
  * after making the condition true. peer/channel/what name the wait in WARNs. */
 ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* arg, uint64_t* doorbell,
                             uint32_t* waiting, int peer, int channel, const char* what);
+/* Move the calling thread off cpu to another CPU of its affinity mask, which it keeps; returns
+ * whether it moved (not when cpu is the only CPU it may use). */
+int weft_host_move_off_cpu(int cpu);
 /* Publish value in counter (release) and wake a sleeper. */
 void weft_host_post(uint64_t* counter, uint32_t* waiting, uint64_t value);
 /* Counters that several ranks may wait on at once (the direct paths' board): sleepers count
  * themselves in *sleepers. Wait until *counter >= value (acquire) or *failed is set (then
  * ncclRemoteError, naming peer). Pure spinning first when ranks fit the CPUs, yielding when
- * they do not, then futex sleep on the counter's low 32 bits. */
+ * they do not or when *peer_cpu (the CPU the awaited rank last noted in its cpu_slot; NULL:
+ * unknown) is this rank's CPU, then futex sleep on the counter's low 32 bits. */
 ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, uint64_t value,
-                                    uint32_t* sleepers, const uint32_t* failed, int peer, const char* what);
+                                    uint32_t* sleepers, const uint32_t* failed, const int32_t* peer_cpu,
+                                    int peer, const char* what);
 void weft_host_post_counter(uint64_t* counter, uint32_t* sleepers, uint64_t value);
 /* For progress loops over many conditions (p2p): one idle round: spin/yield/sleep escalating
  * with idle_ns; checks abort, deadline and peers. */
