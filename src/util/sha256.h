@@ -20,6 +20,10 @@ void weft_sha256_init(struct weft_sha256* s);
 void weft_sha256_update(struct weft_sha256* s, const void* data, size_t len);
 void weft_sha256_final(struct weft_sha256* s, uint8_t out[WEFT_SHA256_BYTES]);
 void weft_sha256(const void* data, size_t len, uint8_t out[WEFT_SHA256_BYTES]);
+/* 1 when blocks go through the CPU's SHA instructions. weft_sha256_use_portable(1) makes the
+ * process use the portable code from now on (tests compare the two). */
+int weft_sha256_hardware(void);
+void weft_sha256_use_portable(int on);
 
 /* HMAC-SHA256 in steps, so callers MAC several fields without copying them into one buffer. */
 struct weft_hmac {

@@ -95,8 +95,45 @@ static void test_auth(void) {
   EXPECT(memcmp(r1, r2, sizeof(r1)) != 0);
 }
 
+/* The CPU's SHA instructions and the portable code give the same digests, for every length
+ * around the block and padding edges and for input fed in pieces that straddle blocks. */
+static void test_hardware_matches_portable(void) {
+  if (!weft_sha256_hardware()) {
+    printf("no SHA instructions on this CPU: the portable code ran the vectors\n");
+    return;
+  }
+  static uint8_t data[5000];
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < sizeof(data); i++) data[i] = (uint8_t)((x = x * 6364136223846793005ull + 1) >> 56);
+  size_t lens[300];
+  int n = 0;
+  for (size_t l = 0; l <= 200; l++) lens[n++] = l;
+  lens[n++] = 4096 + 7;
+  lens[n++] = sizeof(data);
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    uint8_t hw[WEFT_SHA256_BYTES], sw[WEFT_SHA256_BYTES], pieces[WEFT_SHA256_BYTES];
+    weft_sha256(data, lens[i], hw);
+    struct weft_sha256 s;
+    weft_sha256_init(&s);
+    for (size_t at = 0; at < lens[i]; at += 37)
+      weft_sha256_update(&s, data + at, lens[i] - at < 37 ? lens[i] - at : 37);
+    weft_sha256_final(&s, pieces);
+    weft_sha256_use_portable(1);
+    weft_sha256(data, lens[i], sw);
+    weft_sha256_use_portable(0);
+    bad += memcmp(hw, sw, sizeof(hw)) != 0 || memcmp(pieces, sw, sizeof(sw)) != 0;
+  }
+  EXPECT_MSG(bad == 0, "%d of %d lengths hash differently with the SHA instructions", bad, n);
+}
+
 int main(void) {
   test_sha256();
+  weft_sha256_use_portable(1); /* the vectors through the portable code too */
+  test_sha256();
+  test_hmac();
+  weft_sha256_use_portable(0);
+  test_hardware_matches_portable();
   test_hmac();
   test_auth();
   return test_finish("test_sha256");
