@@ -39,7 +39,8 @@ static void allgather(struct weft_direct* d, const struct weft_task* t, int nt) 
 }
 
 /* This rank's block of every peer's input, reduced into its output (in place: the output is the
- * own input's block, which only this rank reads, and it comes first). */
+ * own input's block, which only this rank reads). Folded in the ring's order, from the next
+ * rank round to this one, so that WEFT_DETERMINISTIC's bytes do not depend on the path. */
 static void reducescatter(struct weft_direct* d, const struct weft_task* t, const struct weft_dev_redop* op,
                           int nt) {
   int k = d->nranks, r = d->rank;
@@ -47,16 +48,18 @@ static void reducescatter(struct weft_direct* d, const struct weft_task* t, cons
   const void* src[k];
   for (int p = 0; p < k; p++) src[p] = (const char*)d->in[p] + (size_t)r * block;
   void* dst[1] = {d->out[r]};
-  weft_direct_reduce_into(d, t->dtype, op, src, r, dst, 1, 0, t->count, nt);
+  weft_direct_reduce_into(d, t->dtype, op, src, (r + 1) % k, dst, 1, 0, t->count, nt);
 }
 
-/* This rank's slice of every input, reduced into the root's output (starting with the root's
- * input, which an in-place root's output is). */
-static void reduce(struct weft_direct* d, const struct weft_task* t, const struct weft_dev_redop* op, int nt) {
+/* This rank's slice of every input, reduced into the root's output, folded in the ring's order
+ * (the rank after the root first, the root last), as reducescatter. */
+static void reduce(struct weft_direct* d, const struct weft_task* t, const struct weft_dev_redop* op,
+                   int nt) {
   size_t lo, hi;
   weft_direct_slice(t->count, weft_dt_size(t->dtype), d->nranks, d->rank, &lo, &hi);
   void* dst[1] = {d->out[t->root]};
-  weft_direct_reduce_into(d, t->dtype, op, (const void* const*)d->in, t->root, dst, 1, lo, hi, nt);
+  int first = (t->root + 1) % d->nranks;
+  weft_direct_reduce_into(d, t->dtype, op, (const void* const*)d->in, first, dst, 1, lo, hi, nt);
 }
 
 /* Whether peers touch this rank's buffers in t: then it may return only once they are done. */

@@ -147,7 +147,7 @@ void weft_direct_store_fence(void);
 void weft_direct_slice(size_t count, size_t es, int k, int r, size_t* lo, size_t* hi);
 /* Reduce elements [lo, hi) over src[0..k-1] (starting with src[first], wrapping) and write the
  * result into each dst[0..ndst-1] at the same elements, through L1-sized pieces. dst[ndst-1] may
- * be src[first] (in place); no other destination may overlap a source. */
+ * be a source (in place); no other destination may overlap one. */
 void weft_direct_reduce_into(struct weft_direct* d, int dt, const struct weft_dev_redop* op,
                              const void* const* src, int first, void* const* dst, int ndst, size_t lo,
                              size_t hi, int nt);

@@ -107,21 +107,29 @@ ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_t
   return ncclSuccess;
 }
 
+/* Whether the reduction may accumulate straight in dst: no source but the first lives there (the
+ * first is read before it is written; the API refuses partial overlaps). */
+static int may_accumulate_in(const void* dst, const void* const* src, int k, int first) {
+  for (int p = 0; p < k; p++)
+    if (p != first && src[p] == dst) return 0;
+  return 1;
+}
+
 void weft_direct_reduce_into(struct weft_direct* d, int dt, const struct weft_dev_redop* op,
                              const void* const* src, int first, void* const* dst, int ndst, size_t lo,
                              size_t hi, int nt) {
   int k = d->nranks;
   size_t es = weft_dt_size(dt), chunk = WEFT_DIRECT_CHUNK / es;
+  /* With streaming stores (or an in-place source read late), through the L1-sized tmp. */
+  int in_dst = !nt && may_accumulate_in(dst[ndst - 1], src, k, first);
   const void* at[k];
   for (size_t o = lo; o < hi; o += chunk) {
     size_t m = weft_min_sz(chunk, hi - o), off = o * es;
     for (int p = 0; p < k; p++) at[p] = (const char*)src[p] + off;
-    /* Without streaming stores, reduce straight into the last destination (in place is safe:
-     * src[first] comes first and is read before it is written). */
-    char* acc = nt ? d->tmp : (char*)dst[ndst - 1] + off;
+    char* acc = in_dst ? (char*)dst[ndst - 1] + off : d->tmp;
     reduce_all(dt, op, acc, at, k, first, m);
     for (int j = 0; j < ndst; j++)
-      if (nt || j != ndst - 1) weft_direct_copy((char*)dst[j] + off, acc, m * es, nt);
+      if (!in_dst || j != ndst - 1) weft_direct_copy((char*)dst[j] + off, acc, m * es, nt);
   }
 }
 
