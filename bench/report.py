@@ -33,12 +33,14 @@ def parse_peer(path):
 
 
 def parse_weft(path):
-    """bytes -> (best out-of-place us over the -N cycles, wrong) from all_reduce_perf's table."""
+    """bytes -> (best us over the -N cycles, wrong) from a perf binary's table: the out-of-place
+    column, but the in-place one for broadcast, whose MPI peer has one buffer (MPI_Bcast)."""
     rows = {}
+    col = 9 if COLL == "broadcast" else 5
     for line in open(path, errors="replace"):
         f = line.split()
         if len(f) >= 13 and f[0].isdigit() and f[2] == "float":
-            b, us = int(f[0]), float(f[5])
+            b, us = int(f[0]), float(f[col])
             wrong = 0 if f[8] == "N/A" else int(f[8]) + (0 if f[12] == "N/A" else int(f[12]))
             old = rows.get(b, (math.inf, 0))
             rows[b] = (min(us, old[0]), max(wrong, old[1]))

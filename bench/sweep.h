@@ -1,10 +1,11 @@
 /* The measurement loop shared by the peer drivers (MPI in C, Gloo in C++): float32 sum,
  * out-of-place, sizes doubling from -b to -e; an all-reduce unless the driver names another
- * collective's output check (want, out_elems), sizes then counted as nccl-tests counts them. Per size: a short warmup that estimates the time
- * of one call, then T trials of enough calls to fill -t seconds in all; each trial starts at a
- * barrier and its time per call is averaged over ranks. One verification call with the output
- * poisoned checks every element. Prints "bytes best_us median_us wrong" per size (rank 0).
- * A driver defines struct sweep_ops and calls sweep_main. */
+ * collective's output check (want, out_elems), sizes then counted as nccl-tests counts them.
+ * Per size: a short warmup that estimates the time of one call, then T trials of enough calls
+ * to fill -t seconds in all; each trial starts at a barrier and its time per call is averaged
+ * over ranks. One verification call with the output poisoned checks every element. Prints
+ * "bytes best_us median_us wrong" per size (rank 0). A driver defines struct sweep_ops and
+ * calls sweep_main. */
 #ifndef BENCH_SWEEP_H
 #define BENCH_SWEEP_H
 

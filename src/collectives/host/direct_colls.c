@@ -6,8 +6,10 @@
  * input into every peer's output) moves the same bytes, but pulling keeps each output written by
  * one rank only, its owner: its lines stay in the owner's cache or NUMA node, no two ranks write
  * neighbouring lines of one buffer, and an in-place rank's own block needs no care. Reduce-scatter
- * and reduce split the reduction by slices as all-reduce does; broadcast pulls from the root.
- * A rank whose buffers peers read or write waits for their done counters before it returns. */
+ * and reduce split the reduction by slices as all-reduce does. Broadcast splits too: rank r copies
+ * slice r of the root's input into every output, so every rank's CPU copies (one core's copy
+ * speed, not the memory, bounds a lone copier here) and each input byte is read once.
+ * Every rank's buffers are read or written by peers: each waits for their done counters. */
 #include "collectives/host/direct_impl.h"
 
 void weft_direct_extent_of(const struct weft_task* t, int nranks, int rank, struct weft_direct_extent* e) {
@@ -62,9 +64,20 @@ static void reduce(struct weft_direct* d, const struct weft_task* t, const struc
   weft_direct_reduce_into(d, t->dtype, op, (const void* const*)d->in, first, dst, 1, lo, hi, nt);
 }
 
-/* Whether peers touch this rank's buffers in t: then it may return only once they are done. */
-static int peers_use_mine(const struct weft_direct* d, const struct weft_task* t) {
-  return t->coll != WEFT_COLL_BROADCAST || d->rank == t->root;
+/* Slice r of the root's input into every rank's output (the root's own skipped in place), piece by
+ * piece so that each piece is read from memory once. */
+static void broadcast(struct weft_direct* d, const struct weft_task* t, int nt) {
+  int k = d->nranks, r = d->rank;
+  size_t es = weft_dt_size(t->dtype), lo, hi;
+  weft_direct_slice(t->count, es, k, r, &lo, &hi);
+  const char* src = (const char*)d->in[t->root];
+  for (size_t o = lo * es; o < hi * es; o += WEFT_DIRECT_CHUNK) {
+    size_t m = weft_min_sz(WEFT_DIRECT_CHUNK, hi * es - o);
+    for (int q = 1; q <= k; q++) {
+      char* dst = (char*)d->out[(r + q) % k] + o;
+      if (dst != src + o) weft_direct_copy(dst, src + o, m, nt);
+    }
+  }
 }
 
 ncclResult_t weft_direct_run_coll(struct weft_direct* d, const struct weft_task* t,
@@ -74,9 +87,8 @@ ncclResult_t weft_direct_run_coll(struct weft_direct* d, const struct weft_task*
   if (t->coll == WEFT_COLL_ALLGATHER) allgather(d, t, nt);
   if (t->coll == WEFT_COLL_REDUCESCATTER) reducescatter(d, t, op, nt);
   if (t->coll == WEFT_COLL_REDUCE) reduce(d, t, op, nt);
-  if (t->coll == WEFT_COLL_BROADCAST && d->out[d->rank] != d->in[t->root])
-    weft_direct_copy(d->out[d->rank], d->in[t->root], t->count * weft_dt_size(t->dtype), nt);
+  if (t->coll == WEFT_COLL_BROADCAST) broadcast(d, t, nt);
   if (nt) weft_direct_store_fence();
   weft_host_post_counter(&d->mine->done, &d->mine->done_sleepers, seq);
-  return peers_use_mine(d, t) ? weft_direct_wait_all(d, w, 1, seq) : ncclSuccess;
+  return weft_direct_wait_all(d, w, 1, seq);
 }
