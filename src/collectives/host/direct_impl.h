@@ -42,6 +42,7 @@ struct weft_desc {
   int32_t root; /* Broadcast/Reduce, else -1 */
   char pad1[128 - 28 - 2 * sizeof(struct weft_dbuf)];
 };
+_Static_assert(sizeof(struct weft_desc) == 128, "a descriptor is two cache lines");
 
 /* What rank `rank` reads of its input and writes of its output in call t (0: the buffer is not
  * used, e.g. a broadcast's sendbuff on a non-root: not described, never mapped). */
