@@ -9,6 +9,10 @@
 # Knobs (defaults in brackets): PASSES [2]  RANKS ["2 4"]  MAXB [256M]  TARGET [0.1] seconds of
 # timed calls per size and peer  PEERS ["openmpi openmpi-mallocenv mpich mpich-mallocenv gloo"]
 # OUT [$TMPDIR/weft-compare]: build/, pass<P>/<name>-<n>ranks.txt, report.md.
+# COLL [allreduce]: allgather, reducescatter, broadcast or reduce measure Weft's perf binary of
+# that collective beside MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast or MPI_Reduce (root
+# 0; no Gloo driver: PEERS then defaults to the MPI ones), from MINB [8; 1M for those] bytes.
+# The peer weft-ring is Weft with WEFT_DIRECT=0 (the ring path), e.g. PEERS="weft-ring openmpi".
 # QUIET_PCT [20] QUIET_WAIT [10]: before each run, wait up to QUIET_WAIT s for the CPUs to be
 # less than QUIET_PCT % busy (other jobs on the machine); the load seen is recorded either way.
 # The *-mallocenv peers keep glibc from handing MPI's per-call temporary buffers back to the
@@ -26,7 +30,22 @@ PASSES=${PASSES:-2}
 RANKS=${RANKS:-"2 4"}
 MAXB=${MAXB:-256M}
 TARGET=${TARGET:-0.1}
-PEERS=${PEERS:-"openmpi openmpi-mallocenv mpich mpich-mallocenv gloo"}
+COLL=${COLL:-allreduce}
+case $COLL in
+  allreduce) PERF=all_reduce_perf ;;
+  allgather) PERF=all_gather_perf ;;
+  reducescatter) PERF=reduce_scatter_perf ;;
+  broadcast) PERF=broadcast_perf ;;
+  reduce) PERF=reduce_perf ;;
+  *) echo "compare.sh: unknown COLL=$COLL (allreduce, allgather, reducescatter, broadcast, reduce)" >&2; exit 2 ;;
+esac
+if [ "$COLL" = allreduce ]; then
+  PEERS=${PEERS:-"openmpi openmpi-mallocenv mpich mpich-mallocenv gloo"}
+  MINB=${MINB:-8}
+else
+  PEERS=${PEERS:-"openmpi openmpi-mallocenv mpich mpich-mallocenv"}
+  MINB=${MINB:-1M}
+fi
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 BUILD=$OUT/build
 MALLOC_ENV=(MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736)
@@ -99,7 +118,7 @@ build() {
   mkdir -p "$BUILD"
   log "building Weft (make) and the peer drivers into $BUILD"
   if ! { make -C "$ROOT" -j2 lib >/dev/null && make -C "$ROOT" -j2 >/dev/null; }; then
-    [ -x "$ROOT/build/bin/all_reduce_perf" ] || exit 1
+    [ -x "$ROOT/build/bin/$PERF" ] || exit 1
     log "make failed: measuring the Weft binaries already in build/"
   fi
   set -e
@@ -128,17 +147,20 @@ run_gloo() {
   return $rc
 }
 
-# Weft: all_reduce_perf (ncclMemAlloc buffers), every result checked (-c 1). Small sizes: best
+# Weft: all_reduce_perf, or COLL's perf binary (ncclMemAlloc buffers), every result checked (-c 1). Small sizes: best
 # of 3 cycles (-N 3) of 1000 calls, like the peers' 3 trials; large ones: one cycle of 20 calls
 # (their spread is small, and a check of 256 MiB takes longer than the calls).
 run_weft() {
   local n=$1 maxb=$2 small_max=1048576
-  local maxbytes
+  local maxbytes minbytes
   maxbytes=$(numfmt --from=iec "$maxb")
-  "$ROOT/build/bin/weftrun" -n "$n" "$ROOT/build/bin/all_reduce_perf" -b 8 -e $((maxbytes < small_max ? maxbytes : small_max)) \
-    -f 2 -c 1 -w 100 -n 1000 -N 3 || return $?
+  minbytes=$(numfmt --from=iec "$MINB")
+  if [ "$minbytes" -le $small_max ]; then
+    "$ROOT/build/bin/weftrun" -n "$n" "$ROOT/build/bin/$PERF" -b "$minbytes" -e $((maxbytes < small_max ? maxbytes : small_max)) \
+      -f 2 -c 1 -w 100 -n 1000 -N 3 || return $?
+  fi
   [ "$maxbytes" -le $small_max ] && return 0
-  "$ROOT/build/bin/weftrun" -n "$n" "$ROOT/build/bin/all_reduce_perf" -b $((small_max * 2)) -e "$maxb" \
+  "$ROOT/build/bin/weftrun" -n "$n" "$ROOT/build/bin/$PERF" -b $((minbytes > small_max ? minbytes : small_max * 2)) -e "$maxb" \
     -f 2 -c 1 -w 3 -n 20 -N 1
 }
 
@@ -154,18 +176,19 @@ run_steady() { # name
 run_peer() { # name n [driver args] -> runs the benchmark, output on stdout
   local peer=$1 n=$2 osub=()
   shift 2
-  local args=(-b 8 -e "$MAXB" -t "$TARGET" -T 3)
+  local args=(-C "$COLL" -b "$MINB" -e "$MAXB" -t "$TARGET" -T 3)
   [ $# -gt 0 ] && args=("$@")
   [ "$n" -gt "$NCPU" ] && osub=(--oversubscribe)
   case $peer in
     weft) run_weft "$n" "$MAXB" ;;
+    weft-ring) WEFT_DIRECT=0 run_weft "$n" "$MAXB" ;;
     openmpi) mpirun.openmpi --allow-run-as-root "${osub[@]}" -n "$n" "$BUILD/mpi_allreduce.openmpi" "${args[@]}" ;;
     openmpi-mallocenv)
       env "${MALLOC_ENV[@]}" mpirun.openmpi --allow-run-as-root "${osub[@]}" -n "$n" -x MALLOC_MMAP_THRESHOLD_ \
         -x MALLOC_TRIM_THRESHOLD_ "$BUILD/mpi_allreduce.openmpi" "${args[@]}" ;;
     mpich) mpiexec.mpich -n "$n" "$BUILD/mpi_allreduce.mpich" "${args[@]}" ;;
     mpich-mallocenv) env "${MALLOC_ENV[@]}" mpiexec.mpich -n "$n" "$BUILD/mpi_allreduce.mpich" "${args[@]}" ;;
-    gloo) run_gloo "$n" "$BUILD/gloo_allreduce" "${args[@]}" ;;
+    gloo) run_gloo "$n" "$BUILD/gloo_allreduce" "${args[@]:2}" ;;
     *) echo "unknown peer $peer" >&2; return 1 ;;
   esac
 }
@@ -182,12 +205,13 @@ machine() {
 need_packages
 [ -z "${NO_BUILD:-}" ] && build
 rm -rf "$OUT"/pass* "$OUT"/steady*
+mkdir -p "$OUT" && echo "$COLL" > "$OUT/coll.txt"
 machine | tee "$OUT/machine.txt" >&2
 T0=$(date +%s)
 FUNCS="$(declare -f run_peer run_weft run_gloo run_steady)"
 
 isolated() { # command words -> runs them in a fresh shell with the script's functions, bounded
-  timeout "$RUN_TIMEOUT" bash -c "$FUNCS; $(declare -p BUILD ROOT MAXB TARGET NCPU MALLOC_ENV STEADY_MAXB); $*"
+  timeout "$RUN_TIMEOUT" bash -c "$FUNCS; $(declare -p BUILD ROOT MAXB TARGET NCPU MALLOC_ENV STEADY_MAXB COLL PERF MINB); $*"
 }
 
 run_pass() { # dir busy(0|1)
@@ -232,8 +256,8 @@ steady_pass() { # dir busy(0|1)
 }
 
 for ((p = 1; p <= PASSES; p++)); do run_pass "$OUT/pass$p" 0; done
-[ "$BUSY" = 1 ] && MAXB=$BUSY_MAXB run_pass "$OUT/pass$((PASSES + 1))" 1
-if [ "$STEADY" = 1 ]; then
+[ "$BUSY" = 1 ] && [ "$COLL" = allreduce ] && MAXB=$BUSY_MAXB run_pass "$OUT/pass$((PASSES + 1))" 1
+if [ "$STEADY" = 1 ] && [ "$COLL" = allreduce ]; then
   steady_pass "$OUT/steady" 0
   [ "$BUSY" = 1 ] && steady_pass "$OUT/steady-busy" 1
 fi

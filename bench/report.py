@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Tables of bench/compare.sh: busbw (GB/s) of Weft and each peer per size, the best peer, the
-Weft/best-peer ratio and the goal it is held to, one table per pass and rank count; then the
-steadiness tables: per size, each one's median and best time over the launches of a 20-call test,
-median/best, and Weft's median against the best peer's median.
+Weft/best-peer ratio and the goal it is held to, one table per pass and rank count. busbw uses
+nccl-tests' factors for the collective in RESULTS_DIR/coll.txt (all-reduce when absent); runs
+named weft-* (weft-ring: WEFT_DIRECT=0) are Weft's other paths, shown beside it, not peers. Then
+the steadiness tables: per size, each one's median and best time over the launches of a 20-call
+test, median/best, and Weft's median against the best peer's median.
 
 Usage: report.py RESULTS_DIR   (RESULTS_DIR/pass<P>/<name>-<n>ranks.txt, memroof.txt, busy.txt;
 RESULTS_DIR/steady*/<name>-run<R>.txt)"""
@@ -12,8 +14,14 @@ import re
 import sys
 
 
+COLL = "allreduce"
+# nccl-tests' bus bandwidth factors: algbw x factor is what each rank's link carries.
+FACTORS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
+           "reducescatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1, "reduce": lambda n: 1}
+
+
 def busbw(nbytes, us, n):
-    return nbytes / (us * 1e-6) / 1e9 * 2 * (n - 1) / n if us > 0 else 0.0
+    return nbytes / (us * 1e-6) / 1e9 * FACTORS[COLL](n) if us > 0 else 0.0
 
 
 def parse_peer(path):
@@ -28,12 +36,14 @@ def parse_peer(path):
 
 
 def parse_weft(path):
-    """bytes -> (best out-of-place us over the -N cycles, wrong) from all_reduce_perf's table."""
+    """bytes -> (best us over the -N cycles, wrong) from a perf binary's table: the out-of-place
+    column, but the in-place one for broadcast, whose MPI peer has one buffer (MPI_Bcast)."""
     rows = {}
+    col = 9 if COLL == "broadcast" else 5
     for line in open(path, errors="replace"):
         f = line.split()
         if len(f) >= 13 and f[0].isdigit() and f[2] == "float":
-            b, us = int(f[0]), float(f[5])
+            b, us = int(f[0]), float(f[col])
             wrong = 0 if f[8] == "N/A" else int(f[8]) + (0 if f[12] == "N/A" else int(f[12]))
             old = rows.get(b, (math.inf, 0))
             rows[b] = (min(us, old[0]), max(wrong, old[1]))
@@ -51,7 +61,7 @@ def goal(n, b):
     """(minimum Weft/best-peer ratio, minimum fraction of the roof) for n ranks at b bytes."""
     if n == 2:
         if b >= 16 << 20:
-            return 2.0, 0.5
+            return 2.0, 0.5 if COLL == "allreduce" else 0.0
         if b >= 64 << 10:
             return 1.2, 0.0
         if b <= 4096:
@@ -74,14 +84,20 @@ def table(passdir, n, roof_gbs, out):
     data = {}
     for name, f in zip(names, files):
         path = os.path.join(passdir, f)
-        data[name] = parse_weft(path) if name == "weft" else parse_peer(path)
-    peers = [x for x in names if x != "weft"]
+        data[name] = parse_weft(path) if name.startswith("weft") else parse_peer(path)
+    peers = [x for x in names if not x.startswith("weft")]
+    wefts = [x for x in names if x.startswith("weft-")]
     sizes = sorted(set().union(*[set(d) for d in data.values()]))
     roof = roof_gbs * (n - 1) / (n * n) if roof_gbs else 0
-    out.write("\n%s, %d ranks (roof %.1f GB/s busbw = %.1f GB/s memory x (n-1)/n^2)%s\n\n"
-              % (os.path.basename(passdir), n, roof, roof_gbs, busy_note(passdir)))
-    out.write("| size | weft | " + " | ".join(peers) + " | best peer | weft/best | goal | met |\n")
-    out.write("|---:" * (len(peers) + 6) + "|\n")
+    if COLL == "allreduce":
+        out.write("\n%s, %d ranks (roof %.1f GB/s busbw = %.1f GB/s memory x (n-1)/n^2)%s\n\n"
+                  % (os.path.basename(passdir), n, roof, roof_gbs, busy_note(passdir)))
+    else:
+        out.write("\n%s, %s, %d ranks (memory %.1f GB/s)%s\n\n"
+                  % (os.path.basename(passdir), COLL, n, roof_gbs, busy_note(passdir)))
+    out.write("| size | weft | " + "".join(w + " | weft/" + w + " | " for w in wefts)
+              + " | ".join(peers) + " | best peer | weft/best | goal | met |\n")
+    out.write("|---:" * (len(peers) + 2 * len(wefts) + 6) + "|\n")
     met = total = 0
     for b in sizes:
         bw = {k: busbw(b, data[k][b][0], n) if b in data[k] else 0 for k in names}
@@ -90,7 +106,10 @@ def table(passdir, n, roof_gbs, out):
         best = bw[best_name] if best_name else 0
         ratio = bw.get("weft", 0) / best if best else 0
         g, roof_frac = goal(n, b)
-        cells = [human(b), fmt(bw.get("weft", 0))] + [fmt(bw[k]) for k in peers]
+        cells = [human(b), fmt(bw.get("weft", 0))]
+        for w in wefts:
+            cells += [fmt(bw[w]), "%.2f" % (bw.get("weft", 0) / bw[w]) if bw[w] else "-"]
+        cells += [fmt(bw[k]) for k in peers]
         cells += ["%s %s" % (fmt(best), best_name or ""), "%.2f" % ratio if ratio else "-"]
         if g is None:
             cells += ["", ""]
@@ -156,7 +175,12 @@ def steady_table(sdir, out):
 
 
 def main():
+    global COLL
     res = sys.argv[1]
+    try:
+        COLL = open(os.path.join(res, "coll.txt")).read().strip() or COLL
+    except OSError:
+        pass
     passes = sorted((d for d in os.listdir(res) if re.match(r"pass\d+$", d)), key=lambda d: int(d[4:]))
     out = sys.stdout
     for p in passes:

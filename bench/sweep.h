@@ -1,9 +1,11 @@
 /* The measurement loop shared by the peer drivers (MPI in C, Gloo in C++): float32 sum,
- * out-of-place, sizes doubling from -b to -e. Per size: a short warmup that estimates the time
- * of one call, then T trials of enough calls to fill -t seconds in all; each trial starts at a
- * barrier and its time per call is averaged over ranks. One verification call with the output
- * poisoned checks every element. Prints "bytes best_us median_us wrong" per size (rank 0).
- * A driver defines struct sweep_ops and calls sweep_main. */
+ * out-of-place, sizes doubling from -b to -e; an all-reduce unless the driver names another
+ * collective's output check (want, out_elems), sizes then counted as nccl-tests counts them.
+ * Per size: a short warmup that estimates the time of one call, then T trials of enough calls
+ * to fill -t seconds in all; each trial starts at a barrier and its time per call is averaged
+ * over ranks. One verification call with the output poisoned checks every element. Prints
+ * "bytes best_us median_us wrong" per size (rank 0). A driver defines struct sweep_ops and
+ * calls sweep_main. */
 #ifndef BENCH_SWEEP_H
 #define BENCH_SWEEP_H
 
@@ -20,6 +22,11 @@ struct sweep_ops {
   void (*barrier)(void);
   double (*sum)(double x); /* all-reduce of one double (sum): timings, error counts */
   double (*max)(double x);
+  /* Other collectives (NULL: all-reduce): the call gets the size in elements (nccl-tests' count:
+   * all-gather's output, reduce-scatter's input); out_elems of it are checked on this rank, each
+   * against want(i). */
+  size_t (*out_elems)(const struct sweep_ops* o, size_t count);
+  float (*want)(const struct sweep_ops* o, size_t count, size_t i);
 };
 
 static double sweep_now(void) {
@@ -78,8 +85,9 @@ static size_t sweep_one(const struct sweep_ops* o, float* in, float* out, size_t
   for (size_t i = 0; i < count; i++) out[i] = NAN;
   o->allreduce(in, out, count);
   double wrong = 0, total = (double)o->nranks * (o->nranks + 1) / 2;
-  for (size_t i = 0; i < count; i++)
-    if (out[i] != (float)(total * (double)(i % 7 + 1))) wrong++;
+  size_t checked = o->out_elems ? o->out_elems(o, count) : count;
+  for (size_t i = 0; i < checked; i++)
+    if (out[i] != (o->want ? o->want(o, count, i) : (float)(total * (double)(i % 7 + 1)))) wrong++;
   return (size_t)o->sum(wrong);
 }
 

@@ -235,7 +235,10 @@ ncclResult_t weft_direct_wait_all(struct weft_direct* d, struct weft_waiter* w, 
   return ncclSuccess;
 }
 
-static int supported(int coll) { return coll == WEFT_COLL_ALLREDUCE; }
+static int supported(int coll) {
+  return coll == WEFT_COLL_ALLREDUCE || coll == WEFT_COLL_ALLGATHER || coll == WEFT_COLL_REDUCESCATTER ||
+         coll == WEFT_COLL_BROADCAST || coll == WEFT_COLL_REDUCE;
+}
 
 ncclResult_t weft_direct_check_peer(struct weft_direct* d, int p, uint64_t seq) {
   const struct weft_board* b = d->boards[p];
@@ -272,39 +275,68 @@ static void record_ring(struct weft_direct* d) {
   __atomic_store_n(&b->ring_ver[par], 2 * d->cur_seq, __ATOMIC_RELEASE);
 }
 
+/* Describe this rank's buffers of t that its extent uses (an unused one is shareable as is). */
+static void post_desc(struct weft_direct* d, const struct weft_task* t, uint64_t seq) {
+  struct weft_desc* mine = &d->mine->desc[seq & 1];
+  struct weft_direct_extent e;
+  weft_direct_extent_of(t, d->nranks, d->rank, &e);
+  memset(&mine->in, 0, sizeof(mine->in));
+  memset(&mine->out, 0, sizeof(mine->out));
+  int ok_in = e.in_bytes == 0 || describe(t->sendbuff, e.in_bytes, &mine->in);
+  int ok_out = e.out_bytes == 0 || describe(t->recvbuff, e.out_bytes, &mine->out);
+  mine->capable = d->all_same_proc || (ok_in && ok_out);
+  mine->coll = (uint32_t)t->coll;
+  mine->bytes = t->count * weft_dt_size(t->dtype);
+  mine->root = d->fp.root;
+  mine->seq = seq;
+}
+
+/* Peer p's descriptor of operation seq: this one's, of the same shape (see weft_desc). */
+static int same_shape(const struct weft_desc* mine, const struct weft_desc* theirs) {
+  return theirs->seq == mine->seq && theirs->coll == mine->coll && theirs->bytes == mine->bytes &&
+         theirs->root == mine->root;
+}
+
+/* Map peer p's buffers that t uses there (NULL where its extent is 0). */
+static ncclResult_t map_peer(struct weft_direct* d, const struct weft_task* t, int p, uint64_t seq) {
+  const struct weft_desc* desc = &d->boards[p]->desc[seq & 1];
+  struct weft_direct_extent e;
+  weft_direct_extent_of(t, d->nranks, p, &e);
+  void* in = NULL;
+  d->out[p] = NULL;
+  if (e.in_bytes) WEFT_CHECK(resolve(d, p, &desc->in, &in));
+  if (e.out_bytes) WEFT_CHECK(resolve(d, p, &desc->out, &d->out[p]));
+  d->in[p] = in;
+  return ncclSuccess;
+}
+
 /* Publish this rank's buffers, wait for every peer's, and map theirs when every rank can share. */
 static ncclResult_t arrive(struct weft_direct* d, const struct weft_task* t, struct weft_waiter* w,
                            uint64_t seq, int* all_capable) {
   size_t bytes = t->count * weft_dt_size(t->dtype);
-  struct weft_desc* mine = &d->mine->desc[seq & 1];
-  int ok_in = describe(t->sendbuff, bytes, &mine->in), ok_out = describe(t->recvbuff, bytes, &mine->out);
-  mine->capable = d->all_same_proc || (ok_in && ok_out);
-  mine->bytes = bytes;
-  if (bytes <= WEFT_DIRECT_SMALL_MAX) weft_direct_small_post(d, t, seq); /* in case a peer cannot share */
+  post_desc(d, t, seq);
+  /* In case a peer cannot share */
+  if (t->coll == WEFT_COLL_ALLREDUCE && bytes <= WEFT_DIRECT_SMALL_MAX) weft_direct_small_post(d, t, seq);
   post_fp(d, seq);
   weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
   WEFT_CHECK(weft_direct_wait_all(d, w, 0, seq));
   WEFT_CHECK(check_all(d, seq)); /* before a peer's descriptors are believed */
-  *all_capable = 1;
-  for (int p = 0; p < d->nranks; p++) *all_capable &= d->boards[p]->desc[seq & 1].capable;
-  /* Memory safety does not rest on WEFT_CHECK_CALLS: buffers of another size are never touched. */
-  for (int p = 0; *all_capable && p < d->nranks; p++)
-    if (d->boards[p]->desc[seq & 1].bytes != bytes)
+  /* Memory safety does not rest on WEFT_CHECK_CALLS: buffers of another shape are never touched. */
+  const struct weft_desc* mine = &d->mine->desc[seq & 1];
+  for (int p = 0; p < d->nranks; p++)
+    if (!same_shape(mine, &d->boards[p]->desc[seq & 1]))
       return weft_direct_found(d, p, d->cur_seq, &d->fp, d->boards[p]->op_seq[seq & 1],
                                &d->boards[p]->fp[seq & 1]);
+  *all_capable = 1;
+  for (int p = 0; p < d->nranks; p++) *all_capable &= d->boards[p]->desc[seq & 1].capable;
   if (!*all_capable) return ncclSuccess;
   for (int p = 0; p < d->nranks; p++) {
-    const struct weft_desc* desc = &d->boards[p]->desc[seq & 1];
-    void* in;
     if (p == d->rank) {
       d->in[p] = t->sendbuff;
       d->out[p] = t->recvbuff;
       continue;
     }
-    ncclResult_t res = resolve(d, p, &desc->in, &in);
-    if (res == ncclSuccess) res = resolve(d, p, &desc->out, &d->out[p]);
-    if (res != ncclSuccess) return res;
-    d->in[p] = in;
+    WEFT_CHECK(map_peer(d, t, p, seq));
   }
   return ncclSuccess;
 }
@@ -344,7 +376,8 @@ ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task*
   w->memory = &d->wait_memory;
   uint64_t seq = ++d->seq;
   ncclResult_t res;
-  if (bytes <= WEFT_DIRECT_EXCHANGE_MAX) {
+  int allreduce = t->coll == WEFT_COLL_ALLREDUCE;
+  if (allreduce && bytes <= WEFT_DIRECT_EXCHANGE_MAX) {
     /* One step: inputs go through the boards, no descriptors, any buffers. */
     *handled = 1;
     weft_direct_small_post(d, t, seq);
@@ -358,8 +391,8 @@ ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task*
   if (res != ncclSuccess) return direct_failed(d, res);
   if (all_capable) {
     *handled = 1;
-    res = weft_direct_allreduce(d, t, &op, w, seq);
-  } else if (bytes <= WEFT_DIRECT_SMALL_MAX) {
+    res = weft_direct_run_coll(d, t, &op, w, seq);
+  } else if (allreduce && bytes <= WEFT_DIRECT_SMALL_MAX) {
     *handled = 1;
     res = weft_direct_small_reduce(d, t, &op, w, seq);
   }

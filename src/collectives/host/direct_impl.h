@@ -17,6 +17,9 @@
 #define WEFT_DIRECT_INLINE 24             /* inputs this small ride in the arrival line itself */
 #define WEFT_DIRECT_CHUNK (16 * 1024)     /* zero-copy works through L1-sized pieces */
 #define WEFT_DIRECT_CACHE_WAYS 8          /* mapped segments kept per peer */
+/* From this size of a call's largest buffer on, outputs are written with streaming stores: they
+ * do not fit in the caches anyway, and skipping the read-for-ownership saves memory traffic. */
+#define WEFT_DIRECT_NT_MIN (4u << 20)
 
 /* A buffer as a peer sees it: the address (usable by ranks of the same process) and, when it is
  * inside ncclMemAlloc memory, the segment to map and the offset in it. */
@@ -25,13 +28,28 @@ struct weft_dbuf {
   int32_t pid, fd;
 };
 
+/* The buffers of one rank's direct operation seq. The call's shape (collective, count in bytes,
+ * root) is compared on every rank before any peer's buffer is touched, whatever
+ * WEFT_CHECK_CALLS says: equal shapes give every rank the same buffer sizes of every peer
+ * (weft_direct_extent_of), and when shapes differ every rank sees some peer differ, so none
+ * touches a buffer. seq tells a descriptor of this operation from a stale one. */
 struct weft_desc {
   uint32_t capable; /* every peer may read in and write out directly */
-  uint32_t pad0;
+  uint32_t coll;
   struct weft_dbuf in, out;
-  uint64_t bytes; /* of in and out: zero-copy moves only what every rank's buffers hold */
-  char pad1[128 - 16 - 2 * sizeof(struct weft_dbuf)];
+  uint64_t bytes; /* count x datatype size */
+  uint64_t seq;
+  int32_t root; /* Broadcast/Reduce, else -1 */
+  char pad1[128 - 28 - 2 * sizeof(struct weft_dbuf)];
 };
+_Static_assert(sizeof(struct weft_desc) == 128, "a descriptor is two cache lines");
+
+/* What rank `rank` reads of its input and writes of its output in call t (0: the buffer is not
+ * used, e.g. a broadcast's sendbuff on a non-root: not described, never mapped). */
+struct weft_direct_extent {
+  size_t in_bytes, out_bytes;
+};
+void weft_direct_extent_of(const struct weft_task* t, int nranks, int rank, struct weft_direct_extent* e);
 
 /* A mismatch this rank found: in its collective number seq, peer's step (or board) said it was
  * in its collective their_seq with fingerprint theirs (known: theirs could be read). */
@@ -121,6 +139,22 @@ void weft_direct_small_post(struct weft_direct* d, const struct weft_task* t, ui
 /* Reduce every rank's posted input, in rank order, into recvbuff. */
 ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_task* t,
                                       const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq);
+/* The zero-copy collectives (direct_colls.c), after every rank arrived with shareable buffers
+ * (d->in/out filled, NULL where the extent is 0): t's collective, then the done counters. */
+ncclResult_t weft_direct_run_coll(struct weft_direct* d, const struct weft_task* t,
+                                  const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq);
+/* Data movement helpers of direct_ops.c. Copy n bytes, with streaming stores when nt. */
+void weft_direct_copy(void* dst, const void* src, size_t n, int nt);
+/* Order streaming stores before the release that says they are done. */
+void weft_direct_store_fence(void);
+/* Rank r's share [lo, hi) of count elements split over k ranks (blocks never share a line). */
+void weft_direct_slice(size_t count, size_t es, int k, int r, size_t* lo, size_t* hi);
+/* Reduce elements [lo, hi) over src[0..k-1] (starting with src[first], wrapping) and write the
+ * result into each dst[0..ndst-1] at the same elements, through L1-sized pieces. dst[ndst-1] may
+ * be a source (in place); no other destination may overlap one. */
+void weft_direct_reduce_into(struct weft_direct* d, int dt, const struct weft_dev_redop* op,
+                             const void* const* src, int first, void* const* dst, int ndst, size_t lo,
+                             size_t hi, int nt);
 /* After every rank arrived with shareable buffers (d->in/out filled). */
 ncclResult_t weft_direct_allreduce(struct weft_direct* d, const struct weft_task* t,
                                    const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq);

@@ -1,7 +1,8 @@
 /* Data movement of the direct paths: the small all-reduce through the boards (every rank reduces
  * every input, in rank order, so all results are bit-identical) and the zero-copy all-reduce
  * (rank r reduces block r of every input and writes it into every output: each input byte is
- * read once and each output byte written once, the least memory traffic there is). */
+ * read once and each output byte written once, the least memory traffic there is), with the
+ * copy and slice-reduction helpers the other zero-copy collectives (direct_colls.c) share. */
 #include <string.h>
 
 #include "collectives/host/direct_impl.h"
@@ -12,9 +13,6 @@
 #define HAVE_NT_STORES 1
 #endif
 
-/* From this size on the outputs are written with streaming stores: they do not fit in the
- * caches anyway, and skipping the read-for-ownership saves a third of the memory traffic. */
-#define NT_MIN_BYTES (4u << 20)
 #define ALIGN_BYTES 256 /* blocks of different ranks never share a cache line */
 
 static void copy_nt(void* dst, const void* src, size_t n) {
@@ -39,10 +37,23 @@ static void copy_nt(void* dst, const void* src, size_t n) {
 #endif
 }
 
-static void store_fence(void) {
+void weft_direct_copy(void* dst, const void* src, size_t n, int nt) {
+  if (nt)
+    copy_nt(dst, src, n);
+  else
+    memcpy(dst, src, n);
+}
+
+void weft_direct_store_fence(void) {
 #ifdef HAVE_NT_STORES
   _mm_sfence(); /* streaming stores are not ordered by the release that publishes them */
 #endif
+}
+
+void weft_direct_slice(size_t count, size_t es, int k, int r, size_t* lo, size_t* hi) {
+  size_t align = ALIGN_BYTES / es, bs = ((count + k - 1) / k + align - 1) / align * align;
+  *lo = weft_min_sz(count, (size_t)r * bs);
+  *hi = weft_min_sz(count, *lo + bs);
 }
 
 /* acc = post(pre(src[order[0]]) op ... op pre(src[order[k-1]])) over n elements, where order
@@ -96,31 +107,43 @@ ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_t
   return ncclSuccess;
 }
 
-ncclResult_t weft_direct_allreduce(struct weft_direct* d, const struct weft_task* t,
-                                   const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq) {
-  int k = d->nranks, r = d->rank, dt = t->dtype;
-  size_t es = weft_dt_size(dt), count = t->count;
-  size_t align = ALIGN_BYTES / es, bs = ((count + k - 1) / k + align - 1) / align * align;
-  size_t lo = weft_min_sz(count, (size_t)r * bs), hi = weft_min_sz(count, lo + bs);
-  size_t chunk = WEFT_DIRECT_CHUNK / es;
-  int nt = count * es >= NT_MIN_BYTES;
-  const void* src[k];
+/* Whether the reduction may accumulate straight in dst: no source but the first lives there (the
+ * first is read before it is written; the API refuses partial overlaps). */
+static int may_accumulate_in(const void* dst, const void* const* src, int k, int first) {
+  for (int p = 0; p < k; p++)
+    if (p != first && src[p] == dst) return 0;
+  return 1;
+}
+
+void weft_direct_reduce_into(struct weft_direct* d, int dt, const struct weft_dev_redop* op,
+                             const void* const* src, int first, void* const* dst, int ndst, size_t lo,
+                             size_t hi, int nt) {
+  int k = d->nranks;
+  size_t es = weft_dt_size(dt), chunk = WEFT_DIRECT_CHUNK / es;
+  /* With streaming stores (or an in-place source read late), through the L1-sized tmp. */
+  int in_dst = !nt && may_accumulate_in(dst[ndst - 1], src, k, first);
+  const void* at[k];
   for (size_t o = lo; o < hi; o += chunk) {
     size_t m = weft_min_sz(chunk, hi - o), off = o * es;
-    for (int p = 0; p < k; p++) src[p] = (const char*)d->in[p] + off;
-    /* Without streaming stores, reduce straight into this rank's output (in place is safe: own
-     * input comes first and is read before it is written). */
-    char* acc = nt ? d->tmp : (char*)d->out[r] + off;
-    reduce_all(dt, op, acc, src, k, r, m);
-    for (int q = 1; q <= k; q++) {
-      int p = (r + q) % k; /* own output last: peers' lines go out while they are hot */
-      if (nt)
-        copy_nt((char*)d->out[p] + off, acc, m * es);
-      else if (p != r)
-        memcpy((char*)d->out[p] + off, acc, m * es);
-    }
+    for (int p = 0; p < k; p++) at[p] = (const char*)src[p] + off;
+    char* acc = in_dst ? (char*)dst[ndst - 1] + off : d->tmp;
+    reduce_all(dt, op, acc, at, k, first, m);
+    for (int j = 0; j < ndst; j++)
+      if (!in_dst || j != ndst - 1) weft_direct_copy((char*)dst[j] + off, acc, m * es, nt);
   }
-  if (nt) store_fence();
+}
+
+ncclResult_t weft_direct_allreduce(struct weft_direct* d, const struct weft_task* t,
+                                   const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq) {
+  int k = d->nranks, r = d->rank;
+  size_t lo, hi;
+  weft_direct_slice(t->count, weft_dt_size(t->dtype), k, r, &lo, &hi);
+  void* dst[k];
+  /* Own output last: peers' lines go out while they are hot. */
+  for (int q = 1; q <= k; q++) dst[q - 1] = d->out[(r + q) % k];
+  int nt = t->count * weft_dt_size(t->dtype) >= WEFT_DIRECT_NT_MIN;
+  weft_direct_reduce_into(d, t->dtype, op, (const void* const*)d->in, r, dst, k, lo, hi, nt);
+  if (nt) weft_direct_store_fence();
   weft_host_post_counter(&d->mine->done, &d->mine->done_sleepers, seq);
   return weft_direct_wait_all(d, w, 1, seq);
 }
