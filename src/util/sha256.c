@@ -146,6 +146,7 @@ void weft_sha256_init(struct weft_sha256* s) {
 }
 
 void weft_sha256_update(struct weft_sha256* s, const void* data, size_t len) {
+  if (len == 0) return; /* data may be NULL then */
   const uint8_t* p = data;
   compress_fn fn = compressor();
   s->total += len;
