@@ -82,8 +82,8 @@ static void broadcast(struct weft_direct* d, const struct weft_task* t, int nt) 
 
 ncclResult_t weft_direct_run_coll(struct weft_direct* d, const struct weft_task* t,
                                   const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq) {
-  if (t->coll == WEFT_COLL_ALLREDUCE) return weft_direct_allreduce(d, t, op, w, seq);
   int nt = use_nt(d, t);
+  if (t->coll == WEFT_COLL_ALLREDUCE) weft_direct_allreduce(d, t, op, nt);
   if (t->coll == WEFT_COLL_ALLGATHER) allgather(d, t, nt);
   if (t->coll == WEFT_COLL_REDUCESCATTER) reducescatter(d, t, op, nt);
   if (t->coll == WEFT_COLL_REDUCE) reduce(d, t, op, nt);

@@ -155,8 +155,9 @@ void weft_direct_slice(size_t count, size_t es, int k, int r, size_t* lo, size_t
 void weft_direct_reduce_into(struct weft_direct* d, int dt, const struct weft_dev_redop* op,
                              const void* const* src, int first, void* const* dst, int ndst, size_t lo,
                              size_t hi, int nt);
-/* After every rank arrived with shareable buffers (d->in/out filled). */
-ncclResult_t weft_direct_allreduce(struct weft_direct* d, const struct weft_task* t,
-                                   const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq);
+/* The zero-copy all-reduce's data movement (weft_direct_run_coll posts and waits): this rank's
+ * slice of every input, reduced into every output. */
+void weft_direct_allreduce(struct weft_direct* d, const struct weft_task* t, const struct weft_dev_redop* op,
+                           int nt);
 
 #endif

@@ -133,17 +133,13 @@ void weft_direct_reduce_into(struct weft_direct* d, int dt, const struct weft_de
   }
 }
 
-ncclResult_t weft_direct_allreduce(struct weft_direct* d, const struct weft_task* t,
-                                   const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq) {
+void weft_direct_allreduce(struct weft_direct* d, const struct weft_task* t, const struct weft_dev_redop* op,
+                           int nt) {
   int k = d->nranks, r = d->rank;
   size_t lo, hi;
   weft_direct_slice(t->count, weft_dt_size(t->dtype), k, r, &lo, &hi);
   void* dst[k];
   /* Own output last: peers' lines go out while they are hot. */
   for (int q = 1; q <= k; q++) dst[q - 1] = d->out[(r + q) % k];
-  int nt = t->count * weft_dt_size(t->dtype) >= WEFT_DIRECT_NT_MIN;
   weft_direct_reduce_into(d, t->dtype, op, (const void* const*)d->in, r, dst, k, lo, hi, nt);
-  if (nt) weft_direct_store_fence();
-  weft_host_post_counter(&d->mine->done, &d->mine->done_sleepers, seq);
-  return weft_direct_wait_all(d, w, 1, seq);
 }

@@ -255,7 +255,6 @@ static void note_move(struct weft_wait_memory* m, uint64_t now) {
   else if (m->move_interval_ns < MOVE_MAX_INTERVAL_NS)
     m->move_interval_ns *= 2;
   m->moved_ns = now;
-  m->moves++;
 }
 
 /* What a waiter does when the peer it waits for shares its CPU; returns whether to yield.

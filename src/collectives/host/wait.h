@@ -18,7 +18,6 @@ struct weft_wait_memory {
   int peers_active;          /* the last wait ended without sleeping: spin busy_spin_ns */
   uint64_t moved_ns;         /* when this rank last moved off a CPU its peer shared */
   uint64_t move_interval_ns; /* the least time between two moves now (wait.c) */
-  uint64_t moves;            /* how often (tests, INFO) */
 };
 
 /* What a rank's waits need to know; filled once per launch. */
