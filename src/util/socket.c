@@ -18,6 +18,7 @@
 
 #include "util/check.h"
 #include "util/log.h"
+#include "util/name_list.h"
 #include "util/param.h"
 
 int64_t weft_socket_now_ns(void) {
@@ -135,26 +136,6 @@ int weft_socket_family(void) {
   return AF_UNSPEC;
 }
 
-int weft_socket_ifname_match(const char* spec, const char* name) {
-  int exclude = 0, exact = 0;
-  if (spec == NULL) return 1;
-  if (*spec == '^') exclude = 1, spec++;
-  if (*spec == '=') exact = 1, spec++;
-  int matched = 0;
-  while (*spec != '\0' && !matched) {
-    size_t len = strcspn(spec, ",");
-    if (len > 0) {
-      if (exact)
-        matched = strlen(name) == len && strncmp(name, spec, len) == 0;
-      else
-        matched = strncmp(name, spec, len) == 0;
-    }
-    spec += len;
-    if (*spec == ',') spec++;
-  }
-  return exclude ? !matched : matched;
-}
-
 int weft_socket_same_subnet(const struct weft_socket_if* itf, const union weft_socket_addr* addr) {
   if (itf->addr.sa.sa_family != addr->sa.sa_family) return 0;
   if (addr->sa.sa_family == AF_INET) {
@@ -216,7 +197,7 @@ static int in_group(const struct weft_socket_if* itf, int group, const union wef
     case GROUP_SUBNET:
       return near != NULL && weft_socket_same_subnet(itf, near);
     case GROUP_OTHER:
-      return weft_socket_ifname_match("^docker,lo,virbr", itf->name);
+      return weft_name_list_match("^docker,lo,virbr", itf->name, 0);
     case GROUP_DOCKER:
       return strncmp(itf->name, "docker", 6) == 0;
     case GROUP_LO:
@@ -231,7 +212,7 @@ int weft_socket_select_ifs(const struct weft_socket_if* all, int nall, const cha
   int n = 0;
   if (spec != NULL && spec[0] != '\0') {
     for (int i = 0; i < nall && n < max; i++)
-      if (weft_socket_ifname_match(spec, all[i].name)) out[n++] = all[i];
+      if (weft_name_list_match(spec, all[i].name, 0)) out[n++] = all[i];
     return n;
   }
   for (int g = 0; g < NGROUPS && n == 0; g++)

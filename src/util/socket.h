@@ -61,9 +61,6 @@ ncclResult_t weft_socket_addr_parse(const char* text, int family, union weft_soc
 
 /* NCCL_SOCKET_FAMILY as AF_INET, AF_INET6 or AF_UNSPEC. */
 int weft_socket_family(void);
-/* Whether name passes a NCCL_SOCKET_IFNAME-style list: "eth,ib" prefixes, "^lo" excludes,
- * "=eth0" exact names, "^=eth0" excludes exact names. */
-int weft_socket_ifname_match(const char* spec, const char* name);
 int weft_socket_same_subnet(const struct weft_socket_if* itf, const union weft_socket_addr* addr);
 /* The machine's interfaces that are up and have an address of family (AF_UNSPEC: IPv4 first,
  * then IPv6), one address per interface, IPv6 link-local skipped. Returns the count. */

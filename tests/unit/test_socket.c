@@ -1,4 +1,4 @@
-/* Socket helpers: interface-name lists, NCCL's default interface order, address parsing and
+/* Socket helpers: NCCL's default interface order, address parsing and
  * printing, and the blocking loops' retry, deadline and abort behaviour on loopback. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,21 +26,6 @@ static struct weft_socket_if make_if(const char* name, const char* ip, const cha
     inet_pton(AF_INET6, mask, &itf.mask.sin6.sin6_addr);
   }
   return itf;
-}
-
-static void test_ifname_match(void) {
-  EXPECT(weft_socket_ifname_match("eth,ib", "eth0"));
-  EXPECT(weft_socket_ifname_match("eth,ib", "ib1"));
-  EXPECT(!weft_socket_ifname_match("eth,ib", "lo"));
-  EXPECT(!weft_socket_ifname_match("^eth,ib", "eth0"));
-  EXPECT(weft_socket_ifname_match("^eth,ib", "lo"));
-  EXPECT(weft_socket_ifname_match("=eth0", "eth0"));
-  EXPECT(!weft_socket_ifname_match("=eth0", "eth01"));
-  EXPECT(!weft_socket_ifname_match("=eth", "eth0"));
-  EXPECT(!weft_socket_ifname_match("^=eth0", "eth0"));
-  EXPECT(weft_socket_ifname_match("^=eth0", "eth01"));
-  EXPECT(weft_socket_ifname_match("docker,,lo", "lo"));
-  EXPECT(!weft_socket_ifname_match("", "eth0"));
 }
 
 /* Selects from a synthetic list and returns the first chosen name (or "" when none). */
@@ -267,7 +252,6 @@ static void test_connect_retry(void) {
 }
 
 int main(void) {
-  test_ifname_match();
   test_select_order();
   test_addresses();
   test_interfaces();

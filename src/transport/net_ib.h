@@ -1,0 +1,38 @@
+/* InfiniBand / RoCE network: the ports it may use (discovery, NCCL_IB_HCA, the GID each uses).
+ * The data path (RC queue pairs, RDMA write with immediate) is not written yet, so the network
+ * is not among the built-ins that NCCL_NET chooses from. */
+#ifndef WEFT_TRANSPORT_NET_IB_H
+#define WEFT_TRANSPORT_NET_IB_H
+
+#include <stdint.h>
+
+#include "nccl.h"
+#include "util/ibverbs.h"
+
+#define WEFT_IB_MAX_PORTS 32
+
+/* One active port of one device: what NCCL calls an IB device. */
+struct weft_ib_port {
+  char name[64]; /* the device's name ("mlx5_0") */
+  int port;      /* 1-based, as verbs counts */
+  int ethernet;  /* 1: RoCE (link layer Ethernet), 0: InfiniBand */
+  int speed_mbps;
+  int mtu; /* active MTU in bytes */
+  uint16_t lid;
+  int gid_index;
+  uint8_t gid[16];
+  char pci_path[256]; /* the device's PCI path in sysfs, "" when unknown (containers, test providers) */
+#if WEFT_IBVERBS_HEADERS
+  struct ibv_context* ctx; /* shared by the ports of one device; open for the life of the process */
+#endif
+};
+
+/* The ports NCCL_IB_HCA selects among the active ones of every device, in device order; none
+ * (ncclSuccess, *n = 0) when libibverbs is missing or NCCL_IB_DISABLE=1, with an INFO saying why.
+ * Done once per process: later calls return the same list. */
+ncclResult_t weft_ib_ports(const struct weft_ib_port** ports, int* n);
+
+/* Link speed from verbs' width and speed codes (ibv_port_attr.active_width / active_speed). */
+int weft_ib_speed_mbps(int active_width, int active_speed);
+
+#endif
