@@ -7,7 +7,7 @@ FUZZ_FLAGS = $(CPPFLAGS) -std=gnu11 -O1 -g -fsanitize=fuzzer,address,undefined -
 FUZZ_SRC := $(wildcard src/graph/*.c) src/util/hwloc.c src/util/log.c src/util/param.c src/util/sysfs.c
 FUZZ_BIN := $(BUILD)/fuzz/fuzz_xml
 FUZZ_WIRE_SRC := $(wildcard src/bootstrap/*.c) src/transport/net_socket_wire.c src/util/auth.c src/util/log.c \
-  src/util/param.c src/util/psk.c src/util/sha256.c src/util/socket.c src/util/tls.c
+  src/util/param.c src/util/psk.c src/util/sha256.c src/util/socket.c src/util/name_list.c src/util/tls.c
 FUZZ_WIRE_BIN := $(BUILD)/fuzz/fuzz_wire
 
 .PHONY: fuzz

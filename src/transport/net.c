@@ -19,7 +19,10 @@
 #include "util/param.h"
 #include "util/socket.h"
 
-static const struct weft_net_ops* builtins[] = {&weft_net_socket_ops};
+/* NCCL's order: InfiniBand when a device is up, else sockets. */
+static const struct weft_net_ops* builtins[] = {&weft_net_ib_ops, &weft_net_socket_ops};
+_Static_assert(sizeof(((struct weft_conn_handle*)0)->name) >= WEFT_NET_HANDLE_BYTES,
+               "a connector handle must hold a network handle");
 static const struct weft_net_ops* chosen;
 static ncclResult_t init_result = ncclSuccess;
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -9,7 +9,10 @@
 
 #include "nccl.h"
 
-#define WEFT_NET_HANDLE_BYTES 64 /* what listen fills and connect reads; travels over the bootstrap */
+/* What listen fills and connect reads (NCCL's size); it travels over the bootstrap. The socket
+ * network's part is the first 64 bytes: the IB network adds its own after it. */
+#define WEFT_NET_HANDLE_BYTES 128
+#define WEFT_NET_SOCKET_HANDLE_BYTES 64
 #define WEFT_NET_MAX_RECVS 4     /* buffers one irecv may offer (the message's tag picks one) */
 #define WEFT_NET_MAX_REQUESTS 32 /* requests in flight per comm; isend/irecv give NULL beyond */
 
@@ -48,6 +51,7 @@ struct weft_net_ops {
 };
 
 extern const struct weft_net_ops weft_net_socket_ops;
+extern const struct weft_net_ops weft_net_ib_ops; /* InfiniBand / RoCE verbs (net_ib.c) */
 
 /* The network selected by NCCL_NET (built-ins: "Socket"), initialized once per process. */
 ncclResult_t weft_net_get(const struct weft_net_ops** out);

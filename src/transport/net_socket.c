@@ -51,7 +51,7 @@ struct handle {
   void* state; /* the connecting side's progress; NULL as sent */
   uint8_t nonce[NONCE_BYTES];
 };
-_Static_assert(sizeof(struct handle) <= WEFT_NET_HANDLE_BYTES, "socket handle too large");
+_Static_assert(sizeof(struct handle) <= WEFT_NET_SOCKET_HANDLE_BYTES, "socket handle too large");
 
 struct req {
   struct comm* comm;

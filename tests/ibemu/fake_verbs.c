@@ -1,27 +1,28 @@
 /* A verbs provider of our own for tests (these machines have no RDMA hardware and no kernel
- * InfiniBand): devices, ports and GID tables described by WEFT_FAKE_IB_DEVICES, so the IB
- * transport's discovery, NCCL_IB_HCA and GID choice run against something. Loaded by the library
- * in place of libibverbs.so.1 through WEFT_IBVERBS_LIB.
+ * InfiniBand): devices, ports and GID tables described by WEFT_FAKE_IB_DEVICES, and reliable
+ * connected queue pairs between processes over TCP (fake_fabric.c), so the IB transport's
+ * discovery and data path run against something. Loaded by the library in place of
+ * libibverbs.so.1 through WEFT_IBVERBS_LIB.
  *
  * WEFT_FAKE_IB_DEVICES: comma-separated name[:ib|eth[:ports[:down]]], e.g. "mlx5_0,mlx5_1:eth:2".
- * InfiniBand ports: 4x HDR, MTU 4096, LID 1 + device index, one GID. Ethernet ports: 4x EDR,
- * MTU 1024, GIDs [0] link-local, [1] 10.0.D.P RoCE v1, [2] 10.0.D.P RoCE v2, [3] fd00::D:P v2,
- * [4] 192.168.D.P v2 (D device index, P port). Queue pairs and memory are not emulated yet. */
+ * A device's address A is WEFT_FAKE_IB_ADDR (an IPv4 address of this host, or the name of an
+ * interface whose address to take: namespace hosts), else 127.0.D+1.1 (D: device index). InfiniBand ports: 4x
+ * HDR, MTU 4096, one GID fe80::D+1:P ending in A. Ethernet ports: 4x EDR, MTU 1024, GIDs [0] link-local, [1]
+ * A RoCE v1, [2] A RoCE v2, [3] fd00::D:P v2, [4] 192.168.D.P v2 (P: port). Every port's LID is the TCP port
+ * of the device's listener: a queue pair reaches its peer at (the GID's last 4 bytes, the LID). */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <infiniband/verbs.h>
+#include "fake.h"
 
 #define FAKE_MAX_DEVICES 16
 #define FAKE_ETH_GIDS 5
-
-struct fake_device {
-  struct ibv_device dev; /* first: the library hands out &dev */
-  int index, ethernet, ports, down;
-};
 
 static struct fake_device devices[FAKE_MAX_DEVICES];
 static int ndevices;
@@ -54,6 +55,7 @@ static void parse(void) {
   free(copy);
 }
 
+/* Exported names are parenthesized: verbs.h defines several of them as macros. */
 struct ibv_device**(ibv_get_device_list)(int* num) {
   pthread_once(&parse_once, parse);
   struct ibv_device** list = calloc((size_t)ndevices + 1, sizeof(*list));
@@ -66,18 +68,40 @@ void(ibv_free_device_list)(struct ibv_device** list) { free(list); }
 
 const char*(ibv_get_device_name)(struct ibv_device* dev) { return dev->name; }
 
-static struct fake_device* of(struct ibv_context* ctx) { return (struct fake_device*)ctx->device; }
+/* WEFT_FAKE_IB_ADDR as an address, or an interface's IPv4 address; dflt when unset. */
+static int device_address(const char* want, const char* dflt, uint32_t* ip) {
+  if (want == NULL) want = dflt;
+  if (inet_pton(AF_INET, want, ip) == 1) return 0;
+  struct ifaddrs *all, *i;
+  if (getifaddrs(&all) != 0) return -1;
+  int found = -1;
+  for (i = all; i && found; i = i->ifa_next) {
+    if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET || strcmp(i->ifa_name, want) != 0) continue;
+    *ip = ((struct sockaddr_in*)i->ifa_addr)->sin_addr.s_addr;
+    found = 0;
+  }
+  freeifaddrs(all);
+  return found;
+}
 
 struct ibv_context*(ibv_open_device)(struct ibv_device* dev) {
-  struct ibv_context* ctx = calloc(1, sizeof(*ctx));
-  if (ctx == NULL) return NULL;
-  ctx->device = dev;
-  ctx->cmd_fd = ctx->async_fd = -1;
-  pthread_mutex_init(&ctx->mutex, NULL);
-  return ctx;
+  struct fake_context* fc = calloc(1, sizeof(*fc));
+  if (fc == NULL) return NULL;
+  fc->ctx.device = dev;
+  fc->ctx.cmd_fd = fc->ctx.async_fd = -1;
+  pthread_mutex_init(&fc->ctx.mutex, NULL);
+  const char* addr = getenv("WEFT_FAKE_IB_ADDR");
+  char dflt[32];
+  snprintf(dflt, sizeof(dflt), "127.0.%d.1", ((struct fake_device*)dev)->index + 1);
+  if (device_address(addr, dflt, &fc->ip) != 0 || fake_fabric_open(fc) != 0) {
+    free(fc);
+    return NULL;
+  }
+  return &fc->ctx;
 }
 
 int(ibv_close_device)(struct ibv_context* ctx) {
+  fake_fabric_close(fake_ctx_of(ctx));
   pthread_mutex_destroy(&ctx->mutex);
   free(ctx);
   return 0;
@@ -86,7 +110,7 @@ int(ibv_close_device)(struct ibv_context* ctx) {
 int(ibv_query_device)(struct ibv_context* ctx, struct ibv_device_attr* attr) {
   memset(attr, 0, sizeof(*attr));
   snprintf(attr->fw_ver, sizeof(attr->fw_ver), "weft-fake-1");
-  attr->phys_port_cnt = (uint8_t)of(ctx)->ports;
+  attr->phys_port_cnt = (uint8_t)fake_dev_of(ctx)->ports;
   attr->max_qp = 1 << 16;
   attr->max_qp_wr = 1 << 15;
   attr->max_sge = 30;
@@ -98,14 +122,14 @@ int(ibv_query_device)(struct ibv_context* ctx, struct ibv_device_attr* attr) {
 /* The exported function takes the compat layout; the caller's buffer is the full one, a prefix
  * of which is what every version of libibverbs fills. */
 int(ibv_query_port)(struct ibv_context* ctx, uint8_t port, struct _compat_ibv_port_attr* compat) {
-  struct fake_device* d = of(ctx);
+  struct fake_device* d = fake_dev_of(ctx);
   if (port < 1 || port > d->ports) return EINVAL;
   struct ibv_port_attr* a = (struct ibv_port_attr*)compat;
   a->state = d->down ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
   a->max_mtu = IBV_MTU_4096;
   a->active_mtu = d->ethernet ? IBV_MTU_1024 : IBV_MTU_4096;
   a->gid_tbl_len = d->ethernet ? FAKE_ETH_GIDS : 1;
-  a->lid = d->ethernet ? 0 : (uint16_t)(1 + d->index);
+  a->lid = fake_ctx_of(ctx)->tcp_port;
   a->active_width = 2;                     /* 4x */
   a->active_speed = d->ethernet ? 32 : 64; /* EDR, HDR */
   a->phys_state = d->down ? 3 : 5;         /* disabled, link up */
@@ -114,19 +138,24 @@ int(ibv_query_port)(struct ibv_context* ctx, uint8_t port, struct _compat_ibv_po
 }
 
 /* One GID of the tables described at the top, with its RoCE version (0 for InfiniBand). */
-static int fake_gid(struct fake_device* d, int port, int index, union ibv_gid* gid, int* version) {
+static int fake_gid(struct ibv_context* ctx, int port, int index, union ibv_gid* gid, int* version) {
+  struct fake_device* d = fake_dev_of(ctx);
   memset(gid, 0, sizeof(*gid));
   *version = 0;
   if (port < 1 || port > d->ports || index < 0 || index >= (d->ethernet ? FAKE_ETH_GIDS : 1)) return EINVAL;
-  char text[64];
+  char text[64], ip[INET_ADDRSTRLEN];
+  uint32_t a = ntohl(fake_ctx_of(ctx)->ip);
+  inet_ntop(AF_INET, &fake_ctx_of(ctx)->ip, ip, sizeof(ip));
   switch (d->ethernet ? index : -1) {
-    case -1: /* InfiniBand: the default GID, the subnet prefix then the port's GUID */
+    case -1:
+      snprintf(text, sizeof(text), "fe80::%x:%x:%x:%x", d->index + 1, port, a >> 16, a & 0xffff);
+      break;
     case 0:
       snprintf(text, sizeof(text), "fe80::%x:%x", d->index + 1, port);
       break;
     case 1:
     case 2:
-      snprintf(text, sizeof(text), "::ffff:10.0.%d.%d", d->index, port);
+      snprintf(text, sizeof(text), "::ffff:%s", ip);
       break;
     case 3:
       snprintf(text, sizeof(text), "fd00::%x:%x", d->index, port);
@@ -142,7 +171,7 @@ static int fake_gid(struct fake_device* d, int port, int index, union ibv_gid* g
 
 int(ibv_query_gid)(struct ibv_context* ctx, uint8_t port, int index, union ibv_gid* gid) {
   int version;
-  return fake_gid(of(ctx), port, index, gid, &version);
+  return fake_gid(ctx, port, index, gid, &version);
 }
 
 int _ibv_query_gid_ex(struct ibv_context* ctx, uint32_t port, uint32_t index, struct ibv_gid_entry* e,
@@ -151,51 +180,28 @@ int _ibv_query_gid_ex(struct ibv_context* ctx, uint32_t port, uint32_t index, st
   if (size < sizeof(*e)) return EINVAL;
   memset(e, 0, sizeof(*e));
   int version;
-  int rc = fake_gid(of(ctx), (int)port, (int)index, &e->gid, &version);
+  int rc = fake_gid(ctx, (int)port, (int)index, &e->gid, &version);
   e->gid_index = index;
   e->port_num = port;
   e->gid_type = version == 2 ? IBV_GID_TYPE_ROCE_V2 : version == 1 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_IB;
   return rc;
 }
 
-/* Not emulated yet: the calls exist so the library's table loads, and fail plainly. */
-struct ibv_pd*(ibv_alloc_pd)(struct ibv_context* ctx) {
-  (void)ctx;
-  return NULL;
-}
-int(ibv_dealloc_pd)(struct ibv_pd* pd) {
-  (void)pd;
-  return EINVAL;
-}
-struct ibv_mr*(ibv_reg_mr)(struct ibv_pd* pd, void* addr, size_t length, int access) {
-  (void)pd, (void)addr, (void)length, (void)access;
-  return NULL;
-}
-int(ibv_dereg_mr)(struct ibv_mr* mr) {
-  (void)mr;
-  return EINVAL;
-}
-struct ibv_cq*(ibv_create_cq)(struct ibv_context* ctx, int cqe, void* cq_context, struct ibv_comp_channel* ch,
-                              int vector) {
-  (void)ctx, (void)cqe, (void)cq_context, (void)ch, (void)vector;
-  return NULL;
-}
-int(ibv_destroy_cq)(struct ibv_cq* cq) {
-  (void)cq;
-  return EINVAL;
-}
-struct ibv_qp*(ibv_create_qp)(struct ibv_pd* pd, struct ibv_qp_init_attr* attr) {
-  (void)pd, (void)attr;
-  return NULL;
-}
-int(ibv_modify_qp)(struct ibv_qp* qp, struct ibv_qp_attr* attr, int mask) {
-  (void)qp, (void)attr, (void)mask;
-  return EINVAL;
-}
-int(ibv_destroy_qp)(struct ibv_qp* qp) {
-  (void)qp;
-  return EINVAL;
-}
 const char*(ibv_wc_status_str)(enum ibv_wc_status status) {
-  return status == IBV_WC_SUCCESS ? "success" : "error";
+  switch (status) {
+    case IBV_WC_SUCCESS:
+      return "success";
+    case IBV_WC_LOC_PROT_ERR:
+      return "local protection error";
+    case IBV_WC_WR_FLUSH_ERR:
+      return "Work Request Flushed Error";
+    case IBV_WC_REM_ACCESS_ERR:
+      return "remote access error";
+    case IBV_WC_RETRY_EXC_ERR:
+      return "transport retry counter exceeded";
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return "RNR retry counter exceeded";
+    default:
+      return "unknown";
+  }
 }

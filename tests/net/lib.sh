@@ -55,3 +55,17 @@ netns_bed() {
   trap 'exit 1' INT TERM
   netns_up "$1" || exit 1
 }
+
+# use_test_ib DEVICES [ADDR]: when WEFT_TEST_NET=IB, the job runs over the IB network on the test
+# verbs provider (tests/ibemu): NCCL_NET=IB, so a job that could not use it fails at init. ADDR:
+# the provider's wire address or interface (namespace hosts: eth0). Exits 77 without the provider.
+use_test_ib() {
+  [ "${WEFT_TEST_NET:-}" = IB ] || return 0
+  local lib="$PWD/${BUILD:-build}/tests/lib/libweft_fake_verbs.so"
+  [ -r "$lib" ] || { echo "SKIP: no test verbs provider ($lib; needs libibverbs-dev)"; exit 77; }
+  export NCCL_NET=IB WEFT_IBVERBS_LIB="$lib" WEFT_FAKE_IB_DEVICES="$1"
+  [ -n "${2:-}" ] && export WEFT_FAKE_IB_ADDR="$2"
+  # Unacknowledged writes fail after 4.096 us x 2^14 x 8 tries (0.5 s), not NCCL's default 34 s.
+  export NCCL_IB_TIMEOUT=${NCCL_IB_TIMEOUT:-14}
+  echo "network under test: IB over the test verbs provider ($1)"
+}

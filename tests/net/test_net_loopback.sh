@@ -8,6 +8,7 @@ cd "$(dirname "$0")/../.."
 . tests/net/lib.sh
 trap 'rm -rf "$NET_LOG"' EXIT
 export NCCL_SOCKET_IFNAME=lo WEFT_TIMEOUT=60
+use_test_ib mlx5_0
 fail=0
 # The last shapes run with one setting changed: 8 KiB network steps (many partial steps and FIFO
 # wrap-arounds, the same step size required on every rank), and two helper threads per connection

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/../.."
 . tests/net/netns.sh
 netns_bed 5
 export NCCL_SOCKET_IFNAME=eth0 WEFT_TIMEOUT=60
+use_test_ib mlx5_0:eth eth0
 fail=0
 for shape in ${NET_SHAPES:-2x1 2x2 3x1 4x2 5x1}; do
   start=$(date +%s)

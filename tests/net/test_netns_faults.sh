@@ -13,6 +13,7 @@ netns_bed 4
 # NCCL_DEBUG=WARN: a rank that learns of the loss between two calls returns "failed earlier" from
 # the next one; its WARN lines (in its log) still carry who was lost.
 export NCCL_SOCKET_IFNAME=eth0 WEFT_TIMEOUT=15 WEFT_WARN_AFTER=5 NCCL_DEBUG=WARN
+use_test_ib mlx5_0 eth0
 fail=0
 check() { # check COND MESSAGE
   if eval "$1"; then echo "ok: $2"; else echo "FAILED: $2"; fail=1; fi

@@ -66,14 +66,15 @@ static void test_selection(void) {
   expect_ports(ENV("NCCL_IB_DISABLE=1"), machine, "");
 }
 
-/* The Ethernet device's GIDs: [1] 10.0.1.1 v1, [2] 10.0.1.1 v2, [3] fd00::1:1 v2, [4] 192.168.1.1 v2. */
+/* The second Ethernet device's GIDs: [1] 127.0.2.1 v1, [2] 127.0.2.1 v2, [3] fd00::1:1 v2, [4] 192.168.1.1
+ * v2. */
 static void test_roce_gid(void) {
   const char* eth = "mlx5_0:eth,mlx5_1:eth";
   expect_ports(NULL, eth, "mlx5_0:1:eth:g2,mlx5_1:1:eth:g2");
   expect_ports(ENV("NCCL_IB_ROCE_VERSION_NUM=1"), eth, "mlx5_0:1:eth:g1,mlx5_1:1:eth:g1");
   expect_ports(ENV("NCCL_IB_ADDR_FAMILY=AF_INET6"), eth, "mlx5_0:1:eth:g3,mlx5_1:1:eth:g3");
   expect_ports(ENV("NCCL_IB_ADDR_RANGE=192.168.0.0/16"), eth, "mlx5_0:1:eth:g4,mlx5_1:1:eth:g4");
-  expect_ports(ENV("NCCL_IB_ADDR_RANGE=10.0.1.0/24"), eth, "mlx5_0:1:eth:g0,mlx5_1:1:eth:g2");
+  expect_ports(ENV("NCCL_IB_ADDR_RANGE=127.0.2.0/24"), eth, "mlx5_0:1:eth:g0,mlx5_1:1:eth:g2");
   expect_ports(ENV("NCCL_IB_GID_INDEX=3"), eth, "mlx5_0:1:eth:g3,mlx5_1:1:eth:g3");
 }
 

@@ -1,16 +1,21 @@
-/* The socket network over loopback: connect/accept, messages of many sizes with tag matching,
- * many in flight, every helper-thread/socket layout, a peer that vanishes (error, no hang) and
- * an orderly close (no error). */
+/* Every built-in network over loopback, with the same cases: connect/accept, messages of many
+ * sizes with tag matching, many in flight, every helper-thread/socket layout (the IB network's
+ * setup and liveness sockets use them too), a peer that vanishes (error, no hang) and an orderly
+ * close (no error). The IB network runs over the test verbs provider (tests/ibemu). */
+#include <libgen.h>
+#include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "net_pair.h"
 #include "transport/net.h"
 
-static const struct weft_net_ops* net = &weft_net_socket_ops;
+static const struct weft_net_ops* net;
 
 static double now_s(void) {
   struct timespec ts;
@@ -162,19 +167,48 @@ static void run_sender_gone(void) {
   net->close_recv(r);
 }
 
-int main(void) {
-  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
-  if (net->init() != ncclSuccess) test_skip("no loopback interface for sockets");
+static void run_network(const struct weft_net_ops* which) {
+  net = which;
+  if (net->init() != ncclSuccess) {
+    EXPECT_MSG(0, "network %s does not start", net->name);
+    return;
+  }
   int ndev = 0;
   EXPECT(net->devices(&ndev) == ncclSuccess && ndev >= 1);
   struct weft_net_props props;
-  EXPECT(net->get_properties(0, &props) == ncclSuccess && strncmp(props.name, "lo", 2) == 0);
+  EXPECT(net->get_properties(0, &props) == ncclSuccess);
   EXPECT(net->get_properties(ndev, &props) != ncclSuccess);
+  printf("network %s, device 0: %s\n", net->name, props.name);
   run_layout("0", "1");
   run_layout("1", "1");
   run_layout("2", "2");
   run_layout("4", "1");
   run_peer_lost();
   run_sender_gone();
+}
+
+/* The test verbs provider beside this binary, one InfiniBand device; 0 when it was not built. */
+static int use_test_verbs(void) {
+  char self[PATH_MAX], lib[PATH_MAX + 64];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) return 0;
+  self[len] = 0;
+  snprintf(lib, sizeof(lib), "%s/../lib/libweft_fake_verbs.so", dirname(self));
+  if (access(lib, R_OK) != 0) return 0;
+  setenv("WEFT_IBVERBS_LIB", lib, 1);
+  setenv("WEFT_FAKE_IB_DEVICES", "mlx5_0", 1);
+  return 1;
+}
+
+int main(void) {
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  if (weft_net_socket_ops.init() != ncclSuccess) test_skip("no loopback interface for sockets");
+  struct weft_net_props props;
+  EXPECT(weft_net_socket_ops.get_properties(0, &props) == ncclSuccess && strncmp(props.name, "lo", 2) == 0);
+  run_network(&weft_net_socket_ops);
+  if (use_test_verbs())
+    run_network(&weft_net_ib_ops);
+  else
+    printf("IB network not tested: no test verbs provider built (needs libibverbs-dev)\n");
   return test_finish("test_net");
 }

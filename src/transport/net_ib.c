@@ -1,0 +1,324 @@
+/* The IB network's devices and connection setup. listen makes the receiving queue pair and puts
+ * its address in the handle after the socket network's part; connect makes the sending queue
+ * pair, connects it at once and sends its address over an authenticated socket connection; accept
+ * connects the receiving queue pair when that address arrives. The sender never waits for the
+ * receiver, which may still be blocked elsewhere until the sender has connected. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/net_ib_comm.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/param.h"
+
+#if WEFT_IBVERBS_HEADERS
+
+#define IB_MAGIC 0x49425631u /* "IBV1" */
+
+static const struct weft_net_ops* sock = &weft_net_socket_ops;
+static const struct weft_ib_port* ports;
+static int nports;
+
+struct ib_listen {
+  void* sock_listen;
+  struct ib_comm* pending; /* accepted, setup under way */
+  struct weft_auth_key key;
+  int dev;
+};
+
+static ncclResult_t ib_init(void) {
+  WEFT_CHECK(weft_ib_ports(&ports, &nports));
+  if (nports == 0) return ncclSystemError; /* INFO said why; the next network is tried */
+  return sock->init();                     /* setup and liveness go over sockets */
+}
+
+static ncclResult_t ib_devices(int* n) {
+  *n = nports;
+  return ncclSuccess;
+}
+
+static ncclResult_t ib_props(int dev, struct weft_net_props* p) {
+  if (dev < 0 || dev >= nports) return ncclInvalidArgument;
+  memset(p, 0, sizeof(*p));
+  snprintf(p->name, sizeof(p->name), "%.50s:%d", ports[dev].name, ports[dev].port);
+  struct weft_net_props s;
+  /* Errors name a peer by its host's socket address: people know hosts by that, not by GID. */
+  if (sock->get_properties(0, &s) == ncclSuccess) snprintf(p->addr, sizeof(p->addr), "%s", s.addr);
+  p->speed_mbps = ports[dev].speed_mbps;
+  p->latency_us = 0;
+  p->max_comms = 65536;
+  return ncclSuccess;
+}
+
+/* ---- queue pairs ---- */
+
+static int mtu_enum(int bytes) {
+  int e = 1; /* IBV_MTU_256 */
+  while (e < 5 && (256 << (e - 1)) < bytes) e++;
+  return e;
+}
+
+static ncclResult_t make_qp(struct ib_comm* c, const struct weft_ibv_fns* ibv) {
+  struct ibv_context* ctx = c->port->ctx;
+  c->pd = ibv->alloc_pd(ctx);
+  c->cq = c->pd ? ibv->create_cq(ctx, 4 * IB_SLOTS + 8, NULL, NULL, 0) : NULL;
+  if (c->cq == NULL) return weft_ib_fail(c, ncclSystemError, "cannot allocate a protection domain or CQ");
+  struct ibv_qp_init_attr qa;
+  memset(&qa, 0, sizeof(qa));
+  qa.send_cq = qa.recv_cq = c->cq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = 3 * IB_SLOTS;
+  qa.cap.max_recv_wr = IB_SLOTS;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  c->qp = ibv->create_qp(c->pd, &qa);
+  if (c->qp == NULL) return weft_ib_fail(c, ncclSystemError, "cannot create a queue pair");
+  struct ibv_qp_attr a;
+  memset(&a, 0, sizeof(a));
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = (uint8_t)c->port->port;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  if (ibv->modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
+    return weft_ib_fail(c, ncclSystemError, "cannot move the queue pair to INIT");
+  return ncclSuccess;
+}
+
+/* The FIFO of clear-to-send slots: the sender's is written by the receiver; the receiver's is
+ * what it writes from. */
+static ncclResult_t make_fifo(struct ib_comm* c, const struct weft_ibv_fns* ibv) {
+  c->fifo = calloc(IB_SLOTS, sizeof(*c->fifo));
+  if (c->fifo == NULL) return weft_ib_fail(c, ncclSystemError, "out of memory");
+  int access = IBV_ACCESS_LOCAL_WRITE | (c->is_send ? IBV_ACCESS_REMOTE_WRITE : 0);
+  c->fifo_mr = ibv->reg_mr(c->pd, c->fifo, IB_SLOTS * sizeof(*c->fifo), access);
+  if (!c->is_send) c->seq_mr = ibv->reg_mr(c->pd, c->seq_out, sizeof(c->seq_out), IBV_ACCESS_LOCAL_WRITE);
+  if (c->fifo_mr == NULL || (!c->is_send && c->seq_mr == NULL))
+    return weft_ib_fail(c, ncclSystemError, "cannot register the FIFO");
+  return ncclSuccess;
+}
+
+static void fill_info(struct ib_comm* c, struct ib_info* info) {
+  memset(info, 0, sizeof(*info));
+  info->magic = IB_MAGIC;
+  info->qpn = c->qp->qp_num;
+  info->mtu = (uint32_t)mtu_enum(c->port->mtu);
+  info->lid = c->port->lid;
+  memcpy(info->gid, c->port->gid, 16);
+  if (c->is_send) {
+    info->fifo_addr = (uint64_t)(uintptr_t)c->fifo;
+    info->fifo_rkey = c->fifo_mr->rkey;
+  }
+}
+
+static ncclResult_t make_resources(struct ib_comm* c) {
+  const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
+  WEFT_CHECK(make_qp(c, ibv));
+  WEFT_CHECK(make_fifo(c, ibv));
+  fill_info(c, &c->info);
+  return ncclSuccess;
+}
+
+static int param_or(const char* name, int dflt) {
+  int v = (int)weft_param_int(name);
+  return v < 0 ? dflt : v;
+}
+
+/* Ready to receive, then ready to send, with the peer's address (always with a global route
+ * header: RoCE needs one, and on InfiniBand it works within a subnet too). */
+static ncclResult_t connect_qp(struct ib_comm* c) {
+  const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
+  const struct ib_info* peer = &c->peer;
+  if (peer->magic != IB_MAGIC) return weft_ib_fail(c, ncclRemoteError, "peer sent a malformed setup message");
+  inet_ntop(AF_INET6, peer->gid, c->peer_addr, sizeof(c->peer_addr));
+  struct ibv_qp_attr a;
+  memset(&a, 0, sizeof(a));
+  a.qp_state = IBV_QPS_RTR;
+  int mtu = mtu_enum(c->port->mtu);
+  a.path_mtu = (enum ibv_mtu)((int)peer->mtu < mtu ? (int)peer->mtu : mtu);
+  a.dest_qp_num = peer->qpn;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
+  a.ah_attr.grh.sgid_index = (uint8_t)c->port->gid_index;
+  a.ah_attr.grh.hop_limit = 255;
+  a.ah_attr.grh.traffic_class = (uint8_t)param_or("NCCL_IB_TC", 0);
+  a.ah_attr.dlid = peer->lid;
+  a.ah_attr.sl = (uint8_t)param_or("NCCL_IB_SL", 0);
+  a.ah_attr.port_num = (uint8_t)c->port->port;
+  int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  if (ibv->modify_qp(c->qp, &a, mask) != 0)
+    return weft_ib_fail(c, ncclSystemError, "cannot move the QP to RTR");
+  memset(&a, 0, sizeof(a));
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = (uint8_t)param_or("NCCL_IB_TIMEOUT", 20);
+  a.retry_cnt = (uint8_t)param_or("NCCL_IB_RETRY_CNT", 7);
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+         IBV_QP_MAX_QP_RD_ATOMIC;
+  if (ibv->modify_qp(c->qp, &a, mask) != 0)
+    return weft_ib_fail(c, ncclSystemError, "cannot move the QP to RTS");
+  c->stage = IB_READY;
+  if (c->is_send) return ncclSuccess;
+  /* From now on the control connection only tells when the sender is gone. */
+  void* bufs[1] = {&c->live_byte};
+  size_t sizes[1] = {1};
+  int tags[1] = {0};
+  return sock->irecv(c->ctrl, 1, bufs, sizes, tags, &c->ctrl_req);
+}
+
+/* ---- setup ---- */
+
+/* The receiver's one setup step: the sender's address arrives, the queue pair connects. */
+ncclResult_t weft_ib_progress_setup(struct ib_comm* c) {
+  if (c->error != ncclSuccess || c->stage == IB_READY) return c->error;
+  int done = 0;
+  if (sock->test(c->ctrl_req, &done, NULL) != ncclSuccess)
+    return weft_ib_fail(c, ncclRemoteError, "the sender went away during setup");
+  if (!done) return ncclSuccess;
+  c->ctrl_req = NULL;
+  return connect_qp(c);
+}
+
+/* ---- listen, connect, accept, close ---- */
+
+static struct ib_comm* comm_new(int is_send, int dev, const struct weft_auth_key* key) {
+  struct ib_comm* c = calloc(1, sizeof(*c));
+  if (c == NULL) return NULL;
+  c->is_send = is_send;
+  c->port = &ports[dev];
+  if (key)
+    c->key = *key;
+  else
+    weft_auth_public_key(&c->key);
+  snprintf(c->peer_addr, sizeof(c->peer_addr), "?");
+  for (int i = 0; i < IB_SLOTS; i++) c->reqs[i].c = c;
+  return c;
+}
+
+static void comm_free(struct ib_comm* c) {
+  const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
+  for (int i = 0; i < IB_SLOTS; i++) weft_ib_req_release(&c->reqs[i]);
+  if (c->qp) ibv->destroy_qp(c->qp);
+  if (c->fifo_mr) ibv->dereg_mr(c->fifo_mr);
+  if (c->seq_mr) ibv->dereg_mr(c->seq_mr);
+  if (c->cq) ibv->destroy_cq(c->cq);
+  if (c->pd) ibv->dealloc_pd(c->pd);
+  free(c->fifo);
+  if (c->ctrl) c->is_send ? sock->close_send(c->ctrl) : sock->close_recv(c->ctrl);
+  free(c);
+}
+
+static ncclResult_t ib_listen(int dev, const struct weft_auth_key* key, void* handle, void** out) {
+  *out = NULL;
+  if (dev < 0 || dev >= nports) {
+    WEFT_WARN("NET/IB: device %d does not exist (%d devices)", dev, nports);
+    return ncclInvalidArgument;
+  }
+  struct ib_listen* l = calloc(1, sizeof(*l));
+  struct ib_comm* c = l ? comm_new(0, dev, key) : NULL;
+  ncclResult_t res = c ? make_resources(c) : ncclSystemError;
+  if (res == ncclSuccess) res = sock->listen(0, key, handle, &l->sock_listen);
+  if (res != ncclSuccess) {
+    if (c) comm_free(c);
+    free(l);
+    return res;
+  }
+  ((struct ib_handle*)handle)->info = c->info;
+  l->pending = c;
+  *out = l;
+  return ncclSuccess;
+}
+
+static ncclResult_t ib_connect(int dev, const struct weft_auth_key* key, void* handle, void** out) {
+  struct ib_handle* h = handle;
+  *out = NULL;
+  if (dev < 0 || dev >= nports) return ncclInvalidArgument;
+  void* ctrl = NULL;
+  WEFT_CHECK(sock->connect(0, key, h->sock, &ctrl)); /* the socket keeps its progress in its part */
+  if (ctrl == NULL) return ncclSuccess;
+  struct ib_comm* c = comm_new(1, dev, key);
+  if (c == NULL) {
+    sock->close_send(ctrl);
+    return ncclSystemError;
+  }
+  c->ctrl = ctrl;
+  c->peer = h->info;
+  ncclResult_t res = make_resources(c);
+  if (res == ncclSuccess) res = sock->isend(c->ctrl, &c->info, sizeof(c->info), 0, &c->ctrl_req);
+  if (res == ncclSuccess && c->ctrl_req == NULL)
+    res = weft_ib_fail(c, ncclInternalError, "no request free on a new connection");
+  if (res == ncclSuccess) res = connect_qp(c);
+  if (res != ncclSuccess) {
+    comm_free(c);
+    return res;
+  }
+  *out = c;
+  return ncclSuccess;
+}
+
+static ncclResult_t ib_accept(void* listen_comm, void** out) {
+  struct ib_listen* l = listen_comm;
+  struct ib_comm* c = l->pending;
+  *out = NULL;
+  if (c == NULL) {
+    WEFT_WARN("NET/IB: a listener accepts one connection");
+    return ncclInvalidUsage;
+  }
+  if (c->ctrl == NULL) {
+    WEFT_CHECK(sock->accept(l->sock_listen, &c->ctrl));
+    if (c->ctrl == NULL) return ncclSuccess;
+    void* bufs[1] = {&c->peer};
+    size_t sizes[1] = {sizeof(c->peer)};
+    int tags[1] = {0};
+    WEFT_CHECK(sock->irecv(c->ctrl, 1, bufs, sizes, tags, &c->ctrl_req));
+    if (c->ctrl_req == NULL) return weft_ib_fail(c, ncclInternalError, "no request free on a new connection");
+  }
+  WEFT_CHECK(weft_ib_progress_setup(c));
+  if (c->stage != IB_READY) return ncclSuccess;
+  l->pending = NULL;
+  *out = c;
+  return ncclSuccess;
+}
+
+static ncclResult_t ib_close(void* comm) {
+  if (comm) comm_free(comm);
+  return ncclSuccess;
+}
+
+static ncclResult_t ib_close_listen(void* listen_comm) {
+  struct ib_listen* l = listen_comm;
+  if (l == NULL) return ncclSuccess;
+  if (l->pending) comm_free(l->pending);
+  ncclResult_t res = sock->close_listen(l->sock_listen);
+  free(l);
+  return res;
+}
+
+const struct weft_net_ops weft_net_ib_ops = {
+    .name = "IB",
+    .init = ib_init,
+    .devices = ib_devices,
+    .get_properties = ib_props,
+    .listen = ib_listen,
+    .connect = ib_connect,
+    .accept = ib_accept,
+    .isend = weft_ib_isend,
+    .irecv = weft_ib_irecv,
+    .test = weft_ib_test,
+    .close_send = ib_close,
+    .close_recv = ib_close,
+    .close_listen = ib_close_listen,
+};
+
+#else
+
+static ncclResult_t ib_unavailable(void) {
+  WEFT_INFO(WEFT_NET | WEFT_INIT, "NET/IB: built without <infiniband/verbs.h>");
+  return ncclSystemError;
+}
+const struct weft_net_ops weft_net_ib_ops = {.name = "IB", .init = ib_unavailable};
+
+#endif

@@ -1,0 +1,110 @@
+/* The IB network's connections, shared by its setup (net_ib.c) and data path (net_ib_data.c).
+ * Every connection is one RC queue pair plus an authenticated socket connection (the socket
+ * network's) from sender to receiver that carries the sender's address at setup and then tells
+ * the receiver when the sender is gone; the sender finds a receiver that is gone by writing.
+ * The receiver advertises each posted receive in a slot of the sender's "clear to send" FIFO
+ * with an RDMA write; the sender writes the message straight into the buffer its tag picks,
+ * with an immediate that names the buffer and the size. */
+#ifndef WEFT_TRANSPORT_NET_IB_COMM_H
+#define WEFT_TRANSPORT_NET_IB_COMM_H
+
+#include "transport/net.h"
+#include "transport/net_ib.h"
+#include "util/auth.h"
+
+#if WEFT_IBVERBS_HEADERS
+
+#define IB_SLOTS WEFT_NET_MAX_REQUESTS
+#define IB_IMM_SIZE_BITS 30 /* an immediate holds the buffer index (2 bits) and the size */
+#define IB_MAX_MESSAGE ((size_t)1 << IB_IMM_SIZE_BITS)
+#define IB_WR_CTS (1ull << 32)   /* wr_id flags: the receiver's FIFO writes, */
+#define IB_WR_PROBE (1ull << 33) /* the sender's empty writes that find a receiver gone */
+
+/* One posted receive as the sender sees it. seq is written last, by its own RDMA write. */
+struct ib_cts_entry {
+  uint64_t addr, size;
+  uint32_t rkey;
+  int32_t tag;
+};
+struct ib_cts_slot {
+  struct ib_cts_entry e[WEFT_NET_MAX_RECVS];
+  uint32_t n, pad;
+  uint64_t seq; /* irecv number + 1 */
+};
+
+/* What each side tells the other at setup. */
+struct ib_info {
+  uint32_t magic, qpn, mtu, pad;
+  uint16_t lid;
+  uint8_t gid[16];
+  uint64_t fifo_addr; /* the sender's FIFO (0 from the receiver) */
+  uint32_t fifo_rkey;
+};
+/* The listen handle: the socket network's, then the receiver's queue pair. */
+struct ib_handle {
+  uint8_t sock[WEFT_NET_SOCKET_HANDLE_BYTES];
+  struct ib_info info;
+};
+_Static_assert(sizeof(struct ib_handle) <= WEFT_NET_HANDLE_BYTES, "IB handle too large");
+
+enum ib_stage {
+  IB_R_WAIT_HELLO, /* receiver: the sender's address is on its way */
+  IB_READY
+};
+
+struct ib_comm;
+struct ib_req {
+  struct ib_comm* c;
+  int used, done, nbuf;
+  int got_index; /* irecv: the buffer the message landed in */
+  size_t got_size;
+  uint64_t seq;
+  const void* data; /* isend */
+  size_t size;
+  int tag;
+  size_t sizes[WEFT_NET_MAX_RECVS]; /* irecv: capacities, then what arrived (SIZE_MAX: nothing) */
+  struct ibv_mr* mr[WEFT_NET_MAX_RECVS];
+};
+
+struct ib_comm {
+  int is_send;
+  int stage; /* enum ib_stage; IB_READY when data may flow */
+  const struct weft_ib_port* port;
+  struct weft_auth_key key;
+  void* ctrl;       /* the socket comm: the sender's send side, the receiver's receive side */
+  void* ctrl_req;   /* sender: its address on the way; receiver: awaiting it, then the receive
+                       that ends when the sender goes */
+  int peer_gone;    /* receiver: the sender closed its end; nothing more will come */
+  int64_t probe_ns; /* sender: when the last probe write went out */
+  int probing;      /* sender: a probe write is in flight */
+  struct ib_info info, peer;
+  uint8_t live_byte;
+  struct ibv_pd* pd;
+  struct ibv_cq* cq;
+  struct ibv_qp* qp;
+  struct ib_cts_slot* fifo; /* sender: written by the receiver; receiver: what it writes from */
+  struct ibv_mr* fifo_mr;
+  uint64_t seq_out[IB_SLOTS]; /* receiver: the seq words its writes carry */
+  struct ibv_mr* seq_mr;
+  struct ib_req reqs[IB_SLOTS];
+  uint64_t issued, posted; /* requests made; sender: writes posted, in order */
+  ncclResult_t error;
+  char peer_addr[64];
+};
+
+/* net_ib_data.c */
+ncclResult_t weft_ib_isend(void* send_comm, const void* data, size_t size, int tag, void** request);
+ncclResult_t weft_ib_irecv(void* recv_comm, int n, void* const* data, const size_t* sizes, const int* tags,
+                           void** request);
+ncclResult_t weft_ib_test(void* request, int* done, size_t* sizes);
+/* Records the first failure of c (WARN naming the device and the peer) and returns it. */
+ncclResult_t weft_ib_fail(struct ib_comm* c, ncclResult_t res, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Deregisters what a finished or abandoned request registered. */
+void weft_ib_req_release(struct ib_req* r);
+
+/* net_ib.c: moves c's setup on; ncclSuccess while it is still under way. */
+ncclResult_t weft_ib_progress_setup(struct ib_comm* c);
+
+#endif
+#endif

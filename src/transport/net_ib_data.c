@@ -1,0 +1,273 @@
+/* The IB network's data path. irecv registers its buffers, posts a receive and writes the
+ * offer (addresses, rkeys, sizes, tags) into the sender's FIFO slot for that receive, then the
+ * slot's sequence word in a second, later write, so a sender that sees the word sees the whole
+ * offer. isend waits for its slot's offer and writes the message, with immediate data naming the
+ * buffer and the size, straight into the buffer whose tag matches. Sends go out in order, so
+ * immediates consume posted receives in the order the receives were made. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "transport/net_ib_comm.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#if WEFT_IBVERBS_HEADERS
+
+ncclResult_t weft_ib_fail(struct ib_comm* c, ncclResult_t res, const char* fmt, ...) {
+  if (c->error != ncclSuccess) return c->error;
+  char why[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  WEFT_WARN("NET/IB: %s:%d connection %s peer GID %s: %s", c->port->name, c->port->port,
+            c->is_send ? "to" : "from", c->peer_addr, why);
+  c->error = res;
+  return res;
+}
+
+void weft_ib_req_release(struct ib_req* r) {
+  const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
+  for (int i = 0; i < WEFT_NET_MAX_RECVS; i++) {
+    if (r->mr[i]) ibv->dereg_mr(r->mr[i]);
+    r->mr[i] = NULL;
+  }
+  r->used = 0;
+}
+
+/* The next request in order, or NULL when its slot's earlier request is not released yet. */
+static struct ib_req* req_alloc(struct ib_comm* c) {
+  struct ib_req* r = &c->reqs[c->issued % IB_SLOTS];
+  if (r->used) return NULL;
+  memset(r, 0, sizeof(*r));
+  r->c = c;
+  r->used = 1;
+  r->seq = c->issued++;
+  return r;
+}
+
+/* Each request registers its own buffers: a buffer freed and reallocated at the same address
+ * would make a cached registration point at pages that are no longer the caller's. */
+static ncclResult_t reg(struct ib_comm* c, void* p, size_t n, int access, struct ibv_mr** out) {
+  *out = NULL;
+  if (n == 0) return ncclSuccess;
+  *out = weft_ibv_load(NULL)->reg_mr(c->pd, p, n, access);
+  if (*out == NULL)
+    return weft_ib_fail(c, ncclSystemError, "cannot register %zu bytes at %p: %s", n, p, strerror(errno));
+  return ncclSuccess;
+}
+
+static ncclResult_t post_write(struct ib_comm* c, uint64_t wr_id, const void* src, size_t size, uint32_t lkey,
+                               uint64_t remote, uint32_t rkey, int with_imm, uint32_t imm) {
+  struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)src, .length = (uint32_t)size, .lkey = lkey};
+  struct ibv_send_wr wr, *bad = NULL;
+  memset(&wr, 0, sizeof(wr));
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = size > 0;
+  wr.opcode = with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED; /* every write retires its queue entry */
+  wr.imm_data = htonl(imm);
+  wr.wr.rdma.remote_addr = remote;
+  wr.wr.rdma.rkey = rkey;
+  int rc = ibv_post_send(c->qp, &wr, &bad);
+  if (rc != 0) return weft_ib_fail(c, ncclSystemError, "cannot post an RDMA write: %s", strerror(rc));
+  return ncclSuccess;
+}
+
+/* ---- completions ---- */
+
+static ncclResult_t on_completion(struct ib_comm* c, const struct ibv_wc* wc) {
+  if (wc->status != IBV_WC_SUCCESS)
+    return weft_ib_fail(c, ncclRemoteError, "%s %s (verbs status %d)",
+                        (wc->wr_id & IB_WR_CTS) ? "offer" : "transfer",
+                        weft_ibv_load(NULL)->wc_status_str(wc->status), (int)wc->status);
+  if (wc->wr_id & IB_WR_PROBE) c->probing = 0;
+  if (wc->wr_id & (IB_WR_CTS | IB_WR_PROBE)) return ncclSuccess;
+  struct ib_req* r = &c->reqs[wc->wr_id % IB_SLOTS];
+  if (c->is_send) {
+    r->done = 1;
+    return ncclSuccess;
+  }
+  uint32_t imm = ntohl(wc->imm_data);
+  int index = (int)(imm >> IB_IMM_SIZE_BITS);
+  size_t size = imm & (IB_MAX_MESSAGE - 1);
+  if (index >= r->nbuf || size > r->sizes[index] || wc->byte_len != size)
+    return weft_ib_fail(c, ncclRemoteError, "message does not match the offer (buffer %d, %zu bytes)", index,
+                        size);
+  r->got_index = index;
+  r->got_size = size;
+  r->done = 1;
+  return ncclSuccess;
+}
+
+static ncclResult_t poll(struct ib_comm* c) {
+  struct ibv_wc wc[16];
+  for (;;) {
+    int n = ibv_poll_cq(c->cq, 16, wc);
+    if (n < 0) return weft_ib_fail(c, ncclSystemError, "cannot poll the completion queue");
+    for (int i = 0; i < n; i++) WEFT_CHECK(on_completion(c, &wc[i]));
+    if (n < 16) return ncclSuccess;
+  }
+}
+
+/* ---- sends ---- */
+
+/* Writes every send whose offer has arrived, in order. */
+static ncclResult_t post_sends(struct ib_comm* c) {
+  while (c->posted < c->issued) {
+    struct ib_req* r = &c->reqs[c->posted % IB_SLOTS];
+    struct ib_cts_slot* s = &c->fifo[c->posted % IB_SLOTS];
+    if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != c->posted + 1) return ncclSuccess;
+    int i = 0, n = s->n < WEFT_NET_MAX_RECVS ? (int)s->n : WEFT_NET_MAX_RECVS;
+    while (i < n && s->e[i].tag != r->tag) i++;
+    if (i == n) return weft_ib_fail(c, ncclInvalidUsage, "the receiver offers no buffer for tag %d", r->tag);
+    if (r->size > s->e[i].size)
+      return weft_ib_fail(c, ncclInvalidUsage,
+                          "a %zu-byte message does not fit the receiver's %llu-byte buffer", r->size,
+                          (unsigned long long)s->e[i].size);
+    uint32_t imm = (uint32_t)i << IB_IMM_SIZE_BITS | (uint32_t)r->size;
+    WEFT_CHECK(post_write(c, c->posted % IB_SLOTS, r->data, r->size, r->mr[0] ? r->mr[0]->lkey : 0,
+                          s->e[i].addr, s->e[i].rkey, 1, imm));
+    c->posted++;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t weft_ib_isend(void* send_comm, const void* data, size_t size, int tag, void** request) {
+  struct ib_comm* c = send_comm;
+  *request = NULL;
+  if (size >= IB_MAX_MESSAGE) {
+    WEFT_WARN("NET/IB: a message of %zu bytes is larger than the %zu bytes one send can carry", size,
+              IB_MAX_MESSAGE - 1);
+    return ncclInvalidArgument;
+  }
+  WEFT_CHECK(weft_ib_progress_setup(c));
+  if (c->stage != IB_READY) return ncclSuccess;
+  struct ib_req* r = req_alloc(c);
+  if (r == NULL) return ncclSuccess;
+  r->data = data;
+  r->size = size;
+  r->tag = tag;
+  r->nbuf = 1;
+  ncclResult_t res = reg(c, (void*)data, size, 0, &r->mr[0]);
+  if (res == ncclSuccess) res = post_sends(c);
+  if (res != ncclSuccess) return res;
+  *request = r;
+  return ncclSuccess;
+}
+
+/* ---- receives ---- */
+
+static ncclResult_t offer(struct ib_comm* c, struct ib_req* r, void* const* data, const int* tags) {
+  int slot = (int)(r->seq % IB_SLOTS);
+  struct ib_cts_slot* s = &c->fifo[slot];
+  memset(s, 0, sizeof(*s));
+  for (int i = 0; i < r->nbuf; i++) {
+    WEFT_CHECK(reg(c, data[i], r->sizes[i], IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &r->mr[i]));
+    s->e[i] = (struct ib_cts_entry){.addr = (uint64_t)(uintptr_t)data[i],
+                                    .size = r->sizes[i],
+                                    .rkey = r->mr[i] ? r->mr[i]->rkey : 0,
+                                    .tag = tags[i]};
+  }
+  s->n = (uint32_t)r->nbuf;
+  c->seq_out[slot] = r->seq + 1;
+  struct ibv_recv_wr wr = {.wr_id = (uint64_t)slot}, *bad = NULL;
+  int rc = ibv_post_recv(c->qp, &wr, &bad);
+  if (rc != 0) return weft_ib_fail(c, ncclSystemError, "cannot post a receive: %s", strerror(rc));
+  const struct ib_info* peer = &c->peer;
+  uint64_t remote = peer->fifo_addr + (uint64_t)slot * sizeof(*s);
+  WEFT_CHECK(post_write(c, IB_WR_CTS | (uint64_t)slot, s, offsetof(struct ib_cts_slot, seq), c->fifo_mr->lkey,
+                        remote, peer->fifo_rkey, 0, 0));
+  return post_write(c, IB_WR_CTS | (uint64_t)slot, &c->seq_out[slot], sizeof(uint64_t), c->seq_mr->lkey,
+                    remote + offsetof(struct ib_cts_slot, seq), peer->fifo_rkey, 0, 0);
+}
+
+ncclResult_t weft_ib_irecv(void* recv_comm, int n, void* const* data, const size_t* sizes, const int* tags,
+                           void** request) {
+  struct ib_comm* c = recv_comm;
+  *request = NULL;
+  if (n < 1 || n > WEFT_NET_MAX_RECVS) {
+    WEFT_WARN("NET/IB: irecv with %d buffers (1 to %d)", n, WEFT_NET_MAX_RECVS);
+    return ncclInvalidArgument;
+  }
+  for (int i = 0; i < n; i++) {
+    if (sizes[i] >= IB_MAX_MESSAGE) {
+      WEFT_WARN("NET/IB: a receive buffer of %zu bytes is larger than one send can fill", sizes[i]);
+      return ncclInvalidArgument;
+    }
+  }
+  WEFT_CHECK(weft_ib_progress_setup(c));
+  if (c->stage != IB_READY) return ncclSuccess;
+  struct ib_req* r = req_alloc(c);
+  if (r == NULL) return ncclSuccess;
+  r->nbuf = n;
+  memcpy(r->sizes, sizes, (size_t)n * sizeof(*sizes));
+  WEFT_CHECK(offer(c, r, data, tags));
+  *request = r;
+  return ncclSuccess;
+}
+
+/* ---- test ---- */
+
+/* Receiver: whether the sender closed its end (the one receive on the control connection
+ * ends then). */
+static void watch_sender(struct ib_comm* c) {
+  int done = 0;
+  if (c->peer_gone || c->ctrl_req == NULL) return;
+  if (weft_net_socket_ops.test(c->ctrl_req, &done, NULL) != ncclSuccess || done) {
+    c->peer_gone = 1;
+    c->ctrl_req = NULL;
+  }
+}
+
+/* Sender: while a send waits for its offer, an empty write each second finds a receiver that
+ * is gone (it completes with an error once the queue pair's retries run out). */
+static ncclResult_t probe_receiver(struct ib_comm* c) {
+  int64_t now = weft_time_ns();
+  if (c->probing || now - c->probe_ns < 1000000000ll) return ncclSuccess;
+  c->probing = 1;
+  c->probe_ns = now;
+  return post_write(c, IB_WR_PROBE, NULL, 0, 0, c->peer.fifo_addr, 0, 0, 0);
+}
+
+static ncclResult_t progress(struct ib_comm* c) {
+  WEFT_CHECK(poll(c));
+  if (!c->is_send) return ncclSuccess;
+  int done = 0;
+  if (c->ctrl_req != NULL && weft_net_socket_ops.test(c->ctrl_req, &done, NULL) != ncclSuccess)
+    return weft_ib_fail(c, ncclRemoteError, "the receiver went away during setup");
+  if (done) c->ctrl_req = NULL;
+  return post_sends(c);
+}
+
+ncclResult_t weft_ib_test(void* request, int* done, size_t* sizes) {
+  struct ib_req* r = request;
+  struct ib_comm* c = r->c;
+  *done = 0;
+  if (c->error != ncclSuccess) return c->error;
+  WEFT_CHECK(progress(c));
+  if (!r->done && c->is_send) return probe_receiver(c);
+  if (!r->done) {
+    watch_sender(c);
+    /* The sender's last message completes before it closes: look once more before failing. */
+    if (c->peer_gone) WEFT_CHECK(progress(c));
+    if (!r->done && c->peer_gone) return weft_ib_fail(c, ncclRemoteError, "the sender closed the connection");
+    if (!r->done) return ncclSuccess;
+  }
+  if (sizes != NULL) {
+    for (int i = 0; i < r->nbuf; i++) sizes[i] = c->is_send ? r->size : SIZE_MAX;
+    if (!c->is_send) sizes[r->got_index] = r->got_size;
+  }
+  weft_ib_req_release(r);
+  *done = 1;
+  return ncclSuccess;
+}
+
+#endif

@@ -1,0 +1,35 @@
+/* The test verbs provider's shared pieces: devices (fake_verbs.c) and the emulated RC fabric
+ * between processes (fake_fabric.c). */
+#ifndef WEFT_TESTS_IBEMU_FAKE_H
+#define WEFT_TESTS_IBEMU_FAKE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+struct fake_device {
+  struct ibv_device dev; /* first: the library hands out &dev */
+  int index, ethernet, ports, down;
+};
+
+/* An open device: its listener is where peers' queue pairs connect (the "wire"). */
+struct fake_context {
+  struct ibv_context ctx; /* first */
+  int listen_fd;
+  uint16_t tcp_port; /* reported as every port's LID */
+  uint32_t ip;       /* network order; in every GID's last 4 bytes */
+  pthread_t acceptor;
+  int acceptor_running;
+};
+
+static inline struct fake_device* fake_dev_of(struct ibv_context* ctx) {
+  return (struct fake_device*)ctx->device;
+}
+static inline struct fake_context* fake_ctx_of(struct ibv_context* ctx) { return (struct fake_context*)ctx; }
+
+/* fake_fabric.c: starts and stops a context's listener and fills its data-path ops. */
+int fake_fabric_open(struct fake_context* fc);
+void fake_fabric_close(struct fake_context* fc);
+
+#endif
