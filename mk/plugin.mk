@@ -11,6 +11,6 @@ $(TUNER_PLUGIN_DIR)/libnccl-tuner-force%.so: tests/plugin/tuner_force.c include/
 $(TUNER_PLUGIN_DIR)/libnccl-tuner-nosym.so: tests/plugin/tuner_nosym.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(OPT) -fPIC -shared -o $@ $<
-$(TUNER_PLUGIN_DIR)/tuner_job: tests/plugin/tuner_job.c $(SHLIB)
+$(TUNER_PLUGIN_DIR)/tuner_job: tests/plugin/tuner_job.c $(TEST_COMMON) $(SHLIB)
 	@mkdir -p $(dir $@)
-	$(CC) -Iinclude -std=gnu11 $(OPT) -Wall -Wextra -pthread $(SANFLAGS) -o $@ $< -L$(BUILD)/lib -lnccl -Wl,-rpath,'$$ORIGIN/../../lib' $(LDLIBS)
+	$(CC) -Iinclude -Itests/common -std=gnu11 $(OPT) -Wall -Wextra -pthread $(SANFLAGS) -o $@ $< $(TEST_COMMON) -L$(BUILD)/lib -lnccl -Wl,-rpath,'$$ORIGIN/../../lib' $(LDLIBS)

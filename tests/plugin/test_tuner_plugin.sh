@@ -77,9 +77,10 @@ counted v3 3 $NR
 run v2 NCCL_TUNER_PLUGIN=force2 TEST_TUNER_FORCE=tree,ll
 forced v2 "algo Tree proto LL" 2
 counted v2 2 $NR
-# A pair Weft does not run (LL128) is ignored: the model's choice stays.
-run ll128 NCCL_TUNER_PLUGIN=force6 TEST_TUNER_FORCE=ring,ll128 WEFT_DIRECT=0
-[ "$(pairs ll128)" = "$model" ] || err "ll128: want the model's '$model', got '$(pairs ll128)'"
+# A pair that was not on offer (NCCL_ALGO excludes Tree) stays out even when the plugin makes it free.
+run excluded NCCL_TUNER_PLUGIN=force6 NCCL_ALGO=Ring TEST_TUNER_FORCE=tree,ll TEST_TUNER_RAISE=1
+case "$(pairs excluded)" in "" | *Tree*) err "excluded: want Ring only, got '$(pairs excluded)'" ;; esac
+counted excluded 6 $NR
 # Split children get their own init and finalize.
 SPLIT=split run split NCCL_TUNER_PLUGIN=force6 TEST_TUNER_FORCE=tree,ll
 counted split 6 $((2 * NR))
@@ -113,6 +114,18 @@ run failing NCCL_TUNER_PLUGIN=force6 TEST_TUNER_FORCE=tree,ll TEST_TUNER_FAIL=1
 [ "$(grep -c 'WARN rank [0-9]: tuner plugin force (v6): getCollInfo failed (internal error' "$tmp/failing.log")" = $NR ] ||
   err "failing: want one WARN per rank"
 counted failing 6 $NR
+
+# Process ranks: the same forcing; then ranks that did not all load the plugin (rank 1 says none)
+# all fall back to the model, with a WARN, instead of planning the same call differently.
+SPLIT=procs run procs NCCL_TUNER_PLUGIN=force6 TEST_TUNER_FORCE=tree,ll
+forced procs "algo Tree proto LL" 6
+counted procs 6 $NR
+SPLIT=procs run differ NCCL_TUNER_PLUGIN=force6 TUNER_JOB_PLUGIN_1=none TEST_TUNER_FORCE=tree,ll WEFT_TIMEOUT=20
+case "$(pairs differ)" in "" | *Tree*LL\ *) err "differ: want the model's choice, got '$(pairs differ)'" ;; esac
+[ "$(grep -c 'WARN Rank [0-9]: ranks 0 and 1 did not load the same tuner plugin' "$tmp/differ.log")" = $NR ] ||
+  err "differ: want the WARN on every rank"
+[ "$(grep -c '^v6 calls 0 ' "$tmp/differ.count" 2>/dev/null)" = $((NR - 1)) ] ||
+  err "differ: want finalize, and no call, on the $((NR - 1)) ranks that loaded it"
 
 if [ $fail = 0 ]; then echo "PASS test_tuner_plugin"; else
   echo "logs kept in $tmp.keep"

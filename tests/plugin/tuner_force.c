@@ -1,6 +1,7 @@
 /* A tuner plugin for tests, built as its own .so: it forces the (algorithm, protocol) named by
  * TEST_TUNER_FORCE ("tree,simple", "ring,ll") by making it free, optionally sets the channel count
- * (TEST_TUNER_NCHANNELS) or fails every call (TEST_TUNER_FAIL=1), and at finalize appends what it
+ * (TEST_TUNER_NCHANNELS), forces a pair offered as IGNORE too (TEST_TUNER_RAISE=1) or fails every
+ * call (TEST_TUNER_FAIL=1), and at finalize appends what it
  * saw to TEST_TUNER_COUNT_FILE. TUNER_VERSION (2..6) picks the ABI it exports. The layouts are
  * written here from NCCL's documented ABI, apart from the library's own, so each checks the other. */
 #include <stdint.h>
@@ -26,7 +27,7 @@ struct ctx {
   int last_coll;
   size_t last_bytes;
   size_t nranks, nnodes;
-  int force_algo, force_proto, nchannels, fail;
+  int force_algo, force_proto, nchannels, fail, raise;
   logger_t log;
 };
 
@@ -58,6 +59,8 @@ static ncclResult_t make_ctx(size_t nranks, size_t nnodes, logger_t log, void** 
   c->nchannels = n ? atoi(n) : 0;
   const char* f = getenv("TEST_TUNER_FAIL");
   c->fail = f && atoi(f);
+  const char* r = getenv("TEST_TUNER_RAISE"); /* force even a pair offered as IGNORE */
+  c->raise = r && atoi(r);
   if (log)
     log(3, 0x40, __FILE__, __LINE__, "tuner_force: init for %zu rank(s) on %zu node(s)", nranks, nnodes);
   *out = c;
@@ -87,7 +90,8 @@ __attribute__((unused)) static ncclResult_t table_call(void* vctx, int coll, siz
   c->last_bytes = bytes;
   if (nalgos == NALGOS && nprotos == NPROTOS && pipe_ops >= 1 && table_sane(t)) c->table_ok++;
   if (c->fail) return ncclInternalError;
-  if (c->force_algo >= 0 && c->force_proto >= 0 && t[c->force_algo][c->force_proto] != IGNORE_COST)
+  if (c->force_algo >= 0 && c->force_proto >= 0 &&
+      (c->raise || t[c->force_algo][c->force_proto] != IGNORE_COST))
     t[c->force_algo][c->force_proto] = 0.0f;
   if (c->nchannels > 0) *nchannels = c->nchannels;
   return ncclSuccess;
