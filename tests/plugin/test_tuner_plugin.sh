@@ -120,7 +120,8 @@ counted failing 6 $NR
 SPLIT=procs run procs NCCL_TUNER_PLUGIN=force6 TEST_TUNER_FORCE=tree,ll
 forced procs "algo Tree proto LL" 6
 counted procs 6 $NR
-SPLIT=procs run differ NCCL_TUNER_PLUGIN=force6 TUNER_JOB_PLUGIN_1=none TEST_TUNER_FORCE=tree,ll WEFT_TIMEOUT=20
+SPLIT=procs run differ NCCL_TUNER_PLUGIN=force6 TUNER_JOB_PLUGIN_1=none TEST_TUNER_FORCE=tree,ll WEFT_TIMEOUT=20 \
+  WEFT_BOOTSTRAP_TIMEOUT=20
 case "$(pairs differ)" in "" | *Tree*LL\ *) err "differ: want the model's choice, got '$(pairs differ)'" ;; esac
 [ "$(grep -c 'WARN Rank [0-9]: ranks 0 and 1 did not load the same tuner plugin' "$tmp/differ.log")" = $NR ] ||
   err "differ: want the WARN on every rank"
