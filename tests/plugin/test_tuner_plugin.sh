@@ -2,9 +2,9 @@
 # External tuner plugins loaded by NCCL_TUNER_PLUGIN as users load them (tests/plugin/tuner_force.c
 # built for ABI v6..v2): the pair the plugin forces is what runs (the TUNING plan line of every
 # rank, and rank 0's explanation names the plugin), results are right, getCollInfo is asked once
-# per collective per rank, finalize runs for every communicator (split children too); without a
-# plugin, with none, with a missing name, a library without the symbol, or a failing plugin, the
-# model's own choice runs.
+# per collective per rank, finalize runs for every communicator (split children and aborted comms
+# too); without a plugin, with none, with a missing name, a library without the symbol, or a
+# failing plugin, the model's own choice runs; ranks that did not all load it all use the model.
 set -u
 cd "$(dirname "$0")/../.."
 B=${BUILD:-build}
@@ -85,6 +85,10 @@ counted excluded 6 $NR
 SPLIT=split run split NCCL_TUNER_PLUGIN=force6 TEST_TUNER_FORCE=tree,ll
 counted split 6 $((2 * NR))
 [ "$(plans split)" = $((2 * NR * IT)) ] || err "split: want $((2 * NR * IT)) planned all-reduces"
+
+# ncclCommAbort finalizes too.
+SPLIT=abort run abort NCCL_TUNER_PLUGIN=force6 TEST_TUNER_FORCE=tree,ll
+counted abort 6 $NR
 
 # The default file name libnccl-tuner.so, then the net plugin's library (NCCL's search order).
 mkdir -p "$tmp/lib"

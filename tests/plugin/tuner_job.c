@@ -1,7 +1,8 @@
 /* The job the tuner plugin tests run: NRANKS thread ranks (ncclCommInitAll) do ITERS float sum
  * all-reduces of COUNT elements and check every result; with "split" each rank also runs them on
- * a child of ncclCommSplit; with "procs" the ranks are processes instead, and rank r takes
- * NCCL_TUNER_PLUGIN from TUNER_JOB_PLUGIN_<r> when that is set. Exit 0 when all results are right. */
+ * a child of ncclCommSplit; with "abort" the comms end by ncclCommAbort; with "procs" the ranks are processes
+ * instead, and rank r takes NCCL_TUNER_PLUGIN from TUNER_JOB_PLUGIN_<r> when that is set. Exit 0 when all
+ * results are right. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,14 +104,15 @@ int main(int argc, char** argv) {
   if (argc > 4 && strcmp(argv[4], "procs") == 0) return run_procs(n, count, iters);
   CHECK(ncclCommInitAll(comms, n, NULL));
   int wrong = run(comms, n, count, iters);
-  if (argc > 4) {
+  if (argc > 4 && strcmp(argv[4], "split") == 0) {
     CHECK(ncclGroupStart());
     for (int r = 0; r < n; r++) CHECK(ncclCommSplit(comms[r], 0, r, &kids[r], NULL));
     CHECK(ncclGroupEnd());
     wrong += run(kids, n, count, iters);
     for (int r = 0; r < n; r++) CHECK(ncclCommDestroy(kids[r]));
   }
-  for (int r = 0; r < n; r++) CHECK(ncclCommDestroy(comms[r]));
+  int abort_them = argc > 4 && strcmp(argv[4], "abort") == 0;
+  for (int r = 0; r < n; r++) CHECK(abort_them ? ncclCommAbort(comms[r]) : ncclCommDestroy(comms[r]));
   printf("%s: %d rank(s), %d all-reduce(s) of %zu floats, %d wrong\n", wrong ? "FAILED" : "OK", n, iters,
          count, wrong);
   return wrong ? 1 : 0;
