@@ -1,6 +1,7 @@
 /* Planning of collectives on the host backend: ring, LL for small and Simple for large
  * operations, 1..4 channels; NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS override, and a
- * nccl*Config call's selection narrows that further for the one call. */
+ * nccl*Config call's selection narrows that further for the one call; a tuner plugin
+ * (NCCL_TUNER_PLUGIN) may reprice the model's cost table first. */
 #include "collectives/plan.h"
 
 #include <float.h>

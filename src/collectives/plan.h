@@ -1,6 +1,6 @@
 /* Planning: algorithm, protocol and channel count for a task, and its split over channels and
- * into chunks. Depends only on the task, the communicator size and the environment, so every
- * rank decides the same. */
+ * into chunks. Depends only on the task, the communicator size, the environment and the tuner
+ * plugin all ranks agreed on at init, so every rank decides the same. */
 #ifndef WEFT_COLLECTIVES_PLAN_H
 #define WEFT_COLLECTIVES_PLAN_H
 

@@ -72,8 +72,8 @@ static int load_lib(void) {
   lib.handle = weft_plugin_lib_open("TUNER", SUBSYS, "libnccl-tuner", name, lib.file, sizeof(lib.file));
   if (lib.handle == NULL && named)
     WEFT_WARN(
-        "NCCL_TUNER_PLUGIN=%s: no such tuner plugin (tried %s and libnccl-tuner-%s.so); using Weft's "
-        "tuning model",
+        "NCCL_TUNER_PLUGIN=%s: no such tuner plugin (tried %s and libnccl-tuner-%s.so); looking in the "
+        "net plugin's library, else Weft's tuning model decides",
         name, name, name);
   if (lib.handle == NULL) {
     lib.handle = open_net_lib(lib.file, sizeof(lib.file));
