@@ -11,6 +11,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll_config.h"
+#include "collectives/tuner.h"
 #include "core/comm.h"
 #include "transport/connector.h"
 #include "util/check.h"
@@ -19,6 +20,7 @@
 
 struct rank_settings {
   uint64_t simple_step, ll_slot; /* the largest steps this rank's connectors hold */
+  uint64_t tuner;                /* weft_tuner_identity: which plugin file and version, 0 none */
   int32_t nchannels;
   int32_t min_channels, max_channels;
   uint8_t ring_ok, tree_ok, ll_ok, simple_ok;
@@ -42,6 +44,7 @@ static struct rank_settings mine(const struct ncclComm* comm, const struct weft_
   size_t step = weft_conn_slot_bytes(simple_bytes), limit = net_step_limit(comm);
   return (struct rank_settings){.simple_step = step < limit ? step : limit,
                                 .ll_slot = weft_conn_slot_bytes(ll_bytes),
+                                .tuner = weft_tuner_identity(comm->tuner),
                                 .nchannels = pp->nchannels,
                                 .min_channels = pp->min_channels,
                                 .max_channels = pp->max_channels,
@@ -58,11 +61,28 @@ static int same_choices(const struct rank_settings* a, const struct rank_setting
          a->simple_ok == b->simple_ok;
 }
 
+/* A tuner plugin decides for every rank only if every rank has the same one (NCCL assumes so, and
+ * ranks that choose differently hang): otherwise no rank uses it. */
+static void agree_tuner(struct ncclComm* comm, struct weft_plan_params* pp, const struct rank_settings* all) {
+  int r = 0;
+  while (r < comm->nranks && all[r].tuner == all[0].tuner) r++;
+  if (r == comm->nranks) return;
+  WEFT_WARN(
+      "Rank %d: ranks %d and %d did not load the same tuner plugin (NCCL_TUNER_PLUGIN, this rank: %s); no "
+      "rank "
+      "of this communicator uses one",
+      comm->rank, 0, r, weft_tuner_label(comm->tuner));
+  weft_tuner_destroy(comm->tuner);
+  comm->tuner = NULL;
+  pp->tuner = NULL;
+}
+
 ncclResult_t weft_plan_agree(struct ncclComm* comm, struct weft_plan_params* pp, size_t simple_bytes,
                              size_t ll_bytes) {
   struct rank_settings me = mine(comm, pp, simple_bytes, ll_bytes);
   pp->simple_slot = me.simple_step;
   pp->ll_slot = me.ll_slot;
+  pp->tuner = comm->tuner;
   if (comm->nranks < 2) return ncclSuccess;
   struct rank_settings* all = calloc((size_t)comm->nranks, sizeof(*all));
   if (all == NULL) return ncclSystemError;
@@ -91,6 +111,7 @@ ncclResult_t weft_plan_agree(struct ncclComm* comm, struct weft_plan_params* pp,
         comm->rank, all[0].ring_ok ? "on" : "off", all[0].tree_ok ? "on" : "off",
         all[0].simple_ok ? "on" : "off", all[0].ll_ok ? "on" : "off", (int)all[0].min_channels,
         (int)all[0].max_channels);
+  agree_tuner(comm, pp, all);
   pp->ring_ok = all[0].ring_ok;
   pp->tree_ok = all[0].tree_ok;
   pp->ll_ok = all[0].ll_ok;

@@ -1,13 +1,16 @@
 /* Planning of collectives on the host backend: ring, LL for small and Simple for large
  * operations, 1..4 channels; NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS override, and a
- * nccl*Config call's selection narrows that further for the one call. */
+ * nccl*Config call's selection narrows that further for the one call; a tuner plugin
+ * (NCCL_TUNER_PLUGIN) may reprice the model's cost table first. */
 #include "collectives/plan.h"
 
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "collectives/tune_log.h"
+#include "collectives/tuner.h"
 #include "core/tuned.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -166,10 +169,28 @@ static const char* channels_note(const struct weft_plan_params* pp, int algo, in
   return buf;
 }
 
+/* What the tuner plugin did to a decision, for the log. */
+struct tuner_outcome {
+  int changed;   /* it picked another algorithm or protocol than the model */
+  int nchannels; /* it set a channel count (0: it did not) */
+};
+
 /* The tuning log's view of a decision (only when NCCL_DEBUG_SUBSYS=TUNING asks for it). */
 static void log_choice(const struct weft_plan_params* pp, int coll, size_t bytes,
-                       const struct weft_call_opts* o, int tuned, int model_n, int algo, int proto, int n) {
-  char note[96];
+                       const struct weft_call_opts* o, int tuned, int model_n, int algo, int proto, int n,
+                       const struct tuner_outcome* tu) {
+  char note[96], rule[200];
+  const char* why = tuned ? NULL : "planner defaults, no tuning model (LL up to 64 KiB, a channel per MiB)";
+  if (tu->changed) {
+    snprintf(rule, sizeof(rule), "the tuner plugin %s (NCCL_TUNER_PLUGIN)", weft_tuner_label(pp->tuner));
+    why = rule;
+  }
+  const char* chn = tuned ? channels_note(pp, algo, model_n, n, note, sizeof(note)) : NULL;
+  if (tu->nchannels > 0) {
+    snprintf(note, sizeof(note), "the tuner plugin's %d%s", tu->nchannels,
+             n != tu->nchannels ? ", then the connected channels, the trees' 2 or the call's bounds" : "");
+    chn = note;
+  }
   struct weft_tune_choice c = {
       .coll = coll,
       .bytes = bytes,
@@ -182,9 +203,85 @@ static void log_choice(const struct weft_plan_params* pp, int coll, size_t bytes
       .call_algos = algos_of(o),
       .call_protos = protos_of(o),
       .impl_algos = WEFT_TUNED_ALGO_RING | WEFT_TUNED_ALGO_TREE,
-      .rule = tuned ? NULL : "planner defaults, no tuning model (LL up to 64 KiB, a channel per MiB)",
-      .channels_note = tuned ? channels_note(pp, algo, model_n, n, note, sizeof(note)) : NULL};
+      .rule = why,
+      .channels_note = chn};
   weft_tune_log_choice(pp->tune_log, &c);
+}
+
+/* ---- The tuner plugin: our predictions go into NCCL's cost table, the plugin may rewrite it ---- */
+
+static int plan_algo_of(int a) { return a == WEFT_TUNER_ALGO_TREE ? WEFT_PLAN_TREE : WEFT_PLAN_RING; }
+static int plan_proto_of(int p) { return p == WEFT_TUNER_PROTO_LL ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE; }
+
+/* Our choice narrowed to one pair of NCCL's numbering: 1 when the planner can run exactly it, with
+ * its channels (bounded, and the model's own) and predicted µs (<0: no model). */
+static int choose_pair(const struct weft_plan_params* pp, int coll, size_t bytes,
+                       const struct weft_call_opts* o, int a, int p, int* n, int* model_n, float* us) {
+  unsigned abit = 1u << a, pbit = 1u << p;
+  if (!(algos_of(o) & abit) || !(protos_of(o) & pbit) || !weft_plan_can_meet(pp, coll, 1, abit, pbit))
+    return 0;
+  struct weft_call_opts one = o ? *o : (struct weft_call_opts){0};
+  one.algos = abit;
+  one.protos = pbit;
+  int algo, proto;
+  *model_n = 0;
+  if (!choose_tuned(pp, coll, bytes, &one, &algo, &proto, n, us, model_n)) {
+    choose_default(pp, coll, bytes, &one, &algo, &proto, n);
+    *us = -1;
+  }
+  return algo == plan_algo_of(a) && proto == plan_proto_of(p);
+}
+
+struct tuner_table {
+  float cost[WEFT_TUNER_NALGOS][WEFT_TUNER_NPROTOS];
+  int n[WEFT_TUNER_NALGOS][WEFT_TUNER_NPROTOS], model_n[WEFT_TUNER_NALGOS][WEFT_TUNER_NPROTOS];
+  unsigned offered; /* bit a * NPROTOS + p: pairs we run and may use for this call */
+};
+
+/* Without a model the table can only rank: 1 for the planner's pick, 2 for the other pairs. */
+static void fill_table(const struct weft_plan_params* pp, int coll, size_t bytes,
+                       const struct weft_call_opts* o, int algo, int proto, struct tuner_table* t) {
+  static const int algos[2] = {WEFT_TUNER_ALGO_TREE, WEFT_TUNER_ALGO_RING};
+  static const int protos[2] = {WEFT_TUNER_PROTO_LL, WEFT_TUNER_PROTO_SIMPLE};
+  for (int a = 0; a < WEFT_TUNER_NALGOS; a++)
+    for (int p = 0; p < WEFT_TUNER_NPROTOS; p++) t->cost[a][p] = WEFT_TUNER_IGNORE;
+  t->offered = 0;
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++) {
+      int a = algos[i], p = protos[j];
+      float us;
+      if (!choose_pair(pp, coll, bytes, o, a, p, &t->n[a][p], &t->model_n[a][p], &us)) continue;
+      int ours = plan_algo_of(a) == algo && plan_proto_of(p) == proto;
+      t->cost[a][p] = us > 0 ? us : ours ? 1.0f : 2.0f;
+      t->offered |= 1u << (a * WEFT_TUNER_NPROTOS + p);
+    }
+}
+
+/* Asks the plugin, then takes the cheapest pair on offer (NCCL's order breaks ties: Tree before
+ * Ring, LL before Simple). An entry the plugin raised from IGNORE is not on offer: we do not run
+ * it, or the call and NCCL_ALGO / NCCL_PROTO exclude it. A failed plugin leaves our choice. */
+static void apply_tuner(const struct weft_plan_params* pp, int coll, size_t bytes,
+                        const struct weft_call_opts* o, int* algo, int* proto, int* nchannels, int* model_n,
+                        struct tuner_outcome* out) {
+  struct tuner_table t;
+  fill_table(pp, coll, bytes, o, *algo, *proto, &t);
+  int plugin_n = 0, ba = -1, bp = -1;
+  if (!weft_tuner_coll_info(pp->tuner, coll, bytes, 1, t.cost, &plugin_n)) return;
+  float best = FLT_MAX;
+  for (int a = 0; a < WEFT_TUNER_NALGOS; a++)
+    for (int p = 0; p < WEFT_TUNER_NPROTOS; p++)
+      if ((t.offered >> (a * WEFT_TUNER_NPROTOS + p) & 1) && t.cost[a][p] >= 0 && t.cost[a][p] < best)
+        best = t.cost[a][p], ba = a, bp = p;
+  if (ba < 0) return; /* it priced everything out: NCCL would fail the call, we keep ours */
+  out->changed = plan_algo_of(ba) != *algo || plan_proto_of(bp) != *proto;
+  *algo = plan_algo_of(ba);
+  *proto = plan_proto_of(bp);
+  *model_n = t.model_n[ba][bp];
+  int n = plugin_n > 0 ? plugin_n : t.n[ba][bp];
+  if (*algo == WEFT_PLAN_TREE && n < 2) n = 2; /* both trees: channel c uses tree c % 2 */
+  if (n > pp->nchannels) n = pp->nchannels;
+  *nchannels = n < 1 ? 1 : n;
+  out->nchannels = plugin_n > 0 ? plugin_n : 0;
 }
 
 ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes,
@@ -193,17 +290,28 @@ ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_
   int model_n = 0;
   int tuned = choose_tuned(pp, coll, bytes, opts, algo, proto, nchannels, &time_us, &model_n);
   if (!tuned) choose_default(pp, coll, bytes, opts, algo, proto, nchannels);
+  struct tuner_outcome tu = {0, 0};
+  if (pp->tuner != NULL) apply_tuner(pp, coll, bytes, opts, algo, proto, nchannels, &model_n, &tu);
   *nchannels = weft_plan_bound_channels(opts, *nchannels, pp->nchannels);
-  if (pp->tune_log) log_choice(pp, coll, bytes, opts, tuned, model_n, *algo, *proto, *nchannels);
+  if (pp->tune_log) log_choice(pp, coll, bytes, opts, tuned, model_n, *algo, *proto, *nchannels, &tu);
   return ncclSuccess;
 }
 
 /* The prediction is the one weft_plan_choose acts on: the model's time for the algorithm and
- * protocol it picks first, so a simulated group and a launched one agree. */
+ * protocol it picks, after the tuner plugin when there is one (which it asks, as NCCL does), so a
+ * simulated group and a launched one agree. */
 int weft_plan_predict(const struct weft_plan_params* pp, const struct weft_task* task, float* time_us) {
-  int algo, proto, nchannels;
+  int algo, proto, nchannels, model_n;
   size_t bytes = weft_plan_task_bytes(task, pp->nranks);
-  return choose_tuned(pp, task->coll, bytes, &task->opts, &algo, &proto, &nchannels, time_us, NULL);
+  if (!choose_tuned(pp, task->coll, bytes, &task->opts, &algo, &proto, &nchannels, time_us, &model_n))
+    return 0;
+  struct tuner_outcome tu = {0, 0};
+  if (pp->tuner == NULL) return 1;
+  apply_tuner(pp, task->coll, bytes, &task->opts, &algo, &proto, &nchannels, &model_n, &tu);
+  nchannels = weft_plan_bound_channels(&task->opts, nchannels, pp->nchannels);
+  *time_us = weft_comm_tuned_time(pp->comm, task->coll, bytes, algo == WEFT_PLAN_TREE, proto == WEFT_PROTO_LL,
+                                  nchannels);
+  return 1;
 }
 
 ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft_task* task,

@@ -1,6 +1,6 @@
 /* Planning: algorithm, protocol and channel count for a task, and its split over channels and
- * into chunks. Depends only on the task, the communicator size and the environment, so every
- * rank decides the same. */
+ * into chunks. Depends only on the task, the communicator size, the environment and the tuner
+ * plugin all ranks agreed on at init, so every rank decides the same. */
 #ifndef WEFT_COLLECTIVES_PLAN_H
 #define WEFT_COLLECTIVES_PLAN_H
 
@@ -14,6 +14,7 @@ enum weft_plan_algo { WEFT_PLAN_RING = 0, WEFT_PLAN_TREE = 1 };
 /* What the comm offers the planner: set up once at comm init. */
 struct ncclComm;
 struct weft_tune_log;
+struct weft_tuner;
 struct weft_plan_params {
   const struct ncclComm* comm; /* its tuning model decides when present (NULL: defaults below) */
   int nranks, rank;
@@ -27,6 +28,7 @@ struct weft_plan_params {
   int min_channels, max_channels;
   int deterministic;              /* WEFT_DETERMINISTIC, the same on every rank (weft_plan_agree) */
   struct weft_tune_log* tune_log; /* explains choices under NCCL_DEBUG_SUBSYS=TUNING (NULL: off) */
+  struct weft_tuner* tuner;       /* external tuner plugin, agreed by every rank (NULL: none) */
 };
 
 struct weft_plan {

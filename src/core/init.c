@@ -8,6 +8,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll.h"
 #include "collectives/trace.h"
+#include "collectives/tuner.h"
 #include "core/api.h"
 #include "core/comm.h"
 #include "core/config.h"
@@ -113,6 +114,9 @@ ncclResult_t weft_comm_setup(struct ncclComm* comm, const ncclUniqueId* ids, int
     WEFT_CHECK(weft_bootstrap_init(&ids[0], comm->rank, comm->nranks, &comm->abort_flag, &comm->bootstrap));
   WEFT_CHECK(weft_peers_exchange(comm));
   WEFT_CHECK(weft_comm_topo_init(comm));
+  /* Before the planner agrees its settings: every rank must have loaded the same plugin. */
+  struct weft_tuner_comm tc = {comm->comm_hash, comm->rank, comm->nranks, comm->nnodes, comm->local_nranks};
+  WEFT_CHECK(weft_tuner_create(&tc, &comm->tuner));
   WEFT_CHECK(weft_coll_comm_init(comm));
   weft_trace_create(comm);
   WEFT_INFO(

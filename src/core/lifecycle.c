@@ -7,6 +7,7 @@
 #include "collectives/coll.h"
 #include "collectives/cuda/engine_cuda.h"
 #include "collectives/trace.h"
+#include "collectives/tuner.h"
 #include "core/api.h"
 #include "core/comm.h"
 #include "core/group.h"
@@ -77,6 +78,8 @@ void weft_comm_free(struct ncclComm* comm) {
   weft_group_worker_destroy(comm);
   weft_trace_destroy(comm);
   weft_coll_comm_fini(comm);
+  weft_tuner_destroy(comm->tuner); /* destroy, abort and failed inits alike: finalize runs once */
+  comm->tuner = NULL;
   weft_comm_topo_fini(comm);
   weft_bootstrap_destroy(comm->bootstrap);
   free(comm->peers);

@@ -32,8 +32,6 @@ const char* const weft_doctor_foreign_names[] = {
     "NCCL_IB_MQP_RETRY_CNT",
     "NCCL_IB_MQP_RETRY_SLEEP_MSEC",
     "NCCL_GID_INDEX",
-    "NCCL_NET_PLUGIN",
-    "NCCL_TUNER_PLUGIN",
     "NCCL_TUNER_CONFIG_FILE",
     "NCCL_PROFILER_PLUGIN",
     "NCCL_ENV_PLUGIN",

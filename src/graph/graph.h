@@ -333,6 +333,12 @@ void weft_tuning_print_table(const struct weft_tuning* t, FILE* f);
 float weft_tuning_model_time(const struct weft_tuning* t, int func, int algo, int proto, size_t nbytes,
                              int nchannels);
 
+/* The constants a tuner plugin (v5+) is shown, as this model uses them for GPUs: base and per-hop
+ * latencies [NVLink, PCI, network][algo][proto] in µs, then per-channel caps in GB/s [LL max, ring
+ * LL128, tree LL128, tree, NVLS tree][Volta..Blackwell][1, 2, 4+ nodes]; 0 where it has none. */
+void weft_tuning_plugin_constants(double base[WEFT_ALGO_COUNT][WEFT_PROTO_COUNT],
+                                  double hw[3][WEFT_ALGO_COUNT][WEFT_PROTO_COUNT], double caps[5][4][3]);
+
 /* ---- Explaining a choice (tuning_explain.c): the same lines in the log and in weft-topo ---- */
 
 /* The question: func moving nbytes, narrowed by a call's selection and what the backend runs

@@ -45,6 +45,25 @@ static const float hop_net[2][3] = {{5.0f, 8.5f, 14.0f}, {2.7f, 4.0f, 14.0f}};
 static const float host_base_lat[3] = {1.0f, 1.0f, 2.0f};
 static const float host_hop[3] = {0.3f, 0.3f, 1.0f};
 
+void weft_tuning_plugin_constants(double base[WEFT_ALGO_COUNT][WEFT_PROTO_COUNT],
+                                  double hw[3][WEFT_ALGO_COUNT][WEFT_PROTO_COUNT], double caps[5][4][3]) {
+  memset(base, 0, sizeof(double) * WEFT_ALGO_COUNT * WEFT_PROTO_COUNT);
+  memset(hw, 0, sizeof(double) * 3 * WEFT_ALGO_COUNT * WEFT_PROTO_COUNT);
+  memset(caps, 0, sizeof(double) * 5 * 4 * 3);
+  const float(*hops[3])[3] = {hop_nvl, hop_pci, hop_net};
+  for (int i = 0; i < 2; i++) { /* rows: tree, ring; the algorithms' own numbers are 0 and 1 */
+    int a = i == 0 ? WEFT_ALGO_TREE : WEFT_ALGO_RING;
+    for (int p = 0; p < WEFT_PROTO_COUNT; p++) {
+      base[a][p] = base_lat[i][p];
+      for (int h = 0; h < 3; h++) hw[h][a][p] = hops[h][i][p];
+    }
+  }
+  const float(*tables[4])[3] = {ll_max_bw, ring_ll128_bw, tree_ll128_bw, tree_bw};
+  for (int k = 0; k < 4; k++)
+    for (int a = 0; a < 4; a++)
+      for (int s = 0; s < 3; s++) caps[k][a][s] = tables[k][a][s];
+}
+
 static int node_class(int nnodes) { return nnodes <= 1 ? 0 : nnodes == 2 ? 1 : 2; }
 
 static int valid(int func, int algo, int proto) {

@@ -82,6 +82,12 @@ static const struct weft_param_def params[] = {
     {"NCCL_PROTO", WEFT_PARAM_STR, NULL, "Protocols allowed (LL, LL128, Simple; ^ excludes)"},
     {"NCCL_MIN_NCHANNELS", WEFT_PARAM_INT, NULL, "Fewest channels a collective uses"},
     {"NCCL_MAX_NCHANNELS", WEFT_PARAM_INT, NULL, "Most channels a collective uses"},
+    {"NCCL_TUNER_PLUGIN", WEFT_PARAM_STR, NULL,
+     "Tuner plugin: a name (libnccl-tuner-NAME.so) or a library file/path; none disables; unset tries "
+     "libnccl-tuner.so, then the net plugin's library"},
+    {"NCCL_NET_PLUGIN", WEFT_PARAM_STR, NULL,
+     "Net plugin library: a name (libnccl-net-NAME.so) or a file/path; none disables (Weft looks only for a "
+     "tuner in it)"},
     {"NCCL_BUFFSIZE", WEFT_PARAM_INT, "4194304", "Bytes of each Simple-protocol connector FIFO"},
     {"NCCL_LL_BUFFSIZE", WEFT_PARAM_INT, NULL, "Bytes of each LL-protocol connector FIFO"},
     {"NCCL_NTHREADS", WEFT_PARAM_INT, "512", "Threads per block of the CUDA kernels"},

@@ -11,6 +11,7 @@
 #include "collectives/agree.h"
 #include "collectives/memstat.h"
 #include "collectives/tune_log.h"
+#include "collectives/tuner.h"
 #include "core/comm.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -262,6 +263,13 @@ static ncclResult_t agree_shape(struct ncclComm* comm, struct weft_cuda_state* s
   s->nchannels = s->env.nchannels;
   s->simple_bytes = s->env.simple_slot * WEFT_NSTEPS;
   s->ll_bytes = s->env.ll_slot * WEFT_NSTEPS;
+  /* The CUDA planner (launch_cuda.c) asks the model directly, not weft_plan_choose: until the
+   * planners merge (issue 12) a loaded tuner plugin gets init and finalize here, never asked. */
+  if (comm->tuner != NULL && comm->rank == 0)
+    WEFT_WARN(
+        "comm %p: the CUDA backend does not consult the tuner plugin %s yet (NCCL_TUNER_PLUGIN); its "
+        "own planner decides",
+        (void*)comm, weft_tuner_label(comm->tuner));
   return ncclSuccess;
 }
 

@@ -99,7 +99,8 @@ static ncclResult_t alloc_state(struct ncclComm* comm, struct weft_direct** out)
     d->all_same_proc &= d->same_proc[p];
   }
   d->oversub = comm->local_nranks > cpus_available();
-  d->forced = weft_param_is_set("NCCL_ALGO") || weft_param_is_set("NCCL_PROTO");
+  /* A tuner plugin, like NCCL_ALGO / NCCL_PROTO, decides every collective: the planner asks it. */
+  d->forced = weft_param_is_set("NCCL_ALGO") || weft_param_is_set("NCCL_PROTO") || comm->tuner != NULL;
   return ncclSuccess;
 }
 

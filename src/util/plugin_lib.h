@@ -1,0 +1,18 @@
+/* Opening a plugin library by NCCL's naming rules (NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN, ...). */
+#ifndef WEFT_UTIL_PLUGIN_LIB_H
+#define WEFT_UTIL_PLUGIN_LIB_H
+
+#include <stddef.h>
+
+/* Opens the library for `name` of a plugin kind whose files are called prefix.so / prefix-NAME.so
+ * ("libnccl-tuner"): first name itself as dlopen takes it (prefix.so when name is NULL or empty;
+ * "STATIC_PLUGIN" is the program itself), then prefix-name.so unless name is a path or already a
+ * lib*.so file name. Returns the dlopen handle and the file that opened in opened (NULL when
+ * nothing did; the tries that failed are logged at INFO under subsys, tagged by kind). */
+void* weft_plugin_lib_open(const char* kind, unsigned subsys, const char* prefix, const char* name,
+                           char* opened, size_t size);
+void weft_plugin_lib_close(void* handle); /* NULL-safe */
+/* dlsym, returning NULL for a NULL handle. */
+void* weft_plugin_lib_sym(void* handle, const char* symbol);
+
+#endif
