@@ -74,6 +74,7 @@ struct weft_task {
   uint64_t seq;        /* position in the communicator's call order, for logs and timeouts */
   cudaStream_t stream; /* the caller's stream (CUDA backend) */
   struct weft_call_opts opts;
+  void* prof_ev; /* its profiler event while one is open (collectives/profiler.h) */
   struct weft_task* next;
 };
 

@@ -37,6 +37,7 @@ struct weft_comm_topo;  /* core/topology.c: system, rings, trees, tuning */
 struct weft_bootstrap;
 struct weft_mem_usage; /* collectives/memstat.h */
 struct weft_trace;     /* collectives/trace.h: the flight recorder */
+struct weft_prof;      /* collectives/profiler.h: the profiler plugin's events */
 
 struct ncclComm {
   uint64_t magic;
@@ -83,6 +84,7 @@ struct ncclComm {
   struct weft_comm_topo* topo;  /* NULL when the topology could not be modelled */
   struct weft_rma_state* rma;   /* NULL until the first window or one-sided operation */
   struct weft_trace* trace;     /* flight recorder; NULL when WEFT_TRACE_BUFFER=0 */
+  struct weft_prof* prof;       /* profiler plugin's view (collectives/profiler.h); NULL: none */
 
   /* Split bookkeeping: children made from this comm, so splits get distinct hashes. */
   int split_count;

@@ -6,6 +6,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll.h"
 #include "collectives/cuda/engine_cuda.h"
+#include "collectives/profiler.h"
 #include "collectives/trace.h"
 #include "core/api.h"
 #include "core/comm.h"
@@ -75,6 +76,7 @@ void weft_comm_free(struct ncclComm* comm) {
   if (comm == NULL) return;
   join_init_thread(comm);
   weft_group_worker_destroy(comm);
+  weft_prof_destroy(comm); /* no launch runs any more: every event is closed */
   weft_trace_destroy(comm);
   weft_coll_comm_fini(comm);
   weft_comm_topo_fini(comm);

@@ -1,0 +1,84 @@
+/* Profiler plugin events of one communicator (NCCL's profiler ABI, collectives/profiler_abi.h):
+ * a Group event per launch, inside it a Coll event per collective and a P2p event per send or
+ * receive, and on the host backend a KernelCh event per channel a collective runs on.
+ * comm->prof is NULL without a plugin: every hook below is then one predictable branch. */
+#ifndef WEFT_COLLECTIVES_PROFILER_H
+#define WEFT_COLLECTIVES_PROFILER_H
+
+#include <stdint.h>
+
+#include "collectives/profiler_load.h"
+#include "collectives/task.h"
+
+struct ncclComm;
+
+#define WEFT_PROF_CHANNELS 4 /* WEFT_PLAN_MAX_CHANNELS, without plan.h (graph.h users include this) */
+
+/* Only the thread running the comm's launch touches it (one launch at a time per comm). */
+struct weft_prof {
+  void* ctx;
+  int mask;   /* the plugin's activation mask: it may change it later through the pointer init got */
+  int active; /* the mask this launch runs with, read once at its Group */
+  int rank;
+  struct weft_prof_ident id;
+  void* group;                    /* this launch's Group event */
+  void* coll;                     /* the running collective's event, NULL: not started */
+  const struct weft_task* cur;    /* the running collective; NULL between collectives */
+  uint64_t cur_seq;               /* its number among its function's calls */
+  void* chan[WEFT_PROF_CHANNELS]; /* its KernelCh events */
+  uint64_t seq[WEFT_COLL_COUNT];  /* collectives per function, numbered from 0 as NCCL does */
+};
+
+/* At init (comm hash, ranks and nodes known): loads the plugin, calls its init. Never fails:
+ * without a plugin, or when its init fails, comm->prof stays NULL. */
+void weft_prof_create(struct ncclComm* comm);
+void weft_prof_destroy(struct ncclComm* comm); /* finalize; NULL-safe */
+
+void weft_prof_group_begin_(struct weft_prof* p);
+void weft_prof_group_end_(struct weft_prof* p);
+void weft_prof_coll_queue_(struct weft_prof* p, const struct weft_task* t);
+void weft_prof_coll_path_(struct weft_prof* p, const char* algo, const char* proto, int nchannels);
+void weft_prof_coll_done_(struct weft_prof* p);
+void weft_prof_task_start_(struct weft_prof* p, struct weft_task* t, const char* algo, const char* proto);
+void weft_prof_task_stop_(struct weft_prof* p, struct weft_task* t);
+void weft_prof_chan_begin_(struct weft_prof* p, int channel);
+void weft_prof_chan_end_(struct weft_prof* p, int channel);
+
+#define WEFT_PROF_ON(p) __builtin_expect((p) != NULL, 0)
+/* Launch: the Group event around all of one comm's tasks of a group. */
+static inline void weft_prof_group_begin(struct weft_prof* p) {
+  if (WEFT_PROF_ON(p)) weft_prof_group_begin_(p);
+}
+static inline void weft_prof_group_end(struct weft_prof* p) {
+  if (WEFT_PROF_ON(p)) weft_prof_group_end_(p);
+}
+/* Host collectives: queue names the one about to run; its Coll event starts once the path is
+ * known (path: ring or tree before they run, the shared-board paths once they are chosen), and
+ * done stops it (and its channels' events) however it ended. */
+static inline void weft_prof_coll_queue(struct weft_prof* p, const struct weft_task* t) {
+  if (WEFT_PROF_ON(p)) weft_prof_coll_queue_(p, t);
+}
+static inline void weft_prof_coll_path(struct weft_prof* p, const char* algo, const char* proto,
+                                       int nchannels) {
+  if (WEFT_PROF_ON(p)) weft_prof_coll_path_(p, algo, proto, nchannels);
+}
+static inline void weft_prof_coll_done(struct weft_prof* p) {
+  if (WEFT_PROF_ON(p)) weft_prof_coll_done_(p);
+}
+/* Events held in the task: point-to-point on the host, everything on CUDA (around the launch). */
+static inline void weft_prof_task_start(struct weft_prof* p, struct weft_task* t, const char* algo,
+                                        const char* proto) {
+  if (WEFT_PROF_ON(p)) weft_prof_task_start_(p, t, algo, proto);
+}
+static inline void weft_prof_task_stop(struct weft_prof* p, struct weft_task* t) {
+  if (WEFT_PROF_ON(p)) weft_prof_task_stop_(p, t);
+}
+/* The host executor's channels of the running collective. */
+static inline void weft_prof_chan_begin(struct weft_prof* p, int channel) {
+  if (WEFT_PROF_ON(p)) weft_prof_chan_begin_(p, channel);
+}
+static inline void weft_prof_chan_end(struct weft_prof* p, int channel) {
+  if (WEFT_PROF_ON(p)) weft_prof_chan_end_(p, channel);
+}
+
+#endif
