@@ -66,8 +66,6 @@ static const struct weft_param_def params[] = {
     {"NCCL_PROFILER_PLUGIN", WEFT_PARAM_STR, NULL,
      "Profiler plugin: a name (libnccl-profiler-NAME.so), a file name or path, or none; unset: "
      "libnccl-profiler.so if the loader finds it"},
-    {"NCCL_PROFILE_EVENT_MASK", WEFT_PARAM_INT, NULL,
-     "Read by profiler plugins, not by Weft (as in NCCL): the event types NCCL's example plugin asks for"},
     {"WEFT_DETERMINISTIC", WEFT_PARAM_INT, "0",
      "1: reductions give bitwise identical results from run to run, whatever the channel count, protocol, "
      "algorithm or timing (AllReduce runs as Reduce to the last rank then Broadcast, every channel on the "

@@ -147,8 +147,15 @@ static void describe(struct ctx* c, const descr_t* d, int bit) {
     return;
   note(c, line);
 #if PROF_VERSION == 3
-  if (strcmp(d->coll.name ? d->coll.name : "", c->name) != 0 && bit == 1 && c->name[0] != '-')
-    error(c, "v3 Coll names another communicator");
+  /* v3's init is told nothing: the communicator's name and hash come with each Coll and P2p. */
+  const char* name = bit == 1 ? d->coll.name : d->p2p.name;
+  uint64_t hash = bit == 1 ? d->coll.commHash : d->p2p.commHash;
+  if (c->name[0] == '-' && c->hash == 0) {
+    snprintf(c->name, sizeof(c->name), "%s", name ? name : "(null)");
+    c->hash = (unsigned long long)hash;
+  } else if (strcmp(c->name, name ? name : "(null)") != 0 || c->hash != hash) {
+    error(c, "v3 events name different communicators");
+  }
 #endif
 }
 
