@@ -472,6 +472,8 @@ static void prof_cuda(struct weft_prof* p, struct weft_task* tasks, int begin) {
     else
       weft_prof_task_stop(p, t);
   }
+  if (begin) weft_prof_launch_begin(p, tasks);
+  if (!begin) weft_prof_launch_end(p);
   if (!begin) weft_prof_group_end(p);
 }
 

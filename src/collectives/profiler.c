@@ -139,6 +139,7 @@ static void coll_descr(struct weft_prof* p, const struct weft_task* t, uint64_t 
   d->coll.algo = algo;
   d->coll.proto = proto;
   d->coll.parentGroup = p->group;
+  d->parentObj = t->prof_api;
 }
 
 static void p2p_descr(struct weft_prof* p, const struct weft_task* t, ncclProfilerEventDescr_v6_t* d) {
@@ -151,6 +152,7 @@ static void p2p_descr(struct weft_prof* p, const struct weft_task* t, ncclProfil
   d->p2p.peer = t->root;
   d->p2p.nChannels = 1;
   d->p2p.parentGroup = p->group;
+  d->parentObj = t->prof_api;
 }
 
 void weft_prof_coll_queue_(struct weft_prof* p, const struct weft_task* t) {
@@ -215,3 +217,92 @@ void weft_prof_chan_end_(struct weft_prof* p, int channel) {
   weft_prof_plugin_record(p->chan[channel], ncclProfilerKernelChStop, &a);
   stop(&p->chan[channel]);
 }
+
+/* The thread's API-level state: events of one group, owned by the comm of its first call. */
+__thread int weft_prof_api_open;
+static __thread struct {
+  struct weft_prof* owner;
+  void* group; /* GroupApi */
+  void* call;  /* the CollApi / P2pApi of the call being queued */
+  int mask;    /* the owner's mask when the group's first call came */
+} api;
+
+#define WANT_GROUP_API                                                                                   \
+  (ncclProfileGroupApi | ncclProfileCollApi | ncclProfileP2pApi | ncclProfileKernelLaunch | WANT_GROUP | \
+   ncclProfileCeColl | ncclProfileCeSync | ncclProfileCeBatch)
+#define WANT_COLL_API \
+  (ncclProfileCollApi | WANT_COLL | ncclProfileCeColl | ncclProfileCeSync | ncclProfileCeBatch)
+#define WANT_P2P_API (ncclProfileP2pApi | WANT_P2P)
+
+int weft_group_depth(void); /* core/group.c: this thread's group nesting */
+
+static void api_group_open(struct weft_prof* p) {
+  weft_prof_api_open = 1;
+  api.owner = p;
+  api.group = NULL;
+  api.mask = __atomic_load_n(&p->mask, __ATOMIC_RELAXED);
+  if (!(api.mask & WANT_GROUP_API)) return;
+  ncclProfilerEventDescr_v6_t d;
+  memset(&d, 0, sizeof(d));
+  d.type = ncclProfileGroupApi;
+  d.groupApi.groupDepth = weft_group_depth();
+  start(p, &api.group, &d);
+  weft_prof_plugin_record(api.group, ncclProfilerGroupStartApiStop, NULL);
+}
+
+void weft_prof_api_call_begin_(struct weft_prof* p, int p2p, const char* func, size_t count,
+                               ncclDataType_t dtype, int root, void* stream) {
+  if (!weft_prof_api_open) api_group_open(p);
+  api.call = NULL;
+  if (!(api.mask & (p2p ? WANT_P2P_API : WANT_COLL_API))) return;
+  ncclProfilerEventDescr_v6_t d;
+  memset(&d, 0, sizeof(d));
+  d.parentObj = api.group;
+  if (p2p) {
+    d.type = ncclProfileP2pApi;
+    d.p2pApi.func = func;
+    d.p2pApi.count = count;
+    d.p2pApi.datatype = dtype_name(dtype);
+    d.p2pApi.stream = stream;
+  } else {
+    d.type = ncclProfileCollApi;
+    d.collApi.func = func;
+    d.collApi.count = count;
+    d.collApi.datatype = dtype_name(dtype);
+    d.collApi.root = root;
+    d.collApi.stream = stream;
+  }
+  start(p, &api.call, &d);
+}
+
+/* The call's event ends once its tasks are queued (as in NCCL): the Coll events below it come
+ * later, at the launch, and name it as a parent that has already stopped. */
+void weft_prof_api_call_end_(void) { weft_prof_plugin_stop(api.call); }
+
+void weft_prof_api_tag_(struct weft_task* t) {
+  t->prof_api = weft_prof_api_open ? api.call : NULL;
+  t->prof_gapi = weft_prof_api_open ? api.group : NULL;
+}
+
+void weft_prof_api_group_end_(int launched) {
+  if (!launched) {
+    weft_prof_plugin_record(api.group, ncclProfilerGroupEndApiStart, NULL);
+    return;
+  }
+  weft_prof_plugin_stop(api.group);
+  memset(&api, 0, sizeof(api));
+  weft_prof_api_open = 0;
+}
+
+void weft_prof_launch_begin(struct weft_prof* p, const struct weft_task* tasks) {
+  p->launch = NULL;
+  if (!(p->active & ncclProfileKernelLaunch) || tasks == NULL) return;
+  ncclProfilerEventDescr_v6_t d;
+  memset(&d, 0, sizeof(d));
+  d.type = ncclProfileKernelLaunch;
+  d.parentObj = tasks->prof_gapi;
+  d.kernelLaunch.stream = (void*)tasks->stream;
+  start(p, &p->launch, &d);
+}
+
+void weft_prof_launch_end(struct weft_prof* p) { stop(&p->launch); }

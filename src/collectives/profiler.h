@@ -9,6 +9,7 @@
 
 #include "collectives/profiler_load.h"
 #include "collectives/task.h"
+#include "nccl.h"
 
 struct ncclComm;
 
@@ -27,6 +28,7 @@ struct weft_prof {
   uint64_t cur_seq;               /* its number among its function's calls */
   void* chan[WEFT_PROF_CHANNELS]; /* its KernelCh events */
   uint64_t seq[WEFT_COLL_COUNT];  /* collectives per function, numbered from 0 as NCCL does */
+  void* launch;                   /* CUDA: the KernelLaunch event */
 };
 
 /* At init (comm hash, ranks and nodes known): loads the plugin, calls its init. Never fails:
@@ -44,7 +46,35 @@ void weft_prof_task_stop_(struct weft_prof* p, struct weft_task* t);
 void weft_prof_chan_begin_(struct weft_prof* p, int channel);
 void weft_prof_chan_end_(struct weft_prof* p, int channel);
 
+/* API-level events (v5 on), per thread: a GroupApi event from the first call queued in a group
+ * (explicit or the call's implicit one) to the end of the outermost group, and a CollApi or
+ * P2pApi event around the queueing of each call, the parent of its tasks' Coll and P2p events. */
+extern __thread int weft_prof_api_open; /* a GroupApi is open on this thread */
+void weft_prof_api_call_begin_(struct weft_prof* p, int p2p, const char* func, size_t count,
+                               ncclDataType_t dtype, int root, void* stream);
+void weft_prof_api_call_end_(void);
+void weft_prof_api_tag_(struct weft_task* t);
+void weft_prof_api_group_end_(int launched);
+
 #define WEFT_PROF_ON(p) __builtin_expect((p) != NULL, 0)
+static inline void weft_prof_api_call_begin(struct weft_prof* p, int p2p, const char* func, size_t count,
+                                            ncclDataType_t dtype, int root, void* stream) {
+  if (WEFT_PROF_ON(p)) weft_prof_api_call_begin_(p, p2p, func, count, dtype, root, stream);
+}
+static inline void weft_prof_api_call_end(struct weft_prof* p) {
+  if (WEFT_PROF_ON(p)) weft_prof_api_call_end_();
+}
+/* A task queued by the current call takes its API events as parents. */
+static inline void weft_prof_api_tag(struct weft_prof* p, struct weft_task* t) {
+  if (WEFT_PROF_ON(p)) weft_prof_api_tag_(t);
+}
+/* The outermost group ends: launched 0 before its launch (GroupEndApiStart), 1 after (stop). */
+static inline void weft_prof_api_group_end(int launched) {
+  if (__builtin_expect(weft_prof_api_open, 0)) weft_prof_api_group_end_(launched);
+}
+/* CUDA: the KernelLaunch event around the launch of tasks. */
+void weft_prof_launch_begin(struct weft_prof* p, const struct weft_task* tasks);
+void weft_prof_launch_end(struct weft_prof* p);
 /* Launch: the Group event around all of one comm's tasks of a group. */
 static inline void weft_prof_group_begin(struct weft_prof* p) {
   if (WEFT_PROF_ON(p)) weft_prof_group_begin_(p);

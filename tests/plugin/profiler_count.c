@@ -29,7 +29,9 @@ typedef ncclProfilerEventStateArgs_v3_t args_t;
 
 #define NTYPES 16
 #define MAGIC 0x70726f66u
-#define DEFAULT_MASK (ncclProfileGroup | ncclProfileColl | ncclProfileP2p | ncclProfileKernelCh)
+#define DEFAULT_MASK                                                                                 \
+  (ncclProfileGroup | ncclProfileColl | ncclProfileP2p | ncclProfileKernelCh | ncclProfileGroupApi | \
+   ncclProfileCollApi | ncclProfileP2pApi | ncclProfileKernelLaunch)
 static const char* const type_names[NTYPES] = {
     "Group",    "Coll",    "P2p",    "ProxyOp",      "ProxyStep", "ProxyCtrl", "KernelCh", "NetPlugin",
     "GroupApi", "CollApi", "P2pApi", "KernelLaunch", "CeColl",    "CeSync",    "CeBatch",  "?"};
@@ -79,6 +81,13 @@ static void note(struct ctx* c, const char* line) {
   c->log[c->log_len] = 0;
 }
 
+/* Whether h is an event of c of type bit, open or not. */
+__attribute__((unused)) static int known(struct ctx* c, void* h, int bit) {
+  for (struct event* e = c->events; e; e = e->next)
+    if ((void*)e == h) return e->type == bit;
+  return 0;
+}
+
 /* Whether h is an event of c of type bit that is still open. */
 static int live(struct ctx* c, void* h, int bit) {
   for (struct event* e = c->events; e; e = e->next)
@@ -123,12 +132,18 @@ static ncclResult_t init(void** context, int* mask) {
   return ncclSuccess;
 }
 
-/* What a Coll, P2p or KernelCh must hang below, by version. */
+/* What a Coll, P2p or KernelCh must hang below, by version: from v5 on a Coll's parent is the
+ * CollApi event of its call (stopped by then) and its Group is in parentGroup. */
 static void check_parent(struct ctx* c, const descr_t* d, int bit) {
   void* group = d->parentObj;
 #if PROF_VERSION >= 5
   if (bit == 1) group = d->coll.parentGroup;
   if (bit == 2) group = d->p2p.parentGroup;
+  if (bit == 1 && !known(c, d->parentObj, 9)) error(c, "Coll whose parent is no CollApi event");
+  if (bit == 2 && !known(c, d->parentObj, 10)) error(c, "P2p whose parent is no P2pApi event");
+  if ((bit == 9 || bit == 10) && !live(c, d->parentObj, 8))
+    error(c, "CollApi or P2pApi outside an open GroupApi");
+  if (bit == 11 && !live(c, d->parentObj, 8)) error(c, "KernelLaunch outside an open GroupApi");
 #endif
   if ((bit == 1 || bit == 2) && !live(c, group, 0)) error(c, "Coll or P2p whose parent is no open Group");
   if (bit == 6 && !live(c, d->parentObj, 1)) error(c, "KernelCh whose parent is no open Coll");
@@ -166,7 +181,9 @@ static ncclResult_t start_event(void* context, void** handle, descr_t* d) {
   pthread_mutex_lock(&c->lock);
   if (c->rank < 0) c->rank = d->rank; /* v3's init did not say */
   if (d->rank != c->rank) error(c, "event of another rank");
-  if (!(c->mask & (int)d->type) && bit != 0 && bit != 1 && bit != 2) error(c, "event type outside the mask");
+  /* Groups, collectives and their API events also come as the parents of what the mask asks for. */
+  if (!(c->mask & (int)d->type) && bit > 2 && bit != 8 && bit != 9 && bit != 10)
+    error(c, "event type outside the mask");
   check_parent(c, d, bit);
   describe(c, d, bit);
   struct event* e = calloc(1, sizeof(*e));
@@ -214,6 +231,8 @@ static void write_counts(struct ctx* c, FILE* f) {
     if (c->start[i] || c->stop[i])
       fprintf(f, "start %s %ld\nstop %s %ld\n", type_names[i], c->start[i], type_names[i], c->stop[i]);
   fprintf(f, "state KernelChStop %ld\n", c->states[ncclProfilerKernelChStop]);
+  fprintf(f, "state GroupStartApiStop %ld\n", c->states[ncclProfilerGroupStartApiStop]);
+  fprintf(f, "state GroupEndApiStart %ld\n", c->states[ncclProfilerGroupEndApiStart]);
   fprintf(f, "open %ld\nerrors %ld\n", open, c->errors);
   if (c->errors) fprintf(f, "first_error %s\n", c->first_error);
   fprintf(f, "%s", c->log ? c->log : "");

@@ -33,21 +33,24 @@ file_of() { ls "$T/$case"/prof-r"$1"-*.txt 2>/dev/null | head -1; }
 val() { awk -v k="$2" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "$1"; }
 count() { awk -v w="$2" -v t="$3" '$1 == w && $2 == t { print $3; found = 1 } END { if (!found) print 0 }' "$1"; }
 
-# expect_counts GROUPS COLLS P2PS: on every rank, exact starts and stops, nothing open, no errors.
+# expect_counts GROUPS COLLS P2PS [GROUPAPIS COLLAPIS P2PAPIS]: on every rank, exact starts and
+# stops (API-level events: 0 unless given), nothing open, no errors.
 expect_counts() {
-  local r f
+  local r f ga=${4:-0}
   [ "$(ls "$T/$case" | wc -l)" = 3 ] || bad "$(ls "$T/$case" | wc -l) count files, not 3 (one per rank)"
   for r in 0 1 2; do
     f=$(file_of $r)
     [ -n "$f" ] || { bad "rank $r wrote no counts (finalize not called?)"; continue; }
     grep -qx finalized "$f" || bad "rank $r: file incomplete"
-    for ty in Group:$1 Coll:$2 P2p:$3; do
+    for ty in Group:$1 Coll:$2 P2p:$3 GroupApi:$ga CollApi:${5:-0} P2pApi:${6:-0} KernelLaunch:0; do
       for w in start stop; do
         [ "$(count "$f" $w "${ty%%:*}")" = "${ty#*:}" ] ||
           bad "rank $r: $w ${ty%%:*} $(count "$f" $w "${ty%%:*}"), expected ${ty#*:}"
       done
     done
     [ "$(count "$f" start KernelCh)" = "$(count "$f" stop KernelCh)" ] || bad "rank $r: KernelCh unbalanced"
+    [ "$(count "$f" state GroupStartApiStop)" = "$ga" ] && [ "$(count "$f" state GroupEndApiStart)" = "$ga" ] ||
+      bad "rank $r: GroupApi states $(grep 'state Group' "$f" | tr '\n' ' '), expected $ga each"
     [ "$(val "$f" open)" = 0 ] || bad "rank $r: $(val "$f" open) events never stopped"
     [ "$(val "$f" errors)" = 0 ] || bad "rank $r: plugin found $(val "$f" errors) error(s): $(val "$f" first_error)"
   done
@@ -96,7 +99,7 @@ no_files() { [ -z "$(ls "$T/$case")" ] || bad "a plugin ran: $(ls "$T/$case")"; 
 
 # By name (libnccl-profiler-count.so on the loader's path), v6.
 run v6 NCCL_PROFILER_PLUGIN=count
-expect_counts 4 4 2
+expect_counts 4 4 2 4 4 2
 expect_calls
 expect_ident 6
 loaded 6
@@ -108,7 +111,7 @@ done
 
 # Older versions: v5 by name, v4 by path, v3 by file name.
 run v5 NCCL_PROFILER_PLUGIN=count5
-expect_counts 4 4 2
+expect_counts 4 4 2 4 4 2
 expect_calls
 expect_ident 5
 loaded 5
@@ -125,27 +128,28 @@ loaded 3
 
 # The ring, by force: its name, protocol and one KernelCh event per channel it ran.
 run ring NCCL_PROFILER_PLUGIN=count WEFT_DIRECT=0 NCCL_ALGO=Ring NCCL_PROTO=Simple
-expect_counts 4 4 2
+expect_counts 4 4 2 4 4 2
 expect_calls
 for f in "$T/ring"/*.txt; do
   [ "$(grep -c '^coll .* algo=RING proto=SIMPLE$' "$f")" = 4 ] || bad "not every collective reported RING/SIMPLE:
 $(grep '^coll' "$f")"
 done
 
-# The activation mask: Coll only (Groups stay, as their parents), P2p only, Group only.
+# The activation mask: Coll only, P2p only, Group only. As in NCCL, the events above what the mask
+# asks for come too, as parents: Group and GroupApi always, CollApi for Coll, P2pApi for P2p.
 run mask_coll NCCL_PROFILER_PLUGIN=count NCCL_PROFILE_EVENT_MASK=2
-expect_counts 4 4 0
+expect_counts 4 4 0 4 4 0
 for f in "$T/$case"/*.txt; do [ ! -e "$f" ] || [ "$(count "$f" start KernelCh)" = 0 ] || bad "KernelCh events outside the mask"; done
 run mask_p2p NCCL_PROFILER_PLUGIN=count NCCL_PROFILE_EVENT_MASK=4
-expect_counts 4 0 2
+expect_counts 4 0 2 4 0 2
 run mask_group NCCL_PROFILER_PLUGIN=count NCCL_PROFILE_EVENT_MASK=1
-expect_counts 4 0 0
+expect_counts 4 0 0 4 0 0
 
 # Unset: libnccl-profiler.so is tried, and loaded when the loader finds one.
 mkdir -p "$T/default_lib"
 ln -s "$PLUG/libnccl-profiler-count.so" "$T/default_lib/libnccl-profiler.so"
 run default LD_LIBRARY_PATH="$T/default_lib"
-expect_counts 4 4 2
+expect_counts 4 4 2 4 4 2
 loaded 6
 # Unset and absent: no profiler, and nothing to warn about.
 run absent
