@@ -1,10 +1,13 @@
-/* The job the profiler plugin tests run (tests/plugin/test_profiler_plugin.sh): NRANKS thread
- * ranks (argv[1], default 3) on communicators named "prof-job", each doing 3 all-reduces, then one
- * group of a broadcast, a send to the next rank and a receive from the previous one, checking the
- * results. Public API only: the plugin is whatever NCCL_PROFILER_PLUGIN names. */
+/* The job the profiler plugin tests run (tests/plugin/test_profiler_plugin.sh): on communicators
+ * named "prof-job", each rank does 3 all-reduces, then one group of a broadcast, a send to the
+ * next rank and a receive from the previous one, checking the results. Public API only: the
+ * plugin is whatever NCCL_PROFILER_PLUGIN names.
+ *   prof_job [NRANKS]            NRANKS (default 3) thread ranks in this process
+ *   prof_job proc RANK NRANKS    one rank of a job of processes joined through NCCL_COMM_ID */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "nccl.h"
@@ -58,6 +61,12 @@ static void* rank_main(void* arg) {
 }
 
 int main(int argc, char** argv) {
+  if (argc == 4 && strcmp(argv[1], "proc") == 0) {
+    nranks = atoi(argv[3]);
+    if (ncclGetUniqueId(&id) != ncclSuccess) return 1; /* NCCL_COMM_ID names the root: the same id */
+    rank_main((void*)(long)atoi(argv[2]));
+    return test_finish("prof_job");
+  }
   if (argc > 1) nranks = atoi(argv[1]);
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   pthread_t t[16];

@@ -30,6 +30,7 @@ run() {
   grep -q "prof_job: all checks passed" "$T/$case.log" || bad "the job's own checks failed"
 }
 file_of() { ls "$T/$case"/prof-r"$1"-*.txt 2>/dev/null | head -1; }
+NR=3 # ranks of the job whose files are checked
 val() { awk -v k="$2" '$1 == k { $1 = ""; sub(/^ /, ""); print; exit }' "$1"; }
 count() { awk -v w="$2" -v t="$3" '$1 == w && $2 == t { print $3; found = 1 } END { if (!found) print 0 }' "$1"; }
 
@@ -37,8 +38,8 @@ count() { awk -v w="$2" -v t="$3" '$1 == w && $2 == t { print $3; found = 1 } EN
 # stops (API-level events: 0 unless given), nothing open, no errors.
 expect_counts() {
   local r f ga=${4:-0}
-  [ "$(ls "$T/$case" | wc -l)" = 3 ] || bad "$(ls "$T/$case" | wc -l) count files, not 3 (one per rank)"
-  for r in 0 1 2; do
+  [ "$(ls "$T/$case" | wc -l)" = $NR ] || bad "$(ls "$T/$case" | wc -l) count files, not $NR (one per rank)"
+  for r in $(seq 0 $((NR - 1))); do
     f=$(file_of $r)
     [ -n "$f" ] || { bad "rank $r wrote no counts (finalize not called?)"; continue; }
     grep -qx finalized "$f" || bad "rank $r: file incomplete"
@@ -59,7 +60,7 @@ expect_counts() {
 # expect_calls: the collectives and sends/receives each rank saw, in order, as described.
 expect_calls() {
   local r f want
-  for r in 0 1 2; do
+  for r in $(seq 0 $((NR - 1))); do
     f=$(file_of $r)
     [ -n "$f" ] || continue
     want="AllReduce seq=0 count=1000 dtype=ncclFloat32 root=0
@@ -70,8 +71,8 @@ Broadcast seq=0 count=500 dtype=ncclInt32 root=0"
 $(grep '^coll' "$f")"
     awk '$1 == "coll" && ($7 !~ /^algo=(RING|TREE|DIRECT)$/ || $8 !~ /^proto=(LL|SIMPLE)$/) { exit 1 }' "$f" ||
       bad "rank $r: algorithm or protocol name missing: $(grep '^coll' "$f" | head -1)"
-    want="Send peer=$(((r + 1) % 3)) count=256 dtype=ncclFloat32
-Recv peer=$(((r + 2) % 3)) count=256 dtype=ncclFloat32"
+    want="Send peer=$(((r + 1) % NR)) count=256 dtype=ncclFloat32
+Recv peer=$(((r + NR - 1) % NR)) count=256 dtype=ncclFloat32"
     [ "$(awk '$1 == "p2p" { print $2, $3, $4, $5 }' "$f")" = "$want" ] || bad "rank $r: p2p seen:
 $(grep '^p2p' "$f")"
   done
@@ -81,14 +82,15 @@ $(grep '^p2p' "$f")"
 # come with its Coll and P2p events instead).
 expect_ident() {
   local r f hashes
-  for r in 0 1 2; do
+  for r in $(seq 0 $((NR - 1))); do
     f=$(file_of $r)
     [ -n "$f" ] || continue
     [ "$(val "$f" version)" = "$1" ] || bad "rank $r: plugin version $(val "$f" version), expected $1"
     [ "$(val "$f" rank)" = $r ] || bad "rank $r: plugin saw rank $(val "$f" rank)"
     [ "$(val "$f" name)" = prof-job ] || bad "rank $r: comm name '$(val "$f" name)'"
     if [ "$1" -ge 4 ]; then
-      [ "$(val "$f" nranks)" = 3 ] && [ "$(val "$f" nnodes)" = 1 ] || bad "rank $r: nranks/nnodes wrong"
+      [ "$(val "$f" nranks)" = $NR ] && [ "$(val "$f" nnodes)" = "${NNODES:-1}" ] ||
+        bad "rank $r: nranks $(val "$f" nranks) nnodes $(val "$f" nnodes), expected $NR and ${NNODES:-1}"
     fi
   done
   hashes=$(for f in "$T/$case"/*.txt; do val "$f" hash; done | sort -u)
@@ -155,6 +157,22 @@ loaded 6
 run absent
 no_files
 grep -q "WARN.*PROFILER" "$T/absent.log" && bad "a WARN without any plugin asked for"
+
+# Ranks as processes on two emulated hosts (WEFT_HOSTID): nNodes is 2, the traffic goes over the
+# network transport and its proxy thread, and each process loads and finalizes its own plugin.
+case=procs
+mkdir -p "$T/procs"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pids=()
+for r in 0 1; do
+  env LD_LIBRARY_PATH="$PLUG" PROF_COUNT_DIR="$T/procs" NCCL_PROFILER_PLUGIN=count NCCL_COMM_ID=127.0.0.1:$port \
+    WEFT_HOSTID=prof-host-$r NCCL_DEBUG=WARN timeout -k 5 120 "$JOB" proc $r 2 >"$T/procs.$r.log" 2>&1 &
+  pids+=($!)
+done
+for r in 0 1; do wait "${pids[$r]}" || { bad "rank $r process failed"; tail -20 "$T/procs.$r.log"; }; done
+NR=2 NNODES=2 expect_counts 4 4 2 4 4 2
+NR=2 expect_calls
+NR=2 NNODES=2 expect_ident 6
 
 # none, a missing plugin, one without a table, a failing init: the job runs without a profiler.
 run none NCCL_PROFILER_PLUGIN=none
