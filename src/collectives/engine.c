@@ -461,20 +461,19 @@ static void trace_all(struct weft_trace* tr, const struct weft_task* tasks, int 
   }
 }
 
-/* The CUDA backend's profiler events cover the launch, as NCCL's host-side Coll and P2p events do:
- * the kernel's own progress is not reported (no KernelCh events), nor the path it took. */
+/* The CUDA backend's profiler events cover the launch, as NCCL's host-side Coll and P2p events do
+ * (the launch's planning starts each task's, launch_cuda.c): the kernel's own progress is not
+ * reported (no KernelCh events). */
 static void prof_cuda(struct weft_prof* p, struct weft_task* tasks, int begin) {
   if (p == NULL) return;
-  if (begin) weft_prof_group_begin(p);
-  for (struct weft_task* t = tasks; t; t = t->next) {
-    if (begin)
-      weft_prof_task_start(p, t, "Unknown", "Unknown");
-    else
-      weft_prof_task_stop(p, t);
+  if (begin) {
+    weft_prof_group_begin(p);
+    weft_prof_launch_begin(p, tasks);
+    return;
   }
-  if (begin) weft_prof_launch_begin(p, tasks);
-  if (!begin) weft_prof_launch_end(p);
-  if (!begin) weft_prof_group_end(p);
+  for (struct weft_task* t = tasks; t; t = t->next) weft_prof_task_stop(p, t);
+  weft_prof_launch_end(p);
+  weft_prof_group_end(p);
 }
 
 /* A failed launch leaves this rank's view of it in WEFT_TRACE_DIR (when set). */
@@ -548,7 +547,7 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
   w.step_tag = 0; /* point-to-point steps are not a collective's */
   if (res == ncclSuccess && np > 0) {
     for (int i = 0; i < np && comm->trace; i++) weft_trace_start(comm->trace, p2p[i]);
-    for (int i = 0; i < np && comm->prof; i++) weft_prof_task_start(comm->prof, p2p[i], NULL, NULL);
+    for (int i = 0; i < np && comm->prof; i++) weft_prof_task_start(comm->prof, p2p[i], NULL, NULL, 1);
     res = weft_host_p2p_run(comm, p2p, np, &w);
     for (int i = 0; i < np && comm->prof; i++) weft_prof_task_stop(comm->prof, p2p[i]);
     for (int i = 0; i < np && comm->trace; i++) weft_trace_finish(comm->trace, p2p[i], res);

@@ -177,7 +177,8 @@ void weft_prof_coll_done_(struct weft_prof* p) {
   p->cur = NULL;
 }
 
-void weft_prof_task_start_(struct weft_prof* p, struct weft_task* t, const char* algo, const char* proto) {
+void weft_prof_task_start_(struct weft_prof* p, struct weft_task* t, const char* algo, const char* proto,
+                           int nchannels) {
   ncclProfilerEventDescr_v6_t d;
   t->prof_ev = NULL;
   if (is_p2p(t)) {
@@ -186,7 +187,7 @@ void weft_prof_task_start_(struct weft_prof* p, struct weft_task* t, const char*
   } else {
     uint64_t seq = p->seq[t->coll]++;
     if (!(p->active & WANT_COLL)) return;
-    coll_descr(p, t, seq, algo, proto, 0, &d);
+    coll_descr(p, t, seq, algo, proto, nchannels, &d);
   }
   start(p, &t->prof_ev, &d);
 }

@@ -41,7 +41,8 @@ void weft_prof_group_end_(struct weft_prof* p);
 void weft_prof_coll_queue_(struct weft_prof* p, const struct weft_task* t);
 void weft_prof_coll_path_(struct weft_prof* p, const char* algo, const char* proto, int nchannels);
 void weft_prof_coll_done_(struct weft_prof* p);
-void weft_prof_task_start_(struct weft_prof* p, struct weft_task* t, const char* algo, const char* proto);
+void weft_prof_task_start_(struct weft_prof* p, struct weft_task* t, const char* algo, const char* proto,
+                           int nchannels);
 void weft_prof_task_stop_(struct weft_prof* p, struct weft_task* t);
 void weft_prof_chan_begin_(struct weft_prof* p, int channel);
 void weft_prof_chan_end_(struct weft_prof* p, int channel);
@@ -95,10 +96,11 @@ static inline void weft_prof_coll_path(struct weft_prof* p, const char* algo, co
 static inline void weft_prof_coll_done(struct weft_prof* p) {
   if (WEFT_PROF_ON(p)) weft_prof_coll_done_(p);
 }
-/* Events held in the task: point-to-point on the host, everything on CUDA (around the launch). */
+/* Events held in the task: point-to-point on the host; on CUDA every task's, started as the launch
+ * plans it (algo, proto: a collective's, NULL for point-to-point) and stopped once it is launched. */
 static inline void weft_prof_task_start(struct weft_prof* p, struct weft_task* t, const char* algo,
-                                        const char* proto) {
-  if (WEFT_PROF_ON(p)) weft_prof_task_start_(p, t, algo, proto);
+                                        const char* proto, int nchannels) {
+  if (WEFT_PROF_ON(p)) weft_prof_task_start_(p, t, algo, proto, nchannels);
 }
 static inline void weft_prof_task_stop(struct weft_prof* p, struct weft_task* t) {
   if (WEFT_PROF_ON(p)) weft_prof_task_stop_(p, t);
