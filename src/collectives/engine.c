@@ -343,7 +343,10 @@ static ncclResult_t run_ring(struct ncclComm* comm, const struct weft_plan* plan
   int one = comm->nranks == 1;
   if (s->interleave && plan->nchannels > 1) {
     /* The channels run together: their profiler events span the whole call (done ends them). */
-    for (int c = 0; c < plan->nchannels; c++) weft_prof_chan_begin(w->prof, c);
+    for (int c = 0; c < plan->nchannels; c++) {
+      weft_prof_chan_begin(w->prof, c);
+      weft_prof_proxy_open(w->prof, c, &s->send[c], &s->recv[c]);
+    }
     return weft_host_run_interleaved(plan->work, plan->nchannels, s->send, s->recv, w, t->sendbuff,
                                      t->recvbuff, s->co_stacks);
   }
@@ -351,6 +354,7 @@ static ncclResult_t run_ring(struct ncclComm* comm, const struct weft_plan* plan
   for (int c = 0; c < plan->nchannels; c++) {
     recv_steps[c] = s->recv[c].step;
     weft_prof_chan_begin(w->prof, c);
+    if (!one) weft_prof_proxy_open(w->prof, c, &s->send[c], &s->recv[c]);
     WEFT_CHECK(weft_host_run_work(&plan->work[c], one ? NULL : &s->send[c], one ? NULL : &s->recv[c], w, c,
                                   t->sendbuff, t->recvbuff));
     weft_prof_chan_end(w->prof, c);

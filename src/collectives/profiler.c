@@ -173,6 +173,7 @@ void weft_prof_coll_done_(struct weft_prof* p) {
    * counting calls should see every one. */
   if (p->cur != NULL && p->coll == NULL) weft_prof_coll_path_(p, "Unknown", "Unknown", 0);
   for (int c = 0; c < WEFT_PROF_CHANNELS; c++) weft_prof_chan_end_(p, c);
+  weft_prof_proxy_close(p);
   stop(&p->coll);
   p->cur = NULL;
 }

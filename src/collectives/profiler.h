@@ -10,10 +10,26 @@
 #include "collectives/profiler_load.h"
 #include "collectives/task.h"
 #include "nccl.h"
+#include "proxy/watch.h"
 
 struct ncclComm;
 
 #define WEFT_PROF_CHANNELS 4 /* WEFT_PLAN_MAX_CHANNELS, without plan.h (graph.h users include this) */
+#define WEFT_PROF_STEPS 8    /* WEFT_NSTEPS: a connector's steps in flight at once */
+
+struct weft_conn;
+
+/* One ProxyOp: the proxy's work for the running collective on one network connector of one
+ * channel. Written by the executor at open, then by the proxy thread through the watch. */
+struct weft_prof_pop {
+  struct weft_proxy_watch w; /* first: the watch's callback finds the rest from it */
+  struct weft_prof* p;
+  const struct weft_conn* conn; /* the executor's side, for the step count at close */
+  void* parent;                 /* the Coll event */
+  int channel, is_send, steps_wanted;
+  void* op;
+  void* steps[WEFT_PROF_STEPS];
+};
 
 /* Only the thread running the comm's launch touches it (one launch at a time per comm). */
 struct weft_prof {
@@ -29,6 +45,9 @@ struct weft_prof {
   void* chan[WEFT_PROF_CHANNELS]; /* its KernelCh events */
   uint64_t seq[WEFT_COLL_COUNT];  /* collectives per function, numbered from 0 as NCCL does */
   void* launch;                   /* CUDA: the KernelLaunch event */
+  /* ProxyOp records: WEFT_PROXY_WATCHES per connector of a channel, reused once the proxy is done. */
+  struct weft_prof_pop pops[WEFT_PROF_CHANNELS][2][WEFT_PROXY_WATCHES];
+  struct weft_prof_pop* open_pops[WEFT_PROF_CHANNELS][2]; /* the running collective's */
 };
 
 /* At init (comm hash, ranks and nodes known): loads the plugin, calls its init. Never fails:
@@ -73,6 +92,17 @@ static inline void weft_prof_api_tag(struct weft_prof* p, struct weft_task* t) {
 static inline void weft_prof_api_group_end(int launched) {
   if (__builtin_expect(weft_prof_api_open, 0)) weft_prof_api_group_end_(launched);
 }
+/* Host rings over the network: the running collective's ProxyOp and ProxyStep events on channel's
+ * connectors (either may be NULL or not a network one), reported by the proxy thread until the
+ * collective is done (weft_prof_coll_done closes them). */
+void weft_prof_proxy_open_(struct weft_prof* p, int channel, const struct weft_conn* send,
+                           const struct weft_conn* recv);
+static inline void weft_prof_proxy_open(struct weft_prof* p, int channel, const struct weft_conn* send,
+                                        const struct weft_conn* recv) {
+  if (WEFT_PROF_ON(p)) weft_prof_proxy_open_(p, channel, send, recv);
+}
+void weft_prof_proxy_close(struct weft_prof* p); /* every open one, at the collective's end */
+
 /* CUDA: the KernelLaunch event around the launch of tasks. */
 void weft_prof_launch_begin(struct weft_prof* p, const struct weft_task* tasks);
 void weft_prof_launch_end(struct weft_prof* p);

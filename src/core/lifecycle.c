@@ -76,9 +76,11 @@ void weft_comm_free(struct ncclComm* comm) {
   if (comm == NULL) return;
   join_init_thread(comm);
   weft_group_worker_destroy(comm);
-  weft_prof_destroy(comm); /* no launch runs any more: every event is closed */
   weft_trace_destroy(comm);
   weft_coll_comm_fini(comm);
+  /* No launch runs any more, and the proxy has reported the last of its events (the connectors
+   * are gone): every event is closed. */
+  weft_prof_destroy(comm);
   weft_comm_topo_fini(comm);
   weft_bootstrap_destroy(comm->bootstrap);
   free(comm->peers);

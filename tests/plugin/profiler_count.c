@@ -29,9 +29,9 @@ typedef ncclProfilerEventStateArgs_v3_t args_t;
 
 #define NTYPES 16
 #define MAGIC 0x70726f66u
-#define DEFAULT_MASK                                                                                 \
-  (ncclProfileGroup | ncclProfileColl | ncclProfileP2p | ncclProfileKernelCh | ncclProfileGroupApi | \
-   ncclProfileCollApi | ncclProfileP2pApi | ncclProfileKernelLaunch)
+#define DEFAULT_MASK                                                                                   \
+  (ncclProfileGroup | ncclProfileColl | ncclProfileP2p | ncclProfileKernelCh | ncclProfileGroupApi |       \
+   ncclProfileCollApi | ncclProfileP2pApi | ncclProfileKernelLaunch | ncclProfileProxyOp | ncclProfileProxyStep)
 static const char* const type_names[NTYPES] = {
     "Group",    "Coll",    "P2p",    "ProxyOp",      "ProxyStep", "ProxyCtrl", "KernelCh", "NetPlugin",
     "GroupApi", "CollApi", "P2pApi", "KernelLaunch", "CeColl",    "CeSync",    "CeBatch",  "?"};
@@ -82,7 +82,7 @@ static void note(struct ctx* c, const char* line) {
 }
 
 /* Whether h is an event of c of type bit, open or not. */
-__attribute__((unused)) static int known(struct ctx* c, void* h, int bit) {
+static int known(struct ctx* c, void* h, int bit) {
   for (struct event* e = c->events; e; e = e->next)
     if ((void*)e == h) return e->type == bit;
   return 0;
@@ -147,6 +147,9 @@ static void check_parent(struct ctx* c, const descr_t* d, int bit) {
 #endif
   if ((bit == 1 || bit == 2) && !live(c, group, 0)) error(c, "Coll or P2p whose parent is no open Group");
   if (bit == 6 && !live(c, d->parentObj, 1)) error(c, "KernelCh whose parent is no open Coll");
+  /* The proxy may still work for a collective the executor has finished: its Coll may be stopped. */
+  if (bit == 3 && !known(c, d->parentObj, 1)) error(c, "ProxyOp whose parent is no Coll");
+  if (bit == 4 && !live(c, d->parentObj, 3)) error(c, "ProxyStep whose parent is no open ProxyOp");
 }
 
 static void describe(struct ctx* c, const descr_t* d, int bit) {
@@ -158,6 +161,9 @@ static void describe(struct ctx* c, const descr_t* d, int bit) {
   else if (bit == 2)
     snprintf(line, sizeof(line), "p2p %s peer=%d count=%zu dtype=%s", d->p2p.func, d->p2p.peer, d->p2p.count,
              d->p2p.datatype);
+  else if (bit == 3)
+    snprintf(line, sizeof(line), "proxyop peer=%d send=%d channel=%d", d->proxyOp.peer, d->proxyOp.isSend,
+             d->proxyOp.channelId);
   else
     return;
   note(c, line);

@@ -160,19 +160,44 @@ grep -q "WARN.*PROFILER" "$T/absent.log" && bad "a WARN without any plugin asked
 
 # Ranks as processes on two emulated hosts (WEFT_HOSTID): nNodes is 2, the traffic goes over the
 # network transport and its proxy thread, and each process loads and finalizes its own plugin.
-case=procs
-mkdir -p "$T/procs"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-pids=()
-for r in 0 1; do
-  env LD_LIBRARY_PATH="$PLUG" PROF_COUNT_DIR="$T/procs" NCCL_PROFILER_PLUGIN=count NCCL_COMM_ID=127.0.0.1:$port \
-    WEFT_HOSTID=prof-host-$r NCCL_DEBUG=WARN timeout -k 5 120 "$JOB" proc $r 2 >"$T/procs.$r.log" 2>&1 &
-  pids+=($!)
-done
-for r in 0 1; do wait "${pids[$r]}" || { bad "rank $r process failed"; tail -20 "$T/procs.$r.log"; }; done
+# run_procs CASE [VAR=value...]: the job as 2 processes.
+run_procs() {
+  case=$1
+  shift
+  mkdir -p "$T/$case"
+  local port r pids=()
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  for r in 0 1; do
+    env LD_LIBRARY_PATH="$PLUG" PROF_COUNT_DIR="$T/$case" NCCL_PROFILER_PLUGIN=count NCCL_COMM_ID=127.0.0.1:$port \
+      WEFT_HOSTID=prof-host-$r NCCL_DEBUG=WARN "$@" timeout -k 5 120 "$JOB" proc $r 2 >"$T/$case.$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for r in 0 1; do wait "${pids[$r]}" || { bad "rank $r process failed"; tail -20 "$T/$case.$r.log"; }; done
+}
+run_procs procs NCCL_MAX_NCHANNELS=1
 NR=2 NNODES=2 expect_counts 4 4 2 4 4 2
 NR=2 expect_calls
 NR=2 NNODES=2 expect_ident 6
+# The proxy's work for the ring collectives (one channel): on each rank a ProxyOp per network
+# connector that moved steps, all-reduce: send and receive; broadcast: the root's send, the other
+# rank's receive; each op with its steps. Sends and receives to and from the other rank only.
+for r in 0 1; do
+  f=$(file_of $r)
+  [ -n "$f" ] || continue
+  ops=$(count "$f" start ProxyOp) steps=$(count "$f" start ProxyStep)
+  [ "$ops" = 7 ] && [ "$(count "$f" stop ProxyOp)" = 7 ] || bad "$f: ProxyOp $ops started, $(count "$f" stop ProxyOp) stopped, expected 7"
+  [ "$(grep -c "^proxyop peer=$((1 - r)) send=1 channel=0$" "$f")" = $((4 - r)) ] &&
+    [ "$(grep -c "^proxyop peer=$((1 - r)) send=0 channel=0$" "$f")" = $((3 + r)) ] || bad "rank $r: proxy ops:
+$(grep '^proxyop' "$f" | sort | uniq -c)"
+  [ "$steps" -ge "$ops" ] && [ "$steps" = "$(count "$f" stop ProxyStep)" ] ||
+    bad "$f: ProxyStep $steps started, $(count "$f" stop ProxyStep) stopped"
+done
+# Without ProxyOp and ProxyStep in the mask the proxy reports nothing.
+run_procs procs_noproxy NCCL_PROFILE_EVENT_MASK=$((0xf47))
+NR=2 NNODES=2 expect_counts 4 4 2 4 4 2
+for f in "$T/$case"/*.txt; do
+  [ ! -e "$f" ] || [ "$(count "$f" start ProxyOp)$(count "$f" start ProxyStep)" = 00 ] || bad "proxy events outside the mask"
+done
 
 # none, a missing plugin, one without a table, a failing init: the job runs without a profiler.
 run none NCCL_PROFILER_PLUGIN=none
