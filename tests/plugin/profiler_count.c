@@ -29,9 +29,10 @@ typedef ncclProfilerEventStateArgs_v3_t args_t;
 
 #define NTYPES 16
 #define MAGIC 0x70726f66u
-#define DEFAULT_MASK                                                                                   \
-  (ncclProfileGroup | ncclProfileColl | ncclProfileP2p | ncclProfileKernelCh | ncclProfileGroupApi |       \
-   ncclProfileCollApi | ncclProfileP2pApi | ncclProfileKernelLaunch | ncclProfileProxyOp | ncclProfileProxyStep)
+#define DEFAULT_MASK                                                                                 \
+  (ncclProfileGroup | ncclProfileColl | ncclProfileP2p | ncclProfileKernelCh | ncclProfileGroupApi | \
+   ncclProfileCollApi | ncclProfileP2pApi | ncclProfileKernelLaunch | ncclProfileProxyOp |           \
+   ncclProfileProxyStep)
 static const char* const type_names[NTYPES] = {
     "Group",    "Coll",    "P2p",    "ProxyOp",      "ProxyStep", "ProxyCtrl", "KernelCh", "NetPlugin",
     "GroupApi", "CollApi", "P2pApi", "KernelLaunch", "CeColl",    "CeSync",    "CeBatch",  "?"};
