@@ -1,4 +1,4 @@
-/* NCCL's profiler plugin ABI, versions 3 to 6, declared from its published layouts: the event
+/* NCCL's profiler plugin ABI, versions 2 to 6, declared from its published layouts: the event
  * type bits, the state numbers, and for each version the descriptor, the state arguments and the
  * function table a plugin exports as ncclProfiler_vN. Plain C11, no Weft headers, so that the
  * test plugin under tests/ compiles against it as an outside plugin would against NCCL's. */
@@ -293,5 +293,54 @@ typedef struct {
                                    ncclProfilerEventStateArgs_v3_t* eStateArgs);
   ncclResult_t (*finalize)(void* context);
 } ncclProfiler_v3_t;
+
+/* ---- v2: v3 without KernelCh and NetPlugin events, and a Coll with its traffic in bytes. ---- */
+typedef struct {
+  uint8_t type;
+  void* parentObj;
+  int rank;
+  union {
+    struct {
+      const char* name;
+      uint64_t commHash;
+      uint64_t seqNumber;
+      const char* func;
+      const void* sendBuff;
+      void* recvBuff;
+      size_t count;
+      int root;
+      const char* datatype;
+      size_t trafficBytes;
+      uint8_t nMaxChannels;
+      uint8_t nWarps;
+      const char* algo;
+      const char* proto;
+    } coll;
+    struct {
+      const char* name;
+      uint64_t commHash;
+      const char* func;
+      void* buff;
+      const char* datatype;
+      size_t count;
+      int peer;
+    } p2p;
+    struct weft_prof_proxy_op proxyOp;
+    struct {
+      int step;
+    } proxyStep;
+  };
+} ncclProfilerEventDescr_v2_t;
+typedef ncclProfilerEventStateArgs_v3_t ncclProfilerEventStateArgs_v2_t;
+
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(void** context, int* eActivationMask);
+  ncclResult_t (*startEvent)(void* context, void** eHandle, ncclProfilerEventDescr_v2_t* eDescr);
+  ncclResult_t (*stopEvent)(void* eHandle);
+  ncclResult_t (*recordEventState)(void* eHandle, ncclProfilerEventState_t eState,
+                                   ncclProfilerEventStateArgs_v2_t* eStateArgs);
+  ncclResult_t (*finalize)(void* context);
+} ncclProfiler_v2_t;
 
 #endif

@@ -20,15 +20,19 @@ static int version;
 static union {
   const ncclProfiler_v6_t* v6; /* v5 as well: the same table */
   const ncclProfiler_v4_t* v4;
-  const ncclProfiler_v3_t* v3;
+  const ncclProfiler_v3_t* v3; /* v2 as well, but for startEvent's descriptor */
+  const ncclProfiler_v2_t* v2;
 } api;
 
 /* Newest first, as NCCL negotiates. */
 static const struct {
   const char* symbol;
   int version;
-} symbols[] = {
-    {"ncclProfiler_v6", 6}, {"ncclProfiler_v5", 5}, {"ncclProfiler_v4", 4}, {"ncclProfiler_v3", 3}};
+} symbols[] = {{"ncclProfiler_v6", 6},
+               {"ncclProfiler_v5", 5},
+               {"ncclProfiler_v4", 4},
+               {"ncclProfiler_v3", 3},
+               {"ncclProfiler_v2", 2}};
 
 /* Plugins log through this: NCCL's logger signature over Weft's log (same levels and bits). */
 static void plugin_log(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
@@ -51,10 +55,11 @@ static int find_table(const char* value) {
   }
   if (value != NULL)
     WEFT_WARN(
-        "PROFILER/Plugin: %s exports none of ncclProfiler_v6, _v5, _v4, _v3; continuing without a profiler",
+        "PROFILER/Plugin: %s exports none of ncclProfiler_v6, _v5, _v4, _v3, _v2; continuing without a "
+        "profiler",
         lib.path);
   else
-    WEFT_INFO(WEFT_INIT, "PROFILER/Plugin: %s exports no ncclProfiler_v3.._v6; no profiler", lib.path);
+    WEFT_INFO(WEFT_INIT, "PROFILER/Plugin: %s exports no ncclProfiler_v2.._v6; no profiler", lib.path);
   return 0;
 }
 
@@ -203,6 +208,39 @@ static int to_v3(const ncclProfilerEventDescr_v6_t* d, ncclProfilerEventDescr_v3
   }
 }
 
+/* v2: v3's layout with the traffic in bytes (0, as NCCL gives it), and no KernelCh events. */
+static int to_v2(const ncclProfilerEventDescr_v6_t* d, ncclProfilerEventDescr_v2_t* o,
+                 const struct weft_prof_ident* id) {
+  ncclProfilerEventDescr_v3_t v3;
+  if (d->type == ncclProfileKernelCh || !to_v3(d, &v3, id)) return 0;
+  memset(o, 0, sizeof(*o));
+  o->type = v3.type;
+  o->parentObj = v3.parentObj;
+  o->rank = v3.rank;
+  if (d->type == ncclProfileColl) {
+    o->coll.name = v3.coll.name;
+    o->coll.commHash = v3.coll.commHash;
+    o->coll.seqNumber = v3.coll.seqNumber;
+    o->coll.func = v3.coll.func;
+    o->coll.sendBuff = v3.coll.sendBuff;
+    o->coll.recvBuff = v3.coll.recvBuff;
+    o->coll.count = v3.coll.count;
+    o->coll.root = v3.coll.root;
+    o->coll.datatype = v3.coll.datatype;
+    o->coll.nMaxChannels = v3.coll.nMaxChannels;
+    o->coll.nWarps = v3.coll.nWarps;
+    o->coll.algo = v3.coll.algo;
+    o->coll.proto = v3.coll.proto;
+  } else if (d->type == ncclProfileP2p) {
+    memcpy(&o->p2p, &v3.p2p, sizeof(o->p2p)); /* the same members in the same order */
+  } else if (d->type == ncclProfileProxyOp) {
+    o->proxyOp = v3.proxyOp;
+  } else if (d->type == ncclProfileProxyStep) {
+    o->proxyStep.step = v3.proxyStep.step;
+  }
+  return 1;
+}
+
 /* Plugins' errors are theirs: an event that failed to start simply has no handle. */
 void weft_prof_plugin_start(void* ctx, void** handle, ncclProfilerEventDescr_v6_t* d,
                             const struct weft_prof_ident* id) {
@@ -213,9 +251,12 @@ void weft_prof_plugin_start(void* ctx, void** handle, ncclProfilerEventDescr_v6_
   } else if (version == 4) {
     ncclProfilerEventDescr_v4_t o;
     if (to_v4(d, &o)) api.v4->startEvent(ctx, handle, &o);
-  } else {
+  } else if (version == 3) {
     ncclProfilerEventDescr_v3_t o;
     if (to_v3(d, &o, id)) api.v3->startEvent(ctx, handle, &o);
+  } else {
+    ncclProfilerEventDescr_v2_t o;
+    if (to_v2(d, &o, id)) api.v2->startEvent(ctx, handle, &o);
   }
 }
 

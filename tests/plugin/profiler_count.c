@@ -2,7 +2,7 @@
  * NCCL_PROFILER_PLUGIN as a user's would be. It counts starts and stops per event type, checks
  * that every stop and state names a live event it handed out and that each Coll, P2p and
  * KernelCh hangs below a live event of the right type, and at finalize writes what it saw to
- * $PROF_COUNT_DIR/prof-r<rank>-<pid>-<n>.txt. PROF_VERSION (6, 5, 4 or 3) picks the ABI it
+ * $PROF_COUNT_DIR/prof-r<rank>-<pid>-<n>.txt. PROF_VERSION (6, 5, 4, 3 or 2) picks the ABI it
  * exports; 0 exports no table at all. NCCL_PROFILE_EVENT_MASK is its activation mask, as in
  * NCCL's example plugin. */
 #include <pthread.h>
@@ -22,9 +22,12 @@ typedef ncclProfilerEventStateArgs_v6_t args_t;
 #elif PROF_VERSION == 4
 typedef ncclProfilerEventDescr_v4_t descr_t;
 typedef ncclProfilerEventStateArgs_v4_t args_t;
-#else
+#elif PROF_VERSION == 3
 typedef ncclProfilerEventDescr_v3_t descr_t;
 typedef ncclProfilerEventStateArgs_v3_t args_t;
+#else
+typedef ncclProfilerEventDescr_v2_t descr_t;
+typedef ncclProfilerEventStateArgs_v2_t args_t;
 #endif
 
 #define NTYPES 16
@@ -168,8 +171,8 @@ static void describe(struct ctx* c, const descr_t* d, int bit) {
   else
     return;
   note(c, line);
-#if PROF_VERSION == 3
-  /* v3's init is told nothing: the communicator's name and hash come with each Coll and P2p. */
+#if PROF_VERSION <= 3 && PROF_VERSION > 0
+  /* v3's and v2's init is told nothing: the communicator's name and hash come with each Coll and P2p. */
   const char* name = bit == 1 ? d->coll.name : d->p2p.name;
   uint64_t hash = bit == 1 ? d->coll.commHash : d->p2p.commHash;
   if (c->name[0] == '-' && c->hash == 0) {
@@ -280,6 +283,8 @@ __attribute__((visibility("default"))) const ncclProfiler_v5_t ncclProfiler_v5 =
 __attribute__((visibility("default"))) const ncclProfiler_v4_t ncclProfiler_v4 = TABLE;
 #elif PROF_VERSION == 3
 __attribute__((visibility("default"))) const ncclProfiler_v3_t ncclProfiler_v3 = TABLE;
+#elif PROF_VERSION == 2
+__attribute__((visibility("default"))) const ncclProfiler_v2_t ncclProfiler_v2 = TABLE;
 #else
 /* A library with the right file name and no table: the loader must refuse it. */
 __attribute__((visibility("default"))) int ncclProfiler_v99 = 0;

@@ -111,7 +111,7 @@ for f in "$T/v6"/*.txt; do
     bad "KernelChStop states differ from KernelCh events"
 done
 
-# Older versions: v5 by name, v4 by path, v3 by file name.
+# Older versions: v5 by name, v4 by path, v3 by file name, v2 by name.
 run v5 NCCL_PROFILER_PLUGIN=count5
 expect_counts 4 4 2 4 4 2
 expect_calls
@@ -127,6 +127,12 @@ expect_counts 4 4 2
 expect_calls
 expect_ident 3
 loaded 3
+run v2 NCCL_PROFILER_PLUGIN=count2 # v2 has no KernelCh events
+expect_counts 4 4 2
+expect_calls
+expect_ident 2
+loaded 2
+for f in "$T/v2"/*.txt; do [ ! -e "$f" ] || [ "$(count "$f" start KernelCh)" = 0 ] || bad "KernelCh events for v2"; done
 
 # The ring, by force: its name, protocol and one KernelCh event per channel it ran.
 run ring NCCL_PROFILER_PLUGIN=count WEFT_DIRECT=0 NCCL_ALGO=Ring NCCL_PROTO=Simple
