@@ -18,6 +18,7 @@
 #include "collectives/host/step_tag.h"
 #include "collectives/host/wait.h"
 #include "collectives/mem.h"
+#include "collectives/profiler.h"
 #include "collectives/rma.h"
 #include "collectives/trace.h"
 #include "collectives/tree.h"
@@ -340,14 +341,23 @@ static ncclResult_t run_ring(struct ncclComm* comm, const struct weft_plan* plan
                              struct weft_waiter* w) {
   struct weft_coll_state* s = comm->coll;
   int one = comm->nranks == 1;
-  if (s->interleave && plan->nchannels > 1)
+  if (s->interleave && plan->nchannels > 1) {
+    /* The channels run together: their profiler events span the whole call (done ends them). */
+    for (int c = 0; c < plan->nchannels; c++) {
+      weft_prof_chan_begin(w->prof, c);
+      weft_prof_proxy_open(w->prof, c, &s->send[c], &s->recv[c]);
+    }
     return weft_host_run_interleaved(plan->work, plan->nchannels, s->send, s->recv, w, t->sendbuff,
                                      t->recvbuff, s->co_stacks);
+  }
   uint64_t recv_steps[WEFT_PLAN_MAX_CHANNELS];
   for (int c = 0; c < plan->nchannels; c++) {
     recv_steps[c] = s->recv[c].step;
+    weft_prof_chan_begin(w->prof, c);
+    if (!one) weft_prof_proxy_open(w->prof, c, &s->send[c], &s->recv[c]);
     WEFT_CHECK(weft_host_run_work(&plan->work[c], one ? NULL : &s->send[c], one ? NULL : &s->recv[c], w, c,
                                   t->sendbuff, t->recvbuff));
+    weft_prof_chan_end(w->prof, c);
   }
   return one ? ncclSuccess : peek_unexpected(s, recv_steps, plan->nchannels, w);
 }
@@ -373,11 +383,16 @@ static ncclResult_t run_coll_body(struct ncclComm* comm, struct weft_task* t, st
   if (comm->trace)
     weft_trace_plan(comm->trace, t, plan.algo == WEFT_PLAN_TREE ? WEFT_TRACE_TREE : WEFT_TRACE_RING,
                     plan.proto, plan.nchannels);
+  weft_prof_coll_path(comm->prof, plan.algo == WEFT_PLAN_TREE ? "TREE" : "RING",
+                      plan.proto == WEFT_PROTO_LL ? "LL" : "SIMPLE", plan.nchannels);
   if (plan.algo == WEFT_PLAN_TREE) {
     if (s->tree == NULL)
       WEFT_CHECK(weft_tree_connect(comm, s->pp.nchannels, s->simple_bytes, s->ll_bytes, &s->tree));
-    for (int c = 0; c < plan.nchannels; c++)
+    for (int c = 0; c < plan.nchannels; c++) {
+      weft_prof_chan_begin(comm->prof, c);
       WEFT_CHECK(weft_host_run_tree(&plan.work[c], &s->tree->ch[c], w, c, t->sendbuff, t->recvbuff));
+      weft_prof_chan_end(comm->prof, c);
+    }
     return ncclSuccess;
   }
   return run_ring(comm, &plan, t, w);
@@ -431,6 +446,7 @@ void weft_engine_waiter(struct ncclComm* comm, struct weft_waiter* w) {
   *w = comm->coll->waiter;
   w->async_result = &comm->async_result;
   w->trace_ch = comm->trace ? comm->trace->chan : NULL;
+  w->prof = comm->prof;
   w->peers = comm->peers;
   w->watch = comm->coll->watch;
   w->cause = &comm->cause;
@@ -447,6 +463,21 @@ static void trace_all(struct weft_trace* tr, const struct weft_task* tasks, int 
     else
       weft_trace_launched(tr, t, res);
   }
+}
+
+/* The CUDA backend's profiler events cover the launch, as NCCL's host-side Coll and P2p events do
+ * (the launch's planning starts each task's, launch_cuda.c): the kernel's own progress is not
+ * reported (no KernelCh events). */
+static void prof_cuda(struct weft_prof* p, struct weft_task* tasks, int begin) {
+  if (p == NULL) return;
+  if (begin) {
+    weft_prof_group_begin(p);
+    weft_prof_launch_begin(p, tasks);
+    return;
+  }
+  for (struct weft_task* t = tasks; t; t = t->next) weft_prof_task_stop(p, t);
+  weft_prof_launch_end(p);
+  weft_prof_group_end(p);
 }
 
 /* A failed launch leaves this rank's view of it in WEFT_TRACE_DIR (when set). */
@@ -480,7 +511,9 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
   if (comm->backend == WEFT_BACKEND_CUDA) {
     /* The kernel runs after this returns: the recorder sees the launch, not the end. */
     trace_all(comm->trace, tasks, WEFT_TRACE_RUNNING, ncclSuccess);
+    prof_cuda(comm->prof, tasks, 1);
     ncclResult_t cres = weft_cuda_launch(comm, tasks);
+    prof_cuda(comm->prof, tasks, 0);
     trace_all(comm->trace, tasks, WEFT_TRACE_LAUNCHED, cres);
     trace_failed(comm, cres);
     free_tasks(tasks);
@@ -503,21 +536,27 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
   weft_engine_waiter(comm, &w);
   /* Collectives in call order first (the same order on every rank), then point-to-point. */
   ncclResult_t res = ncclSuccess;
+  weft_prof_group_begin(comm->prof);
   for (struct weft_task* t = tasks; t && res == ncclSuccess; t = t->next) {
     if (t->coll == WEFT_COLL_SEND || t->coll == WEFT_COLL_RECV) {
       if (t->count > 0) p2p[np++] = t;
     } else if (t->count > 0) {
       if (comm->trace) weft_trace_start(comm->trace, t);
+      weft_prof_coll_queue(comm->prof, t);
       res = run_coll(comm, t, &w);
+      weft_prof_coll_done(comm->prof);
       if (comm->trace) weft_trace_finish(comm->trace, t, res);
     }
   }
   w.step_tag = 0; /* point-to-point steps are not a collective's */
   if (res == ncclSuccess && np > 0) {
     for (int i = 0; i < np && comm->trace; i++) weft_trace_start(comm->trace, p2p[i]);
+    for (int i = 0; i < np && comm->prof; i++) weft_prof_task_start(comm->prof, p2p[i], NULL, NULL, 1);
     res = weft_host_p2p_run(comm, p2p, np, &w);
+    for (int i = 0; i < np && comm->prof; i++) weft_prof_task_stop(comm->prof, p2p[i]);
     for (int i = 0; i < np && comm->trace; i++) weft_trace_finish(comm->trace, p2p[i], res);
   }
+  weft_prof_group_end(comm->prof);
   if (res != ncclSuccess) publish_cause(comm);
   trace_failed(comm, res);
   free(p2p);

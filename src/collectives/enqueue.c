@@ -4,7 +4,9 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "collectives/profiler.h"
 #include "collectives/redop.h"
 #include "collectives/trace.h"
 #include "core/comm.h"
@@ -73,6 +75,7 @@ ncclResult_t weft_enqueue_append(struct ncclComm* comm, const struct weft_task* 
   }
   comm->tasks.tail = t;
   comm->tasks.count++;
+  weft_prof_api_tag(comm->prof, t);
   if (comm->trace) weft_trace_enqueue(comm->trace, t);
   return ncclSuccess;
 }
@@ -111,7 +114,12 @@ static ncclResult_t validate_and_build(const struct weft_call* call, weft_call_c
   if (call->count == 0) return ncclSuccess;
   /* Listed before building, so tasks appended before a failure are dropped at group end. */
   weft_group_add_comm(comm);
-  return build(call, &op);
+  int p2p = call->root_name != NULL && strcmp(call->root_name, "peer") == 0;
+  weft_prof_api_call_begin(comm->prof, p2p, call->name, call->count, call->dtype, call->root,
+                           (void*)call->stream);
+  ncclResult_t res = build(call, &op);
+  weft_prof_api_call_end(comm->prof);
+  return res;
 }
 
 ncclResult_t weft_enqueue(const struct weft_call* call, weft_call_check_fn check, weft_call_build_fn build) {

@@ -74,6 +74,9 @@ struct weft_task {
   uint64_t seq;        /* position in the communicator's call order, for logs and timeouts */
   cudaStream_t stream; /* the caller's stream (CUDA backend) */
   struct weft_call_opts opts;
+  void* prof_ev;   /* its profiler event while one is open (collectives/profiler.h) */
+  void* prof_api;  /* the CollApi or P2pApi event of the call that queued it (parent of prof_ev) */
+  void* prof_gapi; /* the GroupApi event of that call's group */
   struct weft_task* next;
 };
 

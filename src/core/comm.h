@@ -38,6 +38,7 @@ struct weft_bootstrap;
 struct weft_mem_usage; /* collectives/memstat.h */
 struct weft_trace;     /* collectives/trace.h: the flight recorder */
 struct weft_tuner;     /* collectives/tuner.h: this comm's external tuner plugin context */
+struct weft_prof;      /* collectives/profiler.h: the profiler plugin's events */
 
 struct ncclComm {
   uint64_t magic;
@@ -85,6 +86,7 @@ struct ncclComm {
   struct weft_rma_state* rma;   /* NULL until the first window or one-sided operation */
   struct weft_trace* trace;     /* flight recorder; NULL when WEFT_TRACE_BUFFER=0 */
   struct weft_tuner* tuner;     /* NCCL_TUNER_PLUGIN's context; NULL: none (the usual case) */
+  struct weft_prof* prof;       /* profiler plugin's view (collectives/profiler.h); NULL: none */
 
   /* Split bookkeeping: children made from this comm, so splits get distinct hashes. */
   int split_count;

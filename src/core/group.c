@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "collectives/profiler.h"
 #include "core/api.h"
 #include "core/comm.h"
 #include "util/check.h"
@@ -256,8 +257,10 @@ ncclResult_t weft_group_leave(void) {
   }
   if (--group.depth > 0) return ncclSuccess;
   struct group_state done;
+  weft_prof_api_group_end(0);
   ncclResult_t error = end_outermost(&done);
   ncclResult_t launched = launch_comms(done.comms, done.ncomms, error);
+  weft_prof_api_group_end(1);
   free(done.comms);
   if (WEFT_FAILED(error)) return error;
   return launched;
@@ -327,9 +330,11 @@ ncclResult_t weft_group_simulate_end(ncclSimInfo_t* info) {
     return ncclSuccess;
   }
   struct group_state done;
+  weft_prof_api_group_end(0);
   ncclResult_t error = end_outermost(&done);
   float us = 0;
   ncclResult_t res = simulate_comms(done.comms, done.ncomms, error, &us);
+  weft_prof_api_group_end(1);
   free(done.comms);
   if (WEFT_FAILED(res)) return res;
   info->estimatedTime = us;

@@ -7,6 +7,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll.h"
+#include "collectives/profiler.h"
 #include "collectives/trace.h"
 #include "collectives/tuner.h"
 #include "core/api.h"
@@ -119,6 +120,7 @@ ncclResult_t weft_comm_setup(struct ncclComm* comm, const ncclUniqueId* ids, int
   WEFT_CHECK(weft_tuner_create(&tc, &comm->tuner));
   WEFT_CHECK(weft_coll_comm_init(comm));
   weft_trace_create(comm);
+  weft_prof_create(comm); /* after the hash, ranks and nodes it reports are known */
   WEFT_INFO(
       WEFT_INIT,
       "comm %p rank %d nranks %d cudaDev %d busId 0 commId 0x%llx localRanks %d nodes %d - Init COMPLETE",

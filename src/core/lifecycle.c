@@ -6,6 +6,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll.h"
 #include "collectives/cuda/engine_cuda.h"
+#include "collectives/profiler.h"
 #include "collectives/trace.h"
 #include "collectives/tuner.h"
 #include "core/api.h"
@@ -80,6 +81,9 @@ void weft_comm_free(struct ncclComm* comm) {
   weft_coll_comm_fini(comm);
   weft_tuner_destroy(comm->tuner); /* destroy, abort and failed inits alike: finalize runs once */
   comm->tuner = NULL;
+  /* No launch runs any more, and the proxy has reported the last of its events (the connectors
+   * are gone): every event is closed. */
+  weft_prof_destroy(comm);
   weft_comm_topo_fini(comm);
   weft_bootstrap_destroy(comm->bootstrap);
   free(comm->peers);

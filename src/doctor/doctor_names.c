@@ -33,7 +33,7 @@ const char* const weft_doctor_foreign_names[] = {
     "NCCL_IB_MQP_RETRY_SLEEP_MSEC",
     "NCCL_GID_INDEX",
     "NCCL_TUNER_CONFIG_FILE",
-    "NCCL_PROFILER_PLUGIN",
+    "NCCL_PROFILE_EVENT_MASK", /* profiler plugins' (NCCL's example plugin), not NCCL's or Weft's */
     "NCCL_ENV_PLUGIN",
     "NCCL_NET_GDR_READ",
     "NCCL_NET_GDR_C2C",

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proxy/watch.h"
 #include "transport/connector.h"
 #include "transport/net.h"
 #include "util/log.h"
@@ -40,9 +41,10 @@ struct weft_proxy_conn {
   void* reqs[WEFT_NSTEPS];
   char* bounce; /* receive: LL steps land here, then are stored word by word */
   int failed, closed;
-  struct notice notice; /* outgoing or incoming */
-  void* notice_req;     /* send: the notice relayed to this peer, while in flight */
-  int notice_state;     /* send: 0 none, 1 in flight, 2 sent (or given up): never twice */
+  struct notice notice;           /* outgoing or incoming */
+  void* notice_req;               /* send: the notice relayed to this peer, while in flight */
+  int notice_state;               /* send: 0 none, 1 in flight, 2 sent (or given up): never twice */
+  struct weft_proxy_watchq watch; /* operations the profiler watches (watch.h) */
   struct weft_proxy_conn* next;
 };
 
@@ -231,6 +233,18 @@ static void idle_pause(uint64_t idle_ns, uint64_t spin_ns) {
   nanosleep(&ts, NULL);
 }
 
+/* Receives are posted ahead, into the next operation's steps: a received step is known to be the
+ * watched operation's only once its executor has taken it (head), so that is when it is reported. */
+static void watch_sweep(struct weft_proxy_conn* c) {
+  if (c->d.is_send) {
+    weft_proxy_watch_sweep(&c->watch, c->posted, c->done);
+    return;
+  }
+  uint64_t head = __atomic_load_n(&c->view.ctrl->head, __ATOMIC_ACQUIRE);
+  uint64_t taken = head < c->done ? head : c->done;
+  weft_proxy_watch_sweep(&c->watch, taken, taken);
+}
+
 static void* proxy_main(void* arg) {
   (void)arg;
   prctl(PR_SET_TIMERSLACK, 1000UL); /* short sleeps must stay short: they add to latency */
@@ -244,8 +258,10 @@ static void* proxy_main(void* arg) {
       pthread_cond_wait(&px.cv, &px.mu);
       idle_since = weft_time_ns();
     }
-    for (struct weft_proxy_conn* c = px.conns; c; c = c->next)
+    for (struct weft_proxy_conn* c = px.conns; c; c = c->next) {
       if (!c->failed && !c->closed) moved |= c->d.is_send ? progress_send(c) : progress_recv(c);
+      if (__atomic_load_n(&c->watch.w, __ATOMIC_RELAXED) != c->watch.r) watch_sweep(c);
+    }
     pthread_mutex_unlock(&px.mu);
     uint64_t now = weft_time_ns();
     if (moved)
@@ -358,12 +374,17 @@ void weft_proxy_conn_remove(struct weft_proxy_conn* c) {
       break;
     }
   pthread_mutex_unlock(&px.mu);
+  weft_proxy_watch_flush(&c->watch); /* off the list: the proxy thread no longer sweeps it */
   if (c->d.is_send)
     c->d.net->close_send(c->d.net_comm);
   else
     c->d.net->close_recv(c->d.net_comm);
   free(c->bounce);
   free(c);
+}
+
+struct weft_proxy_watchq* weft_proxy_conn_watchq(struct weft_proxy_conn* c) {
+  return &c->watch;
 }
 
 int weft_proxy_nconns(void) {

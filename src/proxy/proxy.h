@@ -34,6 +34,8 @@ void weft_proxy_conn_remove(struct weft_proxy_conn* conn);
  * told already, and wait up to a second for those notices to leave: the caller may be about to
  * give up and exit, and a peer that sees the EOF first would name this rank instead. */
 void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause* cause);
+/* The queue of operations the profiler watches on c (proxy/watch.h). */
+struct weft_proxy_watchq* weft_proxy_conn_watchq(struct weft_proxy_conn* c);
 /* Connections currently driven (tests). */
 int weft_proxy_nconns(void);
 

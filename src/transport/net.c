@@ -243,3 +243,8 @@ ncclResult_t weft_net_finish_offer(const struct weft_net_peer* p, int ack_tag, s
   st->listen_comm = NULL;
   return start_proxy(p, 0, m, comm);
 }
+
+struct weft_proxy_conn* weft_net_proxy_conn(const struct weft_conn_mem* mem) {
+  if (mem == NULL || mem->transport == NULL || mem->release != net_release) return NULL;
+  return ((struct net_state*)mem->transport)->proxy;
+}

@@ -79,4 +79,8 @@ ncclResult_t weft_net_offer(const struct weft_net_peer* p, int tag, size_t simpl
 ncclResult_t weft_net_take(const struct weft_net_peer* p, int tag, int ack_tag, struct weft_conn_mem** mem);
 ncclResult_t weft_net_finish_offer(const struct weft_net_peer* p, int ack_tag, struct weft_conn_mem* mem);
 
+struct weft_proxy_conn;
+/* The proxy connection that drives a network connector, NULL for any other (profiler watches). */
+struct weft_proxy_conn* weft_net_proxy_conn(const struct weft_conn_mem* mem);
+
 #endif

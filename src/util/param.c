@@ -63,6 +63,9 @@ static const struct weft_param_def params[] = {
      "a fatal signal (read them with weft-trace DIR); unset: dumps only on weftCommDumpTrace"},
     {"WEFT_TRACE_SIGNALS", WEFT_PARAM_INT, "1",
      "Flight recorder: 0 installs no SIGUSR1 or fatal-signal handler even when WEFT_TRACE_DIR is set"},
+    {"NCCL_PROFILER_PLUGIN", WEFT_PARAM_STR, NULL,
+     "Profiler plugin: a name (libnccl-profiler-NAME.so), a file name or path, or none; unset: "
+     "libnccl-profiler.so if the loader finds it"},
     {"WEFT_DETERMINISTIC", WEFT_PARAM_INT, "0",
      "1: reductions give bitwise identical results from run to run, whatever the channel count, protocol, "
      "algorithm or timing (AllReduce runs as Reduce to the last rank then Broadcast, every channel on the "

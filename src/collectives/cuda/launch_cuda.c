@@ -10,6 +10,7 @@
 #include "collectives/dev_types.h"
 #include "collectives/fingerprint.h"
 #include "collectives/plan.h"
+#include "collectives/profiler.h"
 #include "collectives/tune_log.h"
 #include "core/comm.h"
 #include "core/tuned.h"
@@ -205,8 +206,11 @@ static int plan_group(struct ncclComm* comm, struct weft_task* tasks, struct wef
       int key = (t->coll == WEFT_COLL_RECV) * comm->nranks + t->root;
       if (owner[key] < 0) owner[key] = np2p++;
       plan_p2p(s, t, -1 - owner[key], &w[n]); /* block fixed below, after the collectives' blocks */
+      weft_prof_task_start(comm->prof, t, NULL, NULL, 1);
     } else {
       plan_coll(comm, s, t, &w[n]);
+      weft_prof_task_start(comm->prof, t, "RING", w[n].proto == WEFT_PROTO_LL ? "LL" : "SIMPLE",
+                           w[n].nchannels);
       struct weft_call_fp fp = weft_call_fp_of(t);
       w[n].step_tag = s->check_calls ? weft_step_tag_make(s->coll_seq, weft_call_fp_hash(&fp)) : 0;
       s->coll_seq++;

@@ -11,6 +11,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/host/direct_impl.h"
 #include "collectives/mem.h"
+#include "collectives/profiler.h"
 #include "core/comm.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -349,6 +350,12 @@ static ncclResult_t direct_failed(struct weft_direct* d, ncclResult_t res) {
   return weft_direct_fail(d, why != ncclSuccess ? why : res);
 }
 
+/* The profiler's Coll event starts here, once the call is known to take a shared-board path. */
+static void chosen(struct weft_waiter* w) {
+  weft_prof_coll_path(w->prof, "DIRECT", "SIMPLE", 1);
+  weft_prof_chan_begin(w->prof, 0);
+}
+
 ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task* t, struct weft_waiter* w,
                                   uint64_t call_seq, int* handled) {
   *handled = 0;
@@ -381,6 +388,7 @@ ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task*
   if (allreduce && bytes <= WEFT_DIRECT_EXCHANGE_MAX) {
     /* One step: inputs go through the boards, no descriptors, any buffers. */
     *handled = 1;
+    chosen(w);
     weft_direct_small_post(d, t, seq);
     post_fp(d, seq);
     weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, seq);
@@ -392,9 +400,11 @@ ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task*
   if (res != ncclSuccess) return direct_failed(d, res);
   if (all_capable) {
     *handled = 1;
+    chosen(w);
     res = weft_direct_run_coll(d, t, &op, w, seq);
   } else if (allreduce && bytes <= WEFT_DIRECT_SMALL_MAX) {
     *handled = 1;
+    chosen(w);
     res = weft_direct_small_reduce(d, t, &op, w, seq);
   }
   return res == ncclSuccess ? res : direct_failed(d, res);

@@ -11,6 +11,7 @@
 struct weft_peer_info;
 struct weft_cause;
 struct weft_trace_chan;
+struct weft_prof;
 
 /* What a rank's counter waits remember from one operation to the next (kept in the direct
  * paths' state: the waiter itself is a copy made per launch). */
@@ -47,6 +48,7 @@ struct weft_waiter {
   ncclResult_t (*bad_step)(void* arg, struct weft_waiter* w, int peer, uint64_t theirs);
   void* hook_arg;
   struct weft_trace_chan* trace_ch; /* the flight recorder's channel progress; NULL: not recorded */
+  struct weft_prof* prof;           /* the profiler's events (collectives/profiler.h); NULL: none */
 };
 
 void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks);
