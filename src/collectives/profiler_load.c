@@ -35,17 +35,6 @@ static const struct {
                {"ncclProfiler_v3", 3},
                {"ncclProfiler_v2", 2}};
 
-/* Plugins log through this: NCCL's logger signature over Weft's log (same levels and bits). */
-static void plugin_log(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  if (!WEFT_LOG_ON(level, (uint32_t)flags) && level != WEFT_LOG_WARN) return;
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  weft_log(level, (uint32_t)flags, file ? file : "profiler", line, "%s", msg);
-}
-
 static int find_table(const char* value) {
   for (size_t i = 0; i < sizeof(symbols) / sizeof(symbols[0]); i++) {
     const void* t = weft_plugin_lib_sym(handle, symbols[i].symbol);
@@ -116,8 +105,10 @@ const char* weft_prof_plugin_name(void) { return api.v6 && api.v6->name ? api.v6
 
 ncclResult_t weft_prof_plugin_init(void** ctx, int* mask, const char* comm_name, uint64_t comm_hash,
                                    int nnodes, int nranks, int rank) {
-  if (version >= 5) return api.v6->init(ctx, comm_hash, mask, comm_name, nnodes, nranks, rank, plugin_log);
-  if (version == 4) return api.v4->init(ctx, mask, comm_name, comm_hash, nnodes, nranks, rank, plugin_log);
+  if (version >= 5)
+    return api.v6->init(ctx, comm_hash, mask, comm_name, nnodes, nranks, rank, weft_plugin_log);
+  if (version == 4)
+    return api.v4->init(ctx, mask, comm_name, comm_hash, nnodes, nranks, rank, weft_plugin_log);
   return api.v3->init(ctx, mask);
 }
 

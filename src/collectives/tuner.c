@@ -142,17 +142,6 @@ static void lib_unref(void) {
   pthread_mutex_unlock(&lib_lock);
 }
 
-/* ncclDebugLogger_t for plugins: their lines join ours, with NCCL's levels and subsystem bits. */
-static void plugin_log(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  if (level != WEFT_LOG_WARN && !WEFT_LOG_ON(level, (uint32_t)flags)) return;
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  weft_log(level, (uint32_t)flags, file ? file : "tuner", line, "%s", msg);
-}
-
 static void fill_constants(struct weft_tuner_constants* k) {
   double caps[5][4][3];
   weft_tuning_plugin_constants(k->base_lat, k->hw_lat, caps);
@@ -167,7 +156,7 @@ static void fill_constants(struct weft_tuner_constants* k) {
 static ncclResult_t call_init(struct weft_tuner* t, const struct weft_tuner_comm* c) {
   if (t->version < 5) {
     const struct weft_tuner_v2* p = t->sym; /* v2, v3 and v4 share the init */
-    return p->init((size_t)c->nranks, (size_t)c->nnodes, (weft_tuner_logger_t)plugin_log, &t->ctx);
+    return p->init((size_t)c->nranks, (size_t)c->nnodes, (weft_tuner_logger_t)weft_plugin_log, &t->ctx);
   }
   const struct weft_tuner_v5* p = t->sym;
   struct weft_tuner_nvl_domains nvl = {c->nnodes, c->ranks_per_node, c->ranks_per_node};
@@ -175,7 +164,7 @@ static ncclResult_t call_init(struct weft_tuner* t, const struct weft_tuner_comm
   fill_constants(&k);
   given = k;
   ncclResult_t res = p->init(&t->ctx, c->comm_id, (size_t)c->nranks, (size_t)c->nnodes,
-                             (weft_tuner_logger_t)plugin_log, &nvl, &k);
+                             (weft_tuner_logger_t)weft_plugin_log, &nvl, &k);
   if (res == ncclSuccess && c->rank == 0 && memcmp(&k, &given, sizeof(k)) != 0)
     WEFT_INFO(WEFT_TUNING, "TUNER/Plugin: %s edited the tuner constants; Weft's model does not use them",
               t->label);

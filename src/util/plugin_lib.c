@@ -2,6 +2,7 @@
 #include "util/plugin_lib.h"
 
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -61,3 +62,13 @@ void weft_plugin_lib_close(void* handle) {
 }
 
 void* weft_plugin_lib_sym(void* handle, const char* symbol) { return handle ? dlsym(handle, symbol) : NULL; }
+
+void weft_plugin_log(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  if (level != WEFT_LOG_WARN && !WEFT_LOG_ON(level, (uint32_t)flags)) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  weft_log(level, (uint32_t)flags, file ? file : "plugin", line, "%s", msg);
+}

@@ -15,4 +15,9 @@ void weft_plugin_lib_close(void* handle); /* NULL-safe */
 /* dlsym, returning NULL for a NULL handle. */
 void* weft_plugin_lib_sym(void* handle, const char* symbol);
 
+/* NCCL's logger (ncclDebugLogger_t) for plugins: their lines join ours, with NCCL's levels and
+ * subsystem bits; a WARN always shows. */
+void weft_plugin_log(int level, unsigned long flags, const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 #endif
