@@ -341,12 +341,16 @@ static void drain(struct weft_proxy_conn* c) {
   }
 }
 
-/* After a normal teardown, say goodbye so the peer does not take the EOF for a failure. */
+/* After a normal teardown, say goodbye so the peer does not take the EOF for a failure. A
+ * network that writes only into receives the peer has posted (IB) sends it once the peer's
+ * executor frees a slot, which a busy peer may take a while to do: wait as long as a step may
+ * (WEFT_TIMEOUT); a peer that is gone or closed fails the send at once. */
 static void bye(struct weft_proxy_conn* c) {
   void* req = NULL;
-  uint64_t start = weft_time_ns();
+  int64_t tmo = weft_param_int("WEFT_TIMEOUT");
+  uint64_t start = weft_time_ns(), limit = (uint64_t)(tmo > 0 ? tmo : 1800) * 1000000000ull;
   int done = 0;
-  while (!done && weft_time_ns() - start < 1000000000ull) {
+  while (!done && weft_time_ns() - start < limit) {
     pthread_mutex_lock(&px.mu);
     ncclResult_t res =
         req ? c->d.net->test(req, &done, NULL) : c->d.net->isend(c->d.net_comm, &c->notice, 0, TAG_BYE, &req);
@@ -356,8 +360,9 @@ static void bye(struct weft_proxy_conn* c) {
     if (!done) nanosleep(&ts, NULL);
   }
   if (!done)
-    WEFT_INFO(WEFT_PROXY | WEFT_NET, "Rank %d: goodbye to peer rank %d (host %s) not sent within 1 s",
-              c->d.rank, c->d.peer, c->d.peer_host);
+    WEFT_INFO(WEFT_PROXY | WEFT_NET,
+              "Rank %d: goodbye to peer rank %d (host %s) not sent within WEFT_TIMEOUT", c->d.rank, c->d.peer,
+              c->d.peer_host);
 }
 
 void weft_proxy_conn_remove(struct weft_proxy_conn* c) {

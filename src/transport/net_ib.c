@@ -60,11 +60,7 @@ static int mtu_enum(int bytes) {
   return e;
 }
 
-static ncclResult_t make_qp(struct ib_comm* c, const struct weft_ibv_fns* ibv) {
-  struct ibv_context* ctx = c->port->ctx;
-  c->pd = ibv->alloc_pd(ctx);
-  c->cq = c->pd ? ibv->create_cq(ctx, 4 * IB_SLOTS + 8, NULL, NULL, 0) : NULL;
-  if (c->cq == NULL) return weft_ib_fail(c, ncclSystemError, "cannot allocate a protection domain or CQ");
+static ncclResult_t make_qp(struct ib_comm* c, const struct weft_ibv_fns* ibv, struct ibv_qp** out) {
   struct ibv_qp_init_attr qa;
   memset(&qa, 0, sizeof(qa));
   qa.send_cq = qa.recv_cq = c->cq;
@@ -72,25 +68,35 @@ static ncclResult_t make_qp(struct ib_comm* c, const struct weft_ibv_fns* ibv) {
   qa.cap.max_send_wr = 3 * IB_SLOTS;
   qa.cap.max_recv_wr = IB_SLOTS;
   qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-  c->qp = ibv->create_qp(c->pd, &qa);
-  if (c->qp == NULL) return weft_ib_fail(c, ncclSystemError, "cannot create a queue pair");
+  *out = ibv->create_qp(c->pd, &qa);
+  if (*out == NULL) return weft_ib_fail(c, ncclSystemError, "cannot create a queue pair");
   struct ibv_qp_attr a;
   memset(&a, 0, sizeof(a));
   a.qp_state = IBV_QPS_INIT;
   a.port_num = (uint8_t)c->port->port;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (ibv->modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
+  if (ibv->modify_qp(*out, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
     return weft_ib_fail(c, ncclSystemError, "cannot move the queue pair to INIT");
+  return ncclSuccess;
+}
+
+/* One protection domain and completion queue per connection, shared by its queue pairs. */
+static ncclResult_t make_qps(struct ib_comm* c, const struct weft_ibv_fns* ibv) {
+  struct ibv_context* ctx = c->port->ctx;
+  c->pd = ibv->alloc_pd(ctx);
+  c->cq = c->pd ? ibv->create_cq(ctx, (4 * IB_SLOTS + 8) * c->nqps, NULL, NULL, 0) : NULL;
+  if (c->cq == NULL) return weft_ib_fail(c, ncclSystemError, "cannot allocate a protection domain or CQ");
+  for (int i = 0; i < c->nqps; i++) WEFT_CHECK(make_qp(c, ibv, &c->qp[i]));
   return ncclSuccess;
 }
 
 /* The FIFO of clear-to-send slots: the sender's is written by the receiver; the receiver's is
  * what it writes from. */
 static ncclResult_t make_fifo(struct ib_comm* c, const struct weft_ibv_fns* ibv) {
-  c->fifo = calloc(IB_SLOTS, sizeof(*c->fifo));
+  c->fifo = calloc(IB_SLOTS + 1, sizeof(*c->fifo));
   if (c->fifo == NULL) return weft_ib_fail(c, ncclSystemError, "out of memory");
   int access = IBV_ACCESS_LOCAL_WRITE | (c->is_send ? IBV_ACCESS_REMOTE_WRITE : 0);
-  c->fifo_mr = ibv->reg_mr(c->pd, c->fifo, IB_SLOTS * sizeof(*c->fifo), access);
+  c->fifo_mr = ibv->reg_mr(c->pd, c->fifo, (IB_SLOTS + 1) * sizeof(*c->fifo), access);
   if (!c->is_send) c->seq_mr = ibv->reg_mr(c->pd, c->seq_out, sizeof(c->seq_out), IBV_ACCESS_LOCAL_WRITE);
   if (c->fifo_mr == NULL || (!c->is_send && c->seq_mr == NULL))
     return weft_ib_fail(c, ncclSystemError, "cannot register the FIFO");
@@ -100,8 +106,10 @@ static ncclResult_t make_fifo(struct ib_comm* c, const struct weft_ibv_fns* ibv)
 static void fill_info(struct ib_comm* c, struct ib_info* info) {
   memset(info, 0, sizeof(*info));
   info->magic = IB_MAGIC;
-  info->qpn = c->qp->qp_num;
-  info->mtu = (uint32_t)mtu_enum(c->port->mtu);
+  info->nqps = (uint8_t)c->nqps;
+  info->split = (uint8_t)c->split;
+  for (int i = 0; i < c->nqps; i++) info->qpn[i] = c->qp[i]->qp_num;
+  info->mtu = (uint8_t)mtu_enum(c->port->mtu);
   info->lid = c->port->lid;
   memcpy(info->gid, c->port->gid, 16);
   if (c->is_send) {
@@ -112,7 +120,7 @@ static void fill_info(struct ib_comm* c, struct ib_info* info) {
 
 static ncclResult_t make_resources(struct ib_comm* c) {
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
-  WEFT_CHECK(make_qp(c, ibv));
+  WEFT_CHECK(make_qps(c, ibv));
   WEFT_CHECK(make_fifo(c, ibv));
   fill_info(c, &c->info);
   return ncclSuccess;
@@ -125,17 +133,15 @@ static int param_or(const char* name, int dflt) {
 
 /* Ready to receive, then ready to send, with the peer's address (always with a global route
  * header: RoCE needs one, and on InfiniBand it works within a subnet too). */
-static ncclResult_t connect_qp(struct ib_comm* c) {
+static int move_qp(struct ib_comm* c, struct ibv_qp* qp, uint32_t peer_qpn) {
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
   const struct ib_info* peer = &c->peer;
-  if (peer->magic != IB_MAGIC) return weft_ib_fail(c, ncclRemoteError, "peer sent a malformed setup message");
-  inet_ntop(AF_INET6, peer->gid, c->peer_addr, sizeof(c->peer_addr));
   struct ibv_qp_attr a;
   memset(&a, 0, sizeof(a));
   a.qp_state = IBV_QPS_RTR;
   int mtu = mtu_enum(c->port->mtu);
   a.path_mtu = (enum ibv_mtu)((int)peer->mtu < mtu ? (int)peer->mtu : mtu);
-  a.dest_qp_num = peer->qpn;
+  a.dest_qp_num = peer_qpn;
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = 12;
   a.ah_attr.is_global = 1;
@@ -148,8 +154,7 @@ static ncclResult_t connect_qp(struct ib_comm* c) {
   a.ah_attr.port_num = (uint8_t)c->port->port;
   int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-  if (ibv->modify_qp(c->qp, &a, mask) != 0)
-    return weft_ib_fail(c, ncclSystemError, "cannot move the QP to RTR");
+  if (ibv->modify_qp(qp, &a, mask) != 0) return -1;
   memset(&a, 0, sizeof(a));
   a.qp_state = IBV_QPS_RTS;
   a.timeout = (uint8_t)param_or("NCCL_IB_TIMEOUT", 20);
@@ -158,8 +163,17 @@ static ncclResult_t connect_qp(struct ib_comm* c) {
   a.max_rd_atomic = 1;
   mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
          IBV_QP_MAX_QP_RD_ATOMIC;
-  if (ibv->modify_qp(c->qp, &a, mask) != 0)
-    return weft_ib_fail(c, ncclSystemError, "cannot move the QP to RTS");
+  return ibv->modify_qp(qp, &a, mask) != 0 ? -1 : 0;
+}
+
+static ncclResult_t connect_qp(struct ib_comm* c) {
+  const struct ib_info* peer = &c->peer;
+  if (peer->magic != IB_MAGIC || (int)peer->nqps != c->nqps)
+    return weft_ib_fail(c, ncclRemoteError, "peer sent a malformed setup message");
+  inet_ntop(AF_INET6, peer->gid, c->peer_addr, sizeof(c->peer_addr));
+  for (int i = 0; i < c->nqps; i++)
+    if (move_qp(c, c->qp[i], peer->qpn[i]) != 0)
+      return weft_ib_fail(c, ncclSystemError, "cannot move queue pair %d to RTR and RTS", i);
   c->stage = IB_READY;
   if (c->is_send) return ncclSuccess;
   /* From now on the control connection only tells when the sender is gone. */
@@ -200,8 +214,10 @@ static struct ib_comm* comm_new(int is_send, int dev, const struct weft_auth_key
 
 static void comm_free(struct ib_comm* c) {
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
+  if (!c->is_send && c->stage == IB_READY && c->error == ncclSuccess) weft_ib_say_closed(c);
   for (int i = 0; i < IB_SLOTS; i++) weft_ib_req_release(&c->reqs[i]);
-  if (c->qp) ibv->destroy_qp(c->qp);
+  for (int i = 0; i < c->nqps; i++)
+    if (c->qp[i]) ibv->destroy_qp(c->qp[i]);
   if (c->fifo_mr) ibv->dereg_mr(c->fifo_mr);
   if (c->seq_mr) ibv->dereg_mr(c->seq_mr);
   if (c->cq) ibv->destroy_cq(c->cq);
@@ -219,6 +235,11 @@ static ncclResult_t ib_listen(int dev, const struct weft_auth_key* key, void* ha
   }
   struct ib_listen* l = calloc(1, sizeof(*l));
   struct ib_comm* c = l ? comm_new(0, dev, key) : NULL;
+  if (c != NULL) {
+    int64_t n = weft_param_int("NCCL_IB_QPS_PER_CONNECTION");
+    c->nqps = n < 1 ? 1 : n > IB_MAX_QPS ? IB_MAX_QPS : (int)n;
+    c->split = weft_param_int("NCCL_IB_SPLIT_DATA_ON_QPS") == 1;
+  }
   ncclResult_t res = c ? make_resources(c) : ncclSystemError;
   if (res == ncclSuccess) res = sock->listen(0, key, handle, &l->sock_listen);
   if (res != ncclSuccess) {
@@ -246,6 +267,8 @@ static ncclResult_t ib_connect(int dev, const struct weft_auth_key* key, void* h
   }
   c->ctrl = ctrl;
   c->peer = h->info;
+  c->nqps = h->info.nqps >= 1 && h->info.nqps <= IB_MAX_QPS ? (int)h->info.nqps : 1;
+  c->split = h->info.split == 1;
   ncclResult_t res = make_resources(c);
   if (res == ncclSuccess) res = sock->isend(c->ctrl, &c->info, sizeof(c->info), 0, &c->ctrl_req);
   if (res == ncclSuccess && c->ctrl_req == NULL)

@@ -15,10 +15,15 @@
 #if WEFT_IBVERBS_HEADERS
 
 #define IB_SLOTS WEFT_NET_MAX_REQUESTS
+#define IB_MAX_QPS 4        /* NCCL_IB_QPS_PER_CONNECTION's bound here (it fits the 128-byte handle) */
 #define IB_IMM_SIZE_BITS 30 /* an immediate holds the buffer index (2 bits) and the size */
 #define IB_MAX_MESSAGE ((size_t)1 << IB_IMM_SIZE_BITS)
 #define IB_WR_CTS (1ull << 32)   /* wr_id flags: the receiver's FIFO writes, */
-#define IB_WR_PROBE (1ull << 33) /* the sender's empty writes that find a receiver gone */
+#define IB_WR_PROBE (1ull << 33) /* the sender's empty writes that find a receiver gone, */
+#define IB_WR_CLOSE (1ull << 34) /* and the receiver's word saying it closed */
+/* The FIFO has one slot more: its seq word is set when the receiver closes, so that a send
+ * still waiting for an offer fails at once instead of waiting for one forever. */
+#define IB_CLOSED_SLOT IB_SLOTS
 
 /* One posted receive as the sender sees it. seq is written last, by its own RDMA write. */
 struct ib_cts_entry {
@@ -34,12 +39,15 @@ struct ib_cts_slot {
 
 /* What each side tells the other at setup. */
 struct ib_info {
-  uint32_t magic, qpn, mtu, pad;
-  uint16_t lid;
+  uint32_t magic;
+  uint8_t mtu, nqps, split, pad; /* nqps, split: the receiver's choice, which the sender adopts */
+  uint32_t qpn[IB_MAX_QPS];
   uint8_t gid[16];
-  uint64_t fifo_addr; /* the sender's FIFO (0 from the receiver) */
+  uint16_t lid, pad2;
   uint32_t fifo_rkey;
+  uint64_t fifo_addr; /* the sender's FIFO (0 from the receiver) */
 };
+_Static_assert(sizeof(struct ib_info) == 56, "the IB setup message is 56 bytes");
 /* The listen handle: the socket network's, then the receiver's queue pair. */
 struct ib_handle {
   uint8_t sock[WEFT_NET_SOCKET_HANDLE_BYTES];
@@ -56,6 +64,7 @@ struct ib_comm;
 struct ib_req {
   struct ib_comm* c;
   int used, done, nbuf;
+  int pending;   /* completions still to come (one per queue pair a message is split over) */
   int got_index; /* irecv: the buffer the message landed in */
   size_t got_size;
   uint64_t seq;
@@ -81,14 +90,19 @@ struct ib_comm {
   uint8_t live_byte;
   struct ibv_pd* pd;
   struct ibv_cq* cq;
-  struct ibv_qp* qp;
+  struct ibv_qp* qp[IB_MAX_QPS];
+  int nqps;                 /* NCCL_IB_QPS_PER_CONNECTION: messages go round the queue pairs, */
+  int split;                /* or with NCCL_IB_SPLIT_DATA_ON_QPS=1 each is split over all of them */
   struct ib_cts_slot* fifo; /* sender: written by the receiver; receiver: what it writes from */
   struct ibv_mr* fifo_mr;
-  uint64_t seq_out[IB_SLOTS]; /* receiver: the seq words its writes carry */
+  uint64_t seq_out[IB_SLOTS + 1]; /* receiver: the seq words its writes carry, then its closed word */
   struct ibv_mr* seq_mr;
   struct ib_req reqs[IB_SLOTS];
   uint64_t issued, posted; /* requests made; sender: writes posted, in order */
   ncclResult_t error;
+  /* A failed completion: requests done before it still complete, the rest fail with it. */
+  int broken;
+  char broken_why[160];
   char peer_addr[64];
 };
 
@@ -100,6 +114,8 @@ ncclResult_t weft_ib_test(void* request, int* done, size_t* sizes);
 /* Records the first failure of c (WARN naming the device and the peer) and returns it. */
 ncclResult_t weft_ib_fail(struct ib_comm* c, ncclResult_t res, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Receiver, closing: tells the sender (best effort, a short wait for the write). */
+void weft_ib_say_closed(struct ib_comm* c);
 /* Deregisters what a finished or abandoned request registered. */
 void weft_ib_req_release(struct ib_req* r);
 

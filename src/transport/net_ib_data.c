@@ -63,8 +63,9 @@ static ncclResult_t reg(struct ib_comm* c, void* p, size_t n, int access, struct
   return ncclSuccess;
 }
 
-static ncclResult_t post_write(struct ib_comm* c, uint64_t wr_id, const void* src, size_t size, uint32_t lkey,
-                               uint64_t remote, uint32_t rkey, int with_imm, uint32_t imm) {
+static ncclResult_t post_write(struct ib_comm* c, struct ibv_qp* qp, uint64_t wr_id, const void* src,
+                               size_t size, uint32_t lkey, uint64_t remote, uint32_t rkey, int with_imm,
+                               uint32_t imm) {
   struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)src, .length = (uint32_t)size, .lkey = lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof(wr));
@@ -76,7 +77,7 @@ static ncclResult_t post_write(struct ib_comm* c, uint64_t wr_id, const void* sr
   wr.imm_data = htonl(imm);
   wr.wr.rdma.remote_addr = remote;
   wr.wr.rdma.rkey = rkey;
-  int rc = ibv_post_send(c->qp, &wr, &bad);
+  int rc = ibv_post_send(qp, &wr, &bad);
   if (rc != 0) return weft_ib_fail(c, ncclSystemError, "cannot post an RDMA write: %s", strerror(rc));
   return ncclSuccess;
 }
@@ -84,26 +85,33 @@ static ncclResult_t post_write(struct ib_comm* c, uint64_t wr_id, const void* sr
 /* ---- completions ---- */
 
 static ncclResult_t on_completion(struct ib_comm* c, const struct ibv_wc* wc) {
-  if (wc->status != IBV_WC_SUCCESS)
-    return weft_ib_fail(c, ncclRemoteError, "%s %s (verbs status %d)",
-                        (wc->wr_id & IB_WR_CTS) ? "offer" : "transfer",
-                        weft_ibv_load(NULL)->wc_status_str(wc->status), (int)wc->status);
-  if (wc->wr_id & IB_WR_PROBE) c->probing = 0;
-  if (wc->wr_id & (IB_WR_CTS | IB_WR_PROBE)) return ncclSuccess;
-  struct ib_req* r = &c->reqs[wc->wr_id % IB_SLOTS];
-  if (c->is_send) {
-    r->done = 1;
+  if (wc->status != IBV_WC_SUCCESS) {
+    /* A peer that closes flushes the receives posted ahead of its goodbye: the requests already
+     * complete stay so, and only what is still waiting fails (with the first error's text). */
+    if (!c->broken)
+      snprintf(c->broken_why, sizeof(c->broken_why), "%s: %s (verbs status %d)",
+               (wc->wr_id & IB_WR_CTS)     ? "offer"
+               : (wc->wr_id & IB_WR_PROBE) ? "probe"
+                                           : "transfer",
+               weft_ibv_load(NULL)->wc_status_str(wc->status), (int)wc->status);
+    c->broken = 1;
     return ncclSuccess;
   }
-  uint32_t imm = ntohl(wc->imm_data);
-  int index = (int)(imm >> IB_IMM_SIZE_BITS);
-  size_t size = imm & (IB_MAX_MESSAGE - 1);
-  if (index >= r->nbuf || size > r->sizes[index] || wc->byte_len != size)
-    return weft_ib_fail(c, ncclRemoteError, "message does not match the offer (buffer %d, %zu bytes)", index,
-                        size);
-  r->got_index = index;
-  r->got_size = size;
-  r->done = 1;
+  if (wc->wr_id & IB_WR_PROBE) c->probing = 0;
+  if (wc->wr_id & (IB_WR_CTS | IB_WR_PROBE | IB_WR_CLOSE)) return ncclSuccess;
+  struct ib_req* r = &c->reqs[wc->wr_id % IB_SLOTS];
+  if (!c->is_send) {
+    uint32_t imm = ntohl(wc->imm_data);
+    int index = (int)(imm >> IB_IMM_SIZE_BITS);
+    size_t size = imm & (IB_MAX_MESSAGE - 1);
+    if ((r->got_size > 0 && index != r->got_index) || index >= r->nbuf || wc->byte_len != size ||
+        r->got_size + size > r->sizes[index])
+      return weft_ib_fail(c, ncclRemoteError, "message does not match the offer (buffer %d, %zu bytes)",
+                          index, size);
+    r->got_index = index;
+    r->got_size += size;
+  }
+  r->done = --r->pending == 0;
   return ncclSuccess;
 }
 
@@ -119,8 +127,30 @@ static ncclResult_t poll(struct ib_comm* c) {
 
 /* ---- sends ---- */
 
+/* The message into the receiver's buffer index i: on its turn's queue pair, or split in equal
+ * parts over all of them, each part with its own immediate (buffer index, part size). */
+static ncclResult_t write_message(struct ib_comm* c, struct ib_req* r, const struct ib_cts_entry* e, int i) {
+  uint64_t wr_id = r->seq % IB_SLOTS;
+  uint32_t lkey = r->mr[0] ? r->mr[0]->lkey : 0;
+  int parts = c->split ? c->nqps : 1;
+  size_t part = (r->size + (size_t)parts - 1) / (size_t)parts;
+  r->pending = parts;
+  for (int q = 0; q < parts; q++) {
+    size_t off = part * (size_t)q < r->size ? part * (size_t)q : r->size;
+    size_t len = r->size - off < part ? r->size - off : part;
+    struct ibv_qp* qp = c->split ? c->qp[q] : c->qp[r->seq % (uint64_t)c->nqps];
+    uint32_t imm = (uint32_t)i << IB_IMM_SIZE_BITS | (uint32_t)len;
+    WEFT_CHECK(
+        post_write(c, qp, wr_id, (const char*)r->data + off, len, lkey, e->addr + off, e->rkey, 1, imm));
+  }
+  return ncclSuccess;
+}
+
 /* Writes every send whose offer has arrived, in order. */
 static ncclResult_t post_sends(struct ib_comm* c) {
+  if (c->broken) return ncclSuccess; /* nothing more goes out; test reports why */
+  if (c->posted < c->issued && __atomic_load_n(&c->fifo[IB_CLOSED_SLOT].seq, __ATOMIC_ACQUIRE) != 0)
+    return weft_ib_fail(c, ncclRemoteError, "the receiver closed the connection with sends still to go");
   while (c->posted < c->issued) {
     struct ib_req* r = &c->reqs[c->posted % IB_SLOTS];
     struct ib_cts_slot* s = &c->fifo[c->posted % IB_SLOTS];
@@ -132,9 +162,7 @@ static ncclResult_t post_sends(struct ib_comm* c) {
       return weft_ib_fail(c, ncclInvalidUsage,
                           "a %zu-byte message does not fit the receiver's %llu-byte buffer", r->size,
                           (unsigned long long)s->e[i].size);
-    uint32_t imm = (uint32_t)i << IB_IMM_SIZE_BITS | (uint32_t)r->size;
-    WEFT_CHECK(post_write(c, c->posted % IB_SLOTS, r->data, r->size, r->mr[0] ? r->mr[0]->lkey : 0,
-                          s->e[i].addr, s->e[i].rkey, 1, imm));
+    WEFT_CHECK(write_message(c, r, &s->e[i], i));
     c->posted++;
   }
   return ncclSuccess;
@@ -178,14 +206,19 @@ static ncclResult_t offer(struct ib_comm* c, struct ib_req* r, void* const* data
   }
   s->n = (uint32_t)r->nbuf;
   c->seq_out[slot] = r->seq + 1;
-  struct ibv_recv_wr wr = {.wr_id = (uint64_t)slot}, *bad = NULL;
-  int rc = ibv_post_recv(c->qp, &wr, &bad);
-  if (rc != 0) return weft_ib_fail(c, ncclSystemError, "cannot post a receive: %s", strerror(rc));
+  /* A receive on each queue pair a part of the message comes by. */
+  r->pending = c->split ? c->nqps : 1;
+  struct ibv_qp* turn = c->qp[r->seq % (uint64_t)c->nqps];
+  for (int q = 0; q < r->pending; q++) {
+    struct ibv_recv_wr wr = {.wr_id = (uint64_t)slot}, *bad = NULL;
+    int rc = ibv_post_recv(c->split ? c->qp[q] : turn, &wr, &bad);
+    if (rc != 0) return weft_ib_fail(c, ncclSystemError, "cannot post a receive: %s", strerror(rc));
+  }
   const struct ib_info* peer = &c->peer;
   uint64_t remote = peer->fifo_addr + (uint64_t)slot * sizeof(*s);
-  WEFT_CHECK(post_write(c, IB_WR_CTS | (uint64_t)slot, s, offsetof(struct ib_cts_slot, seq), c->fifo_mr->lkey,
-                        remote, peer->fifo_rkey, 0, 0));
-  return post_write(c, IB_WR_CTS | (uint64_t)slot, &c->seq_out[slot], sizeof(uint64_t), c->seq_mr->lkey,
+  WEFT_CHECK(post_write(c, turn, IB_WR_CTS | (uint64_t)slot, s, offsetof(struct ib_cts_slot, seq),
+                        c->fifo_mr->lkey, remote, peer->fifo_rkey, 0, 0));
+  return post_write(c, turn, IB_WR_CTS | (uint64_t)slot, &c->seq_out[slot], sizeof(uint64_t), c->seq_mr->lkey,
                     remote + offsetof(struct ib_cts_slot, seq), peer->fifo_rkey, 0, 0);
 }
 
@@ -214,6 +247,22 @@ ncclResult_t weft_ib_irecv(void* recv_comm, int n, void* const* data, const size
   return ncclSuccess;
 }
 
+void weft_ib_say_closed(struct ib_comm* c) {
+  c->seq_out[IB_CLOSED_SLOT] = 1;
+  uint64_t remote = c->peer.fifo_addr + (uint64_t)IB_CLOSED_SLOT * sizeof(struct ib_cts_slot) +
+                    offsetof(struct ib_cts_slot, seq);
+  if (post_write(c, c->qp[0], IB_WR_CLOSE, &c->seq_out[IB_CLOSED_SLOT], sizeof(uint64_t), c->seq_mr->lkey,
+                 remote, c->peer.fifo_rkey, 0, 0) != ncclSuccess)
+    return;
+  /* Its completion says it landed; a sender that is gone fails it, and 100 ms bounds the wait. */
+  int64_t deadline = (int64_t)weft_time_ns() + 100000000ll;
+  struct ibv_wc wc;
+  while ((int64_t)weft_time_ns() < deadline) {
+    int n = ibv_poll_cq(c->cq, 1, &wc);
+    if (n < 0 || (n == 1 && (wc.wr_id & IB_WR_CLOSE))) return;
+  }
+}
+
 /* ---- test ---- */
 
 /* Receiver: whether the sender closed its end (the one receive on the control connection
@@ -234,7 +283,7 @@ static ncclResult_t probe_receiver(struct ib_comm* c) {
   if (c->probing || now - c->probe_ns < 1000000000ll) return ncclSuccess;
   c->probing = 1;
   c->probe_ns = now;
-  return post_write(c, IB_WR_PROBE, NULL, 0, 0, c->peer.fifo_addr, 0, 0, 0);
+  return post_write(c, c->qp[0], IB_WR_PROBE, NULL, 0, 0, c->peer.fifo_addr, 0, 0, 0);
 }
 
 static ncclResult_t progress(struct ib_comm* c) {
@@ -253,6 +302,7 @@ ncclResult_t weft_ib_test(void* request, int* done, size_t* sizes) {
   *done = 0;
   if (c->error != ncclSuccess) return c->error;
   WEFT_CHECK(progress(c));
+  if (!r->done && c->broken) return weft_ib_fail(c, ncclRemoteError, "%s", c->broken_why);
   if (!r->done && c->is_send) return probe_receiver(c);
   if (!r->done) {
     watch_sender(c);

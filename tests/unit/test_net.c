@@ -167,6 +167,46 @@ static void run_sender_gone(void) {
   net->close_recv(r);
 }
 
+/* A sender that sends one message and closes (as the proxy does after its goodbye): the
+ * receive holding the message completes, even when the receives posted after it are flushed by
+ * the close before the first is tested; the next one fails. */
+static void run_orderly_close(void) {
+  void *s, *r;
+  if (net_pair(net, &s, &r) != 0) {
+    EXPECT(0);
+    return;
+  }
+  char in[3][64], out[64] = "goodbye";
+  void* rreq[3] = {0};
+  for (int k = 0; k < 3; k++) {
+    void* bufs[1] = {in[k]};
+    size_t caps[1] = {sizeof(in[k])};
+    int tags[1] = {5};
+    EXPECT(net->irecv(r, 1, bufs, caps, tags, &rreq[k]) == ncclSuccess && rreq[k] != NULL);
+  }
+  void* sreq = NULL;
+  int done = 0;
+  double t0 = now_s();
+  while (sreq == NULL && now_s() - t0 < 5) EXPECT(net->isend(s, out, 8, 5, &sreq) == ncclSuccess);
+  while (sreq && !done && now_s() - t0 < 5) EXPECT(net->test(sreq, &done, NULL) == ncclSuccess);
+  EXPECT(done);
+  net->close_send(s);
+  struct timespec pause = {0, 200 * 1000 * 1000};
+  nanosleep(&pause, NULL); /* the close reaches the receiver before it looks */
+  size_t got[1] = {0};
+  done = 0;
+  ncclResult_t res = ncclSuccess;
+  while (res == ncclSuccess && !done && now_s() - t0 < 5) res = net->test(rreq[0], &done, got);
+  EXPECT_MSG(res == ncclSuccess && done && got[0] == 8 && strcmp(in[0], "goodbye") == 0,
+             "%s: the message before the close gave %d (done %d, %zu bytes)", net->name, res, done, got[0]);
+  done = 0;
+  res = ncclSuccess;
+  while (res == ncclSuccess && !done && now_s() - t0 < 10) res = net->test(rreq[1], &done, got);
+  EXPECT_MSG(res != ncclSuccess && !done, "%s: a receive after the close gave %d (done %d)", net->name, res,
+             done);
+  net->close_recv(r);
+}
+
 static void run_network(const struct weft_net_ops* which) {
   net = which;
   if (net->init() != ncclSuccess) {
@@ -185,6 +225,7 @@ static void run_network(const struct weft_net_ops* which) {
   run_layout("4", "1");
   run_peer_lost();
   run_sender_gone();
+  run_orderly_close();
 }
 
 /* The test verbs provider beside this binary, one InfiniBand device; 0 when it was not built. */
@@ -206,9 +247,15 @@ int main(void) {
   struct weft_net_props props;
   EXPECT(weft_net_socket_ops.get_properties(0, &props) == ncclSuccess && strncmp(props.name, "lo", 2) == 0);
   run_network(&weft_net_socket_ops);
-  if (use_test_verbs())
+  if (use_test_verbs()) {
     run_network(&weft_net_ib_ops);
-  else
+    /* Messages taking turns over three queue pairs, then each split over four. */
+    setenv("NCCL_IB_QPS_PER_CONNECTION", "3", 1);
+    run_network(&weft_net_ib_ops);
+    setenv("NCCL_IB_QPS_PER_CONNECTION", "4", 1);
+    setenv("NCCL_IB_SPLIT_DATA_ON_QPS", "1", 1);
+    run_network(&weft_net_ib_ops);
+  } else
     printf("IB network not tested: no test verbs provider built (needs libibverbs-dev)\n");
   return test_finish("test_net");
 }
