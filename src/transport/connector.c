@@ -79,7 +79,7 @@ ncclResult_t weft_conn_mem_attach(const struct weft_conn_handle* h, struct weft_
   m->simple_bytes = h->simple_bytes;
   m->ll_bytes = h->ll_bytes;
   m->is_shm = h->is_shm;
-  snprintf(m->name, sizeof(m->name), "%s", h->name);
+  snprintf(m->name, sizeof(m->name), "%.63s", h->name); /* shm names are short; net handles are not names */
   if (h->is_shm) {
     struct weft_shm_seg seg;
     ncclResult_t res = weft_shm_open(h->name, h->size, &seg);

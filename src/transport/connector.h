@@ -82,7 +82,7 @@ struct weft_conn_handle {
   uint64_t size, simple_bytes, ll_bytes;
   uint64_t local_ptr; /* same process: the address */
   int is_shm;         /* 0 process memory, 1 POSIX shm, WEFT_CONN_NET: name holds a network handle */
-  char name[64];
+  char name[128];     /* as large as WEFT_NET_HANDLE_BYTES */
 };
 #define WEFT_CONN_NET 2
 

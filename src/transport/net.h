@@ -9,7 +9,9 @@
 
 #include "nccl.h"
 
-#define WEFT_NET_HANDLE_BYTES 64 /* what listen fills and connect reads; travels over the bootstrap */
+/* What listen fills and connect reads; travels over the bootstrap. 128 bytes: as much as an
+ * NCCL net plugin may use (NCCL_NET_HANDLE_MAXSIZE). */
+#define WEFT_NET_HANDLE_BYTES 128
 #define WEFT_NET_MAX_RECVS 4     /* buffers one irecv may offer (the message's tag picks one) */
 #define WEFT_NET_MAX_REQUESTS 32 /* requests in flight per comm; isend/irecv give NULL beyond */
 
@@ -49,7 +51,8 @@ struct weft_net_ops {
 
 extern const struct weft_net_ops weft_net_socket_ops;
 
-/* The network selected by NCCL_NET (built-ins: "Socket"), initialized once per process. */
+/* The network selected by NCCL_NET among the plugins NCCL_NET_PLUGIN loads, then the built-ins
+ * ("Socket"); the first one usable when unset. Chosen once per process. */
 ncclResult_t weft_net_get(const struct weft_net_ops** out);
 
 /* ---- Network connectors (engine side) ---- */

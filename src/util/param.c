@@ -74,7 +74,12 @@ static const struct weft_param_def params[] = {
     {"NCCL_CGA_CLUSTER_SIZE", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.cgaClusterSize"},
     {"NCCL_MIN_CTAS", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.minCTAs"},
     {"NCCL_MAX_CTAS", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.maxCTAs"},
-    {"NCCL_NET", WEFT_PARAM_STR, NULL, "Network to use (overrides ncclConfig_t.netName)"},
+    {"NCCL_NET", WEFT_PARAM_STR, NULL,
+     "Network to use, by name, among the loaded plugins and the built-ins (Socket); unset: the first usable, "
+     "plugins first (overrides ncclConfig_t.netName)"},
+    {"NCCL_NET_PLUGIN", WEFT_PARAM_STR, NULL,
+     "Net plugins to load: a comma-separated list of names (x: libnccl-net-x.so) or .so files; none: no "
+     "plugin; unset: libnccl-net.so when it exists"},
     {"NCCL_COMM_SPLIT_SHARE_RESOURCES", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.splitShare"},
     {"NCCL_CTA_POLICY", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.CTAPolicy"},
     /* Algorithms, protocols, channels */
