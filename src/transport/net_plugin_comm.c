@@ -37,7 +37,8 @@ struct preq {
   struct pcomm* c;
   int state, pick, n;
   int hdr_done, data_done;
-  struct hdr hdr; /* in the comm's registered request array */
+  ncclResult_t err; /* receive: what moving it along failed with, reported by its test */
+  struct hdr hdr;   /* in the comm's registered request array */
   void *hreq, *dreq;
   struct mr* mr; /* NULL with a one-off registration or no payload */
   void* oneshot; /* mhandle registered for this request alone */
@@ -121,10 +122,11 @@ ncclResult_t weft_plugin_accept(void* listen_comm, void** recv_comm) {
   return rc ? weft_plugin_wrap_comm(l->p, rc, 0, recv_comm) : ncclSuccess;
 }
 
-/* A failed plugin call is a WARN here, where it is seen; callers propagate. */
+/* A failed plugin call is only an INFO here: the caller (the proxy) WARNs with the peer's rank
+ * and host, and at teardown a peer that closed first is no error at all. */
 static ncclResult_t said(struct pcomm* c, const char* what, ncclResult_t res) {
   if (res != ncclSuccess)
-    WEFT_WARN("NET/Plugin %s: %s on a %s comm failed: %s", c->p->t->name, what,
+    WEFT_INFO(WEFT_NET, "NET/Plugin %s: %s on a %s comm failed: %s", c->p->t->name, what,
               c->is_send ? "send" : "receive", ncclGetErrorString(res));
   return res;
 }
@@ -277,33 +279,41 @@ static ncclResult_t pick_buffer(struct preq* r, int got) {
   return ncclRemoteError;
 }
 
-/* Move the queued receives along in posting order; it stops at the first that cannot move, so
- * the plugin sees header, payload, header, payload... in the order the sender sent them. */
-static ncclResult_t recv_advance(struct pcomm* c) {
-  for (struct preq* r = c->queue; r; r = r->next) {
-    if (r->state == R_NEW) {
-      WEFT_CHECK(said(c, "irecv",
-                      weft_plugin_call_irecv(c->p, c->comm, &r->hdr, sizeof(r->hdr), c->reqs_mh, &r->hreq)));
-      if (r->hreq == NULL) return ncclSuccess;
-      r->state = R_HDR;
-    }
-    if (r->state == R_HDR) {
-      int got = 0;
-      WEFT_CHECK(test_once(c, r->hreq, &r->hdr_done, &got));
-      if (!r->hdr_done) return ncclSuccess;
-      WEFT_CHECK(pick_buffer(r, got));
-    }
-    if (r->state == R_DATA_POST) {
-      void* mh = NULL;
-      if (r->mr == NULL && r->oneshot == NULL) WEFT_CHECK(mr_get(r, r->bufs[r->pick], r->hdr.size, &mh));
-      mh = r->mr ? r->mr->mh : r->oneshot;
-      WEFT_CHECK(said(c, "irecv",
-                      weft_plugin_call_irecv(c->p, c->comm, r->bufs[r->pick], r->hdr.size, mh, &r->dreq)));
-      if (r->dreq == NULL) return ncclSuccess;
-      r->state = R_DATA;
-    }
+/* Move one receive along; ncclSuccess with r->state unchanged when it has to wait. */
+static ncclResult_t recv_step(struct pcomm* c, struct preq* r) {
+  if (r->state == R_NEW) {
+    WEFT_CHECK(said(c, "irecv",
+                    weft_plugin_call_irecv(c->p, c->comm, &r->hdr, sizeof(r->hdr), c->reqs_mh, &r->hreq)));
+    if (r->hreq == NULL) return ncclSuccess;
+    r->state = R_HDR;
+  }
+  if (r->state == R_HDR) {
+    int got = 0;
+    WEFT_CHECK(test_once(c, r->hreq, &r->hdr_done, &got));
+    if (!r->hdr_done) return ncclSuccess;
+    WEFT_CHECK(pick_buffer(r, got));
+  }
+  if (r->state == R_DATA_POST) {
+    void* mh = NULL;
+    if (r->mr == NULL && r->oneshot == NULL) WEFT_CHECK(mr_get(r, r->bufs[r->pick], r->hdr.size, &mh));
+    mh = r->mr ? r->mr->mh : r->oneshot;
+    WEFT_CHECK(
+        said(c, "irecv", weft_plugin_call_irecv(c->p, c->comm, r->bufs[r->pick], r->hdr.size, mh, &r->dreq)));
+    if (r->dreq != NULL) r->state = R_DATA;
   }
   return ncclSuccess;
+}
+
+/* Move the queued receives along in posting order; it stops at the first that cannot move, so
+ * the plugin sees header, payload, header, payload... in the order the sender sent them. A
+ * failure belongs to the receive it hit: an earlier one (the goodbye before the peer's EOF)
+ * still completes. */
+static void recv_advance(struct pcomm* c) {
+  for (struct preq* r = c->queue; r; r = r->next) {
+    if (r->err != ncclSuccess) return;
+    if ((r->err = recv_step(c, r)) != ncclSuccess) return;
+    if (r->state != R_DATA && r->state != R_DONE) return; /* waits: so do the later ones */
+  }
 }
 
 ncclResult_t weft_plugin_irecv(void* recv_comm, int n, void* const* data, const size_t* sizes,
@@ -326,12 +336,14 @@ ncclResult_t weft_plugin_irecv(void* recv_comm, int n, void* const* data, const 
   while (*tail) tail = &(*tail)->next;
   *tail = r;
   *request = r;
-  return recv_advance(c);
+  recv_advance(c);
+  return ncclSuccess;
 }
 
 static ncclResult_t test_recv(struct preq* r, int* done, size_t* sizes) {
   struct pcomm* c = r->c;
-  WEFT_CHECK(recv_advance(c));
+  recv_advance(c);
+  if (r->err != ncclSuccess) return r->err;
   if (r->state == R_DATA) {
     int got = 0;
     WEFT_CHECK(test_once(c, r->dreq, &r->data_done, &got));
