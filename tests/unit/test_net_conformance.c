@@ -1,8 +1,8 @@
 /* One conformance suite for every network behind struct weft_net_ops: the built-in Socket
- * network and the external test plugins (tests/net/plugin, NCCL ABI v8 and v12) loaded through
- * NCCL_NET_PLUGIN and the adapter. The same cases run over each: listen/connect/accept, sizes
- * 0, 1 and large, tags picking one of several offered buffers, requests in flight up to the
- * limit, an unknown tag, bad arguments, and closing while idle. */
+ * network and the external test plugin (tests/net/plugin) built for each NCCL ABI version, 6 to
+ * 12, all loaded at once through NCCL_NET_PLUGIN and run through the adapter. The same cases run over each:
+ * listen/connect/accept, sizes 0, 1 and large, tags picking one of several offered buffers, requests in
+ * flight up to the limit, an unknown tag, bad arguments, and closing while idle. */
 #include <libgen.h>
 #include <limits.h>
 #include <stdint.h>
@@ -170,25 +170,29 @@ static void run_suite(void) {
 }
 
 int main(void) {
-  char exe[PATH_MAX] = {0}, list[3 * PATH_MAX];
+  enum { VMIN = WEFT_PLUGIN_VERSION_MIN, VMAX = WEFT_PLUGIN_VERSION_MAX, NV = VMAX - VMIN + 1 };
+  char exe[PATH_MAX] = {0}, list[NV * (PATH_MAX + 32)] = "";
   if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) < 0) test_skip("no /proc/self/exe");
   const char* dir = dirname(exe); /* <build>/tests/unit: the plugins are in <build>/tests/net/plugin */
-  snprintf(list, sizeof(list),
-           "%s/../net/plugin/libnccl-net-tcptest8.so,%s/../net/plugin/libnccl-net-tcptest12.so", dir, dir);
+  for (int v = VMIN; v <= VMAX; v++)
+    snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s/../net/plugin/libnccl-net-tcptest%d.so",
+             v > VMIN ? "," : "", dir, v);
   setenv("NCCL_NET_PLUGIN", list, 1);
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   const struct weft_net_ops* const* plugins;
   int np = 0;
   weft_net_plugins(&plugins, &np);
-  EXPECT_MSG(np == 2, "%d plugins loaded from %s", np, list);
-  const struct weft_net_ops* nets[3] = {&weft_net_socket_ops};
-  for (int i = 0; i < np && i < 2; i++) nets[1 + i] = plugins[i];
-  for (int i = 0; i < 1 + (np < 2 ? np : 2); i++) {
-    net = nets[i];
+  EXPECT_MSG(np == NV, "%d plugins loaded from %s", np, list);
+  net = &weft_net_socket_ops;
+  label = net->name;
+  run_suite();
+  for (int i = 0; i < np && i < NV; i++) {
+    char want[32];
+    snprintf(want, sizeof(want), "TcpTest-v%d", VMIN + i);
+    EXPECT_MSG(strcmp(plugins[i]->name, want) == 0, "plugin %d is %s, not %s", i, plugins[i]->name, want);
+    net = plugins[i];
     label = net->name;
     run_suite();
   }
-  EXPECT(np < 1 || strcmp(plugins[0]->name, "TcpTest-v8") == 0);
-  EXPECT(np < 2 || strcmp(plugins[1]->name, "TcpTest-v12") == 0);
   return test_finish("test_net_conformance");
 }

@@ -244,149 +244,211 @@ static res_t tt_irecv(void* comm, int n, void** data, size_t size, void** mh, vo
   return post(comm, data[0], size, mh ? mh[0] : NULL, request);
 }
 
-/* Properties: the fields up to maxRecvs, as each version lays them out. */
-#if TCPTEST_VERSION == 8
+/* Everything below follows the version: V is TCPTEST_VERSION, each #if a change in the ABI. */
+#define V TCPTEST_VERSION
+#if V != 0
 struct props {
   char* name;
   char* pci_path;
   uint64_t guid;
-  int ptr_support, reg_is_global, speed, port;
-  float latency;
-  int max_comms, max_recvs, dev_type, dev_version;
-};
-#else
-struct props {
-  char* name;
-  char* pci_path;
-  uint64_t guid;
-  int ptr_support, reg_is_global, force_flush, speed, port;
-  float latency;
-  int max_comms, max_recvs, dev_type, dev_version;
-  int vdevs[1 + 8];
-  size_t max_p2p_bytes, max_coll_bytes;
-  int max_multi_request;
-  int16_t rail, plane;
-};
+  int ptr_support;
+#if V >= 8
+  int reg_is_global;
 #endif
+#if V >= 9
+  int force_flush;
+#endif
+  int speed, port;
+  float latency;
+  int max_comms, max_recvs;
+#if V >= 7
+  int dev_type, dev_version;
+#endif
+#if V >= 9
+  struct {
+    int ndevs;
+    int devs[V >= 12 ? 8 : 4];
+  } vprops;
+  size_t max_p2p_bytes, max_coll_bytes;
+#endif
+#if V >= 11
+  int max_multi_request;
+#endif
+#if V >= 12
+  int16_t rail, plane;
+#endif
+};
 static res_t tt_props(int dev, struct props* p) {
   if (dev != 0) return BAD_ARG;
   memset(p, 0, sizeof(*p));
   p->name = "lo";
-  p->pci_path = NULL;
   p->ptr_support = PTR_HOST;
   p->speed = 10000;
   p->max_comms = 65536;
   p->max_recvs = 1;
-#if TCPTEST_VERSION != 8
+#if V >= 9
+  p->vprops.ndevs = 1;
   p->max_p2p_bytes = p->max_coll_bytes = (size_t)1 << 30;
 #endif
   return OK;
 }
 
 struct dev_handle;
-#if TCPTEST_VERSION == 8
-static res_t v8_init(logger_t log) { return tt_init_common(log); }
-static res_t v8_connect(int dev, void* h, void** sc, struct dev_handle** dc) {
-  (void)dc;
-  return tt_connect(dev, h, sc);
-}
-static res_t v8_accept(void* l, void** rc, struct dev_handle** dc) {
-  (void)dc;
-  return tt_accept(l, rc);
-}
-static res_t v8_isend(void* c, void* data, int size, int tag, void* mh, void** req) {
-  (void)tag;
-  return size < 0 ? BAD_ARG : tt_isend(c, data, (size_t)size, mh, req);
-}
-static res_t v8_irecv(void* c, int n, void** data, int* sizes, int* tags, void** mh, void** req) {
-  (void)tags;
-  return n != 1 || sizes[0] < 0 ? BAD_ARG : tt_irecv(c, n, data, (size_t)sizes[0], mh, req);
-}
-struct {
-  const char* name;
-  res_t (*init)(logger_t);
-  res_t (*devices)(int*);
-  res_t (*get_properties)(int, struct props*);
-  res_t (*listen)(int, void*, void**);
-  res_t (*connect)(int, void*, void**, struct dev_handle**);
-  res_t (*accept)(void*, void**, struct dev_handle**);
-  res_t (*reg_mr)(void*, void*, size_t, int, void**);
-  void* reg_mr_dmabuf;
-  res_t (*dereg_mr)(void*, void*);
-  res_t (*isend)(void*, void*, int, int, void*, void**);
-  res_t (*irecv)(void*, int, void**, int*, int*, void**, void**);
-  void* iflush;
-  res_t (*test)(void*, int*, int*);
-  res_t (*close_send)(void*);
-  res_t (*close_recv)(void*);
-  res_t (*close_listen)(void*);
-  void *get_device_mr, *irecv_consumed;
-} ncclNetPlugin_v8 = {"TcpTest-v8", v8_init,  tt_devices,      tt_props, tt_listen, v8_connect, v8_accept,
-                      tt_reg,       NULL,     tt_dereg,        v8_isend, v8_irecv,  NULL,       tt_test,
-                      tt_close,     tt_close, tt_close_listen, NULL,     NULL};
-#elif TCPTEST_VERSION == 12
 struct config {
   int traffic_class;
 };
 typedef res_t (*prof_t)(void**, int, void*, int64_t, void*);
-static int ctx_token; /* what init hands out and listen/connect must get back */
-static res_t v12_init(void** ctx, uint64_t id, struct config* cfg, logger_t log, prof_t prof) {
+static int ctx_token; /* v11 and later: what init hands out and listen/connect must get back */
+#if V >= 11
+#define CTX void *ctx,
+#define CHECK_CTX() \
+  if (ctx != &ctx_token) return BAD_ARG
+static res_t vn_init(void** ctx, uint64_t id, struct config* cfg, logger_t log, prof_t prof) {
   (void)id, (void)cfg, (void)prof;
   *ctx = &ctx_token;
   return tt_init_common(log);
 }
-static res_t v12_listen(void* ctx, int dev, void* h, void** l) {
-  return ctx != &ctx_token ? BAD_ARG : tt_listen(dev, h, l);
+static res_t vn_finalize(void* ctx) { return ctx == &ctx_token ? OK : BAD_ARG; }
+#else
+#define CTX
+#define CHECK_CTX() (void)ctx_token
+#if V == 10
+static res_t vn_init(logger_t log, prof_t prof) {
+  (void)prof;
+  return tt_init_common(log);
 }
-static res_t v12_connect(void* ctx, int dev, void* h, void** sc, struct dev_handle** dc) {
-  (void)dc;
-  return ctx != &ctx_token ? BAD_ARG : tt_connect(dev, h, sc);
+#else
+static res_t vn_init(logger_t log) { return tt_init_common(log); }
+#endif
+#endif
+static res_t vn_listen(CTX int dev, void* h, void** l) {
+  CHECK_CTX();
+  return tt_listen(dev, h, l);
 }
-static res_t v12_accept(void* l, void** rc, struct dev_handle** dc) {
-  (void)dc;
+#if V == 6
+static res_t vn_connect(int dev, void* h, void** sc) { return tt_connect(dev, h, sc); }
+static res_t vn_accept(void* l, void** rc) { return tt_accept(l, rc); }
+#else
+#if V == 10
+static res_t vn_connect(int dev, struct config* cfg, void* h, void** sc, struct dev_handle** dc) {
+  (void)cfg;
+#else
+static res_t vn_connect(CTX int dev, void* h, void** sc, struct dev_handle** dc) {
+  CHECK_CTX();
+#endif
+  if (dc) *dc = NULL;
+  return tt_connect(dev, h, sc);
+}
+static res_t vn_accept(void* l, void** rc, struct dev_handle** dc) {
+  if (dc) *dc = NULL;
   return tt_accept(l, rc);
 }
-static res_t v12_isend(void* c, void* data, size_t size, int tag, void* mh, void* ph, void** req) {
-  (void)tag, (void)ph;
-  return tt_isend(c, data, size, mh, req);
+#endif
+/* Sizes: int up to v7 (regMr) or v8 (isend/irecv), size_t after. */
+#if V >= 8
+typedef size_t reg_size_t;
+#else
+typedef int reg_size_t;
+#endif
+#if V >= 9
+typedef size_t msg_size_t;
+#else
+typedef int msg_size_t;
+#endif
+static res_t vn_reg(void* comm, void* data, reg_size_t size, int type, void** mh) {
+  return (long long)size < 0 ? BAD_ARG : tt_reg(comm, data, (size_t)size, type, mh);
 }
-static res_t v12_irecv(void* c, int n, void** data, size_t* sizes, int* tags, void** mh, void** ph,
-                       void** req) {
-  (void)tags, (void)ph;
-  return n != 1 ? BAD_ARG : tt_irecv(c, n, data, sizes[0], mh, req);
+#if V >= 10
+#define PH void *ph,
+#define PHS void **ph,
+#define PH_UNUSED (void)ph
+#else
+#define PH
+#define PHS
+#define PH_UNUSED
+#endif
+static res_t vn_isend(void* c, void* data, msg_size_t size, int tag, void* mh, PH void** req) {
+  (void)tag;
+  PH_UNUSED;
+  return (long long)size < 0 ? BAD_ARG : tt_isend(c, data, (size_t)size, mh, req);
 }
-static res_t v12_finalize(void* ctx) { return ctx == &ctx_token ? OK : BAD_ARG; }
+static res_t vn_irecv(void* c, int n, void** data, msg_size_t* sizes, int* tags, void** mh, PHS void** req) {
+  (void)tags;
+  PH_UNUSED;
+  return n != 1 || (long long)sizes[0] < 0 ? BAD_ARG : tt_irecv(c, n, data, (size_t)sizes[0], mh, req);
+}
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+#define TABLE2(v) ncclNetPlugin_v##v
+#define TABLE(v) TABLE2(v)
 struct {
   const char* name;
-  res_t (*init)(void**, uint64_t, struct config*, logger_t, prof_t);
+  __typeof__(vn_init)* init;
   res_t (*devices)(int*);
   res_t (*get_properties)(int, struct props*);
-  res_t (*listen)(void*, int, void*, void**);
-  res_t (*connect)(void*, int, void*, void**, struct dev_handle**);
-  res_t (*accept)(void*, void**, struct dev_handle**);
-  res_t (*reg_mr)(void*, void*, size_t, int, void**);
+  __typeof__(vn_listen)* listen;
+  __typeof__(vn_connect)* connect;
+  __typeof__(vn_accept)* accept;
+  __typeof__(vn_reg)* reg_mr;
   void* reg_mr_dmabuf;
   res_t (*dereg_mr)(void*, void*);
-  res_t (*isend)(void*, void*, size_t, int, void*, void*, void**);
-  res_t (*irecv)(void*, int, void**, size_t*, int*, void**, void**, void**);
+  __typeof__(vn_isend)* isend;
+  __typeof__(vn_irecv)* irecv;
   void* iflush;
   res_t (*test)(void*, int*, int*);
   res_t (*close_send)(void*);
   res_t (*close_recv)(void*);
   res_t (*close_listen)(void*);
-  void *get_device_mr, *irecv_consumed, *make_vdevice;
+#if V >= 7
+  void *get_device_mr, *irecv_consumed;
+#endif
+#if V >= 9
+  void* make_vdevice;
+#endif
+#if V >= 11
   res_t (*finalize)(void*);
   void* set_net_attr;
-} ncclNetPlugin_v12 = {"TcpTest-v12", v12_init, tt_devices,   tt_props, v12_listen,      v12_connect,
-                       v12_accept,    tt_reg,   NULL,         tt_dereg, v12_isend,       v12_irecv,
-                       NULL,          tt_test,  tt_close,     tt_close, tt_close_listen, NULL,
-                       NULL,          NULL,     v12_finalize, NULL};
+#endif
+} TABLE(V) = {
+  "TcpTest-v" STR(V),
+  vn_init,
+  tt_devices,
+  tt_props,
+  vn_listen,
+  vn_connect,
+  vn_accept,
+  vn_reg,
+  NULL,
+  tt_dereg,
+  vn_isend,
+  vn_irecv,
+  NULL,
+  tt_test,
+  tt_close,
+  tt_close,
+  tt_close_listen,
+#if V >= 7
+  NULL,
+  NULL,
+#endif
+#if V >= 9
+  NULL,
+#endif
+#if V >= 11
+  vn_finalize,
+  NULL,
+#endif
+};
+#endif
+
+#if V == 12
 /* A CollNet table beside it: Weft reports it and does not use it (nothing here is callable). */
 struct {
   const char* name;
   void* calls[24];
 } ncclCollNetPlugin_v12 = {"TcpTest-CollNet", {0}};
-#else
+#elif V == 0
 /* TCPTEST_VERSION 0: a library with no plugin symbol at all. */
 int tcptest_no_symbol = 1;
 #endif
