@@ -134,7 +134,7 @@ static ncclResult_t said(struct pcomm* c, const char* what, ncclResult_t res) {
 /* ---- Registrations ---- */
 /* An mhandle covering [data, data+size): a cached one, a new cached one (evicting the least
  * recently used idle entry), or, with every entry busy, one for this request alone. */
-static ncclResult_t mr_get(struct preq* r, void* data, size_t size, void** mh) {
+static ncclResult_t mr_get(struct preq* r, void* data, size_t size) {
   struct pcomm* c = r->c;
   uintptr_t lo = (uintptr_t)data, hi = lo + size;
   struct mr* victim = NULL;
@@ -155,7 +155,7 @@ static ncclResult_t mr_get(struct preq* r, void* data, size_t size, void** mh) {
     return res;
   }
   if (victim == NULL) { /* every cached range is in use */
-    r->oneshot = *mh = fresh;
+    r->oneshot = fresh;
     return ncclSuccess;
   }
   if (victim->mh) c->p->t->dereg_mr(c->comm, victim->mh);
@@ -164,9 +164,11 @@ found:
   victim->uses++;
   victim->last = ++c->tick;
   r->mr = victim;
-  *mh = victim->mh;
   return ncclSuccess;
 }
+
+/* The registration a request's payload goes with (mr_get made it). */
+static void* req_mh(const struct preq* r) { return r->mr ? r->mr->mh : r->oneshot; }
 
 static void req_release(struct preq* r) {
   if (r->mr) r->mr->uses--;
@@ -189,10 +191,8 @@ static struct preq* req_alloc(struct pcomm* c) {
 /* ---- Send ---- */
 static ncclResult_t post_payload(struct preq* r, void* data) {
   struct pcomm* c = r->c;
-  void* mh = NULL;
-  if (r->mr == NULL && r->oneshot == NULL) WEFT_CHECK(mr_get(r, data, r->hdr.size, &mh));
-  mh = r->mr ? r->mr->mh : r->oneshot;
-  WEFT_CHECK(said(c, "isend", weft_plugin_call_isend(c->p, c->comm, data, r->hdr.size, mh, &r->dreq)));
+  if (req_mh(r) == NULL) WEFT_CHECK(mr_get(r, data, r->hdr.size));
+  WEFT_CHECK(said(c, "isend", weft_plugin_call_isend(c->p, c->comm, data, r->hdr.size, req_mh(r), &r->dreq)));
   if (r->dreq) r->state = R_DATA;
   return ncclSuccess;
 }
@@ -294,11 +294,10 @@ static ncclResult_t recv_step(struct pcomm* c, struct preq* r) {
     WEFT_CHECK(pick_buffer(r, got));
   }
   if (r->state == R_DATA_POST) {
-    void* mh = NULL;
-    if (r->mr == NULL && r->oneshot == NULL) WEFT_CHECK(mr_get(r, r->bufs[r->pick], r->hdr.size, &mh));
-    mh = r->mr ? r->mr->mh : r->oneshot;
+    void* buf = r->bufs[r->pick];
+    if (req_mh(r) == NULL) WEFT_CHECK(mr_get(r, buf, r->hdr.size));
     WEFT_CHECK(
-        said(c, "irecv", weft_plugin_call_irecv(c->p, c->comm, r->bufs[r->pick], r->hdr.size, mh, &r->dreq)));
+        said(c, "irecv", weft_plugin_call_irecv(c->p, c->comm, buf, r->hdr.size, req_mh(r), &r->dreq)));
     if (r->dreq != NULL) r->state = R_DATA;
   }
   return ncclSuccess;

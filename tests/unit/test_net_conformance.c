@@ -76,14 +76,16 @@ static void one_message(void* s, void* r, size_t size, int tag, int nbuf, int ba
 
 static void case_sizes(void* s, void* r) {
   static const size_t sizes[] = {0, 1, 4096, (4u << 20) + 3};
-  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+  int before = test_failures;
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]) && test_failures == before; i++)
     one_message(s, r, sizes[i], 5, 1, 5, (unsigned)i);
 }
 
 /* The tag, not the order, picks the buffer. */
 static void case_multi(void* s, void* r) {
   static const int order[] = {13, 10, 12, 11, 11, 13, 10, 12};
-  for (int i = 0; i < 8; i++)
+  int before = test_failures;
+  for (int i = 0; i < 8 && test_failures == before; i++)
     one_message(s, r, (size_t)(i * 1000), order[i], WEFT_NET_MAX_RECVS, 10, (unsigned)i);
 }
 
@@ -159,14 +161,17 @@ static void run_suite(void) {
     EXPECT_MSG(0, "%s: a second listen/connect/accept", label);
     return;
   }
+  /* After a failed case the pair's state is unknown: the network's remaining cases are skipped
+   * (each would wait out its time). */
+  int before = test_failures;
   case_sizes(s, r);
-  case_multi(s, r);
-  case_inflight(s, r);
-  case_bad_args(r);
-  case_unknown_tag(s, r);
+  if (test_failures == before) case_multi(s, r);
+  if (test_failures == before) case_inflight(s, r);
+  if (test_failures == before) case_bad_args(r);
+  if (test_failures == before) case_unknown_tag(s, r);
   net->close_send(s);
   net->close_recv(r);
-  printf("%s: conformance cases done\n", label);
+  printf("%s: conformance cases %s\n", label, test_failures == before ? "passed" : "FAILED");
 }
 
 int main(void) {
