@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/psk.h"
 
 static struct weft_plugin plugs[WEFT_NET_MAX_PLUGINS];
 static const struct weft_net_ops* plug_ops[WEFT_NET_MAX_PLUGINS];
@@ -130,10 +132,23 @@ static ncclResult_t plug_props(struct weft_plugin* p, int dev, struct weft_net_p
   return ncclSuccess;
 }
 
+/* With encryption on, the job must not run in clear: a plugin's connections cannot be given
+ * the pre-shared key (the ABI has no place for it), so a plugin network refuses to connect. */
+static ncclResult_t refuse_if_encrypted(struct weft_plugin* p) {
+  uint8_t digest[WEFT_PSK_DIGEST_BYTES];
+  if (weft_psk_digest(digest) == 0) return ncclSuccess;
+  WEFT_WARN(
+      "NET/Plugin %s: encryption is on (ncclSetEncryption or WEFT_PSK_FILE) and a plugin network cannot "
+      "encrypt; set NCCL_NET=Socket or NCCL_NET_PLUGIN=none",
+      p->t->name);
+  return ncclInvalidUsage;
+}
+
 static ncclResult_t plug_listen(struct weft_plugin* p, int dev, const struct weft_auth_key* key, void* handle,
                                 void** out) {
   (void)key; /* a plugin has no way to prove it; see the README's limits */
   void* lc = NULL;
+  WEFT_CHECK(refuse_if_encrypted(p));
   memset(handle, 0, WEFT_NET_HANDLE_BYTES);
   ncclResult_t res = call_listen(p, dev, handle, &lc);
   if (res != ncclSuccess) {
@@ -148,6 +163,7 @@ static ncclResult_t plug_connect(struct weft_plugin* p, int dev, const struct we
   (void)key;
   void* sc = NULL;
   *out = NULL;
+  WEFT_CHECK(refuse_if_encrypted(p));
   ncclResult_t res = call_connect(p, dev, handle, &sc);
   if (res != ncclSuccess) {
     WEFT_WARN("NET/Plugin %s: connect on device %d failed: %s", p->t->name, dev, ncclGetErrorString(res));

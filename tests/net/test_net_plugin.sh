@@ -90,6 +90,18 @@ NCCL_NET_PLUGIN=$PLUGINS/libnccl-net-nosym.so job "a library without the symbol"
 expect "no symbol" "WARN NET/Plugin: .*libnccl-net-nosym.so exports none of ncclNetPlugin_v12..v6"
 expect "no symbol" "Using network Socket"
 
+# Encryption asked for, a plugin network chosen: refused (a plugin cannot encrypt), not run in clear.
+if ldconfig -p 2>/dev/null | grep -q 'libssl.so.3 '; then
+  printf 'plugin test key\n' >"$NET_LOG/key" && chmod 600 "$NET_LOG/key"
+  start=$(date +%s)
+  JOB_LIMIT=60 WEFT_PSK_FILE=$NET_LOG/key NCCL_NET_PLUGIN=$PLUGINS/libnccl-net-tcptest8.so run_job 2 1 127.0.0.1 short
+  echo "encryption with a plugin network: statuses ${RCS[*]} ($(($(date +%s) - start)) s)"
+  for rc in "${RCS[@]}"; do [ "$rc" = 2 ] || { echo "FAIL encryption: a rank exited $rc, not 2 (init failed)"; fail=1; }; done
+  expect "encryption" "NET/Plugin TcpTest-v8: encryption is on .* a plugin network cannot encrypt"
+else
+  echo "encryption with a plugin network: not checked (no libssl.so.3)"
+fi
+
 # An unknown NCCL_NET fails every rank's init at once (exit 2 from net_ranks), naming the value
 # and what there is.
 start=$(date +%s)
