@@ -47,6 +47,9 @@ struct weft_net_ops {
   ncclResult_t (*close_send)(void* send_comm);
   ncclResult_t (*close_recv)(void* recv_comm);
   ncclResult_t (*close_listen)(void* listen_comm);
+  /* Optional (NULL: nothing to do): [data, data+size) stays allocated while comm is open and
+   * many transfers will use it, so a network that registers memory may do so once (plugins). */
+  ncclResult_t (*keep_registered)(void* comm, void* data, size_t size);
 };
 
 extern const struct weft_net_ops weft_net_socket_ops;

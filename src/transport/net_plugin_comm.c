@@ -4,8 +4,8 @@
  * size), then the payload (none when empty), which the receiver posts into the buffer the tag
  * picks once the header is in. Plugins match in order, so a receive comm has at most one
  * header posted ahead of the payloads; senders post header and payload back to back.
- * Memory is registered lazily (regMr, host memory): each range used stays registered in a small
- * per-comm cache (the connector's slots are used over and over) until the comm closes. */
+ * Memory is host memory, registered with regMr: the connector's buffers once, for the comm's
+ * life (the proxy announces them), any other buffer for the one request that uses it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +15,7 @@
 #include "util/log.h"
 
 #define HDR_MAGIC 0x57656674u /* "Weft" */
-#define MR_CACHE 32
-#define PAGE 4096
+#define MAX_KEPT 8 /* a proxy connector keeps 3: its FIFO memory, its LL bounce slots, its notice */
 
 struct hdr {
   uint32_t magic;
@@ -27,8 +26,6 @@ struct hdr {
 struct mr {
   uintptr_t lo, hi;
   void* mh;
-  int uses;      /* requests in flight over it */
-  uint64_t last; /* use tick, for eviction */
 };
 
 enum { R_FREE, R_NEW, R_HDR, R_DATA_POST, R_DATA, R_DONE };
@@ -40,7 +37,7 @@ struct preq {
   ncclResult_t err; /* receive: what moving it along failed with, reported by its test */
   struct hdr hdr;   /* in the comm's registered request array */
   void *hreq, *dreq;
-  struct mr* mr; /* NULL with a one-off registration or no payload */
+  struct mr* mr; /* a kept registration covering the payload, or NULL */
   void* oneshot; /* mhandle registered for this request alone */
   void* bufs[WEFT_NET_MAX_RECVS];
   size_t caps[WEFT_NET_MAX_RECVS];
@@ -56,8 +53,8 @@ struct pcomm {
   struct preq reqs[WEFT_NET_MAX_REQUESTS];
   struct preq* queue;   /* receive: requests not yet returned done, oldest first */
   struct preq* pending; /* send: header posted, payload not yet */
-  struct mr mrs[MR_CACHE];
-  uint64_t tick;
+  struct mr kept[MAX_KEPT];
+  int nkept;
 };
 
 struct plisten {
@@ -132,46 +129,48 @@ static ncclResult_t said(struct pcomm* c, const char* what, ncclResult_t res) {
 }
 
 /* ---- Registrations ---- */
-/* An mhandle covering [data, data+size): a cached one, a new cached one (evicting the least
- * recently used idle entry), or, with every entry busy, one for this request alone. */
+/* Ranges announced with weft_plugin_keep_registered stay registered until the comm closes;
+ * anything else (a caller's buffer, sent in place) is registered for its request alone: it may
+ * be freed and its addresses reused once the request is done, and a registration kept past that
+ * would point the plugin at memory that is no longer it. */
+ncclResult_t weft_plugin_keep_registered(void* comm, void* data, size_t size) {
+  struct pcomm* c = comm;
+  if (c->nkept == MAX_KEPT) {
+    WEFT_WARN("NET/Plugin %s: more than %d ranges kept registered on one comm", c->p->t->name, MAX_KEPT);
+    return ncclInternalError;
+  }
+  struct mr* m = &c->kept[c->nkept];
+  ncclResult_t res = weft_plugin_call_reg(c->p, c->comm, data, size, &m->mh);
+  if (res != ncclSuccess) {
+    WEFT_WARN("NET/Plugin %s: regMr of %zu bytes of host memory at %p failed: %s", c->p->t->name, size, data,
+              ncclGetErrorString(res));
+    return res;
+  }
+  m->lo = (uintptr_t)data;
+  m->hi = m->lo + size;
+  c->nkept++;
+  return ncclSuccess;
+}
+
 static ncclResult_t mr_get(struct preq* r, void* data, size_t size) {
   struct pcomm* c = r->c;
   uintptr_t lo = (uintptr_t)data, hi = lo + size;
-  struct mr* victim = NULL;
-  for (int i = 0; i < MR_CACHE; i++) {
-    struct mr* m = &c->mrs[i];
-    if (m->mh && m->lo <= lo && hi <= m->hi) {
-      victim = m;
-      goto found;
+  for (int i = 0; i < c->nkept; i++)
+    if (c->kept[i].lo <= lo && hi <= c->kept[i].hi) {
+      r->mr = &c->kept[i];
+      return ncclSuccess;
     }
-    if (m->uses == 0 && (victim == NULL || !m->mh || (victim->mh && m->last < victim->last))) victim = m;
-  }
-  uintptr_t rlo = lo & ~(uintptr_t)(PAGE - 1), rhi = (hi + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
-  void* fresh = NULL;
-  ncclResult_t res = weft_plugin_call_reg(c->p, c->comm, (void*)rlo, rhi - rlo, &fresh);
-  if (res != ncclSuccess) {
-    WEFT_WARN("NET/Plugin %s: regMr of %zu bytes of host memory at %p failed: %s", c->p->t->name,
-              (size_t)(rhi - rlo), (void*)rlo, ncclGetErrorString(res));
-    return res;
-  }
-  if (victim == NULL) { /* every cached range is in use */
-    r->oneshot = fresh;
-    return ncclSuccess;
-  }
-  if (victim->mh) c->p->t->dereg_mr(c->comm, victim->mh);
-  *victim = (struct mr){rlo, rhi, fresh, 0, 0};
-found:
-  victim->uses++;
-  victim->last = ++c->tick;
-  r->mr = victim;
-  return ncclSuccess;
+  ncclResult_t res = weft_plugin_call_reg(c->p, c->comm, data, size, &r->oneshot);
+  if (res != ncclSuccess)
+    WEFT_WARN("NET/Plugin %s: regMr of %zu bytes of host memory at %p failed: %s", c->p->t->name, size, data,
+              ncclGetErrorString(res));
+  return res;
 }
 
 /* The registration a request's payload goes with (mr_get made it). */
 static void* req_mh(const struct preq* r) { return r->mr ? r->mr->mh : r->oneshot; }
 
 static void req_release(struct preq* r) {
-  if (r->mr) r->mr->uses--;
   if (r->oneshot) r->c->p->t->dereg_mr(r->c->comm, r->oneshot);
   memset(r, 0, sizeof(*r));
 }
@@ -379,8 +378,7 @@ ncclResult_t weft_plugin_test(void* request, int* done, size_t* sizes) {
 /* Registrations go before the comm they belong to. */
 static ncclResult_t close_comm(struct pcomm* c) {
   if (c == NULL) return ncclSuccess;
-  for (int i = 0; i < MR_CACHE; i++)
-    if (c->mrs[i].mh) c->p->t->dereg_mr(c->comm, c->mrs[i].mh);
+  for (int i = 0; i < c->nkept; i++) c->p->t->dereg_mr(c->comm, c->kept[i].mh);
   for (int i = 0; i < WEFT_NET_MAX_REQUESTS; i++)
     if (c->reqs[i].oneshot) c->p->t->dereg_mr(c->comm, c->reqs[i].oneshot);
   if (c->reqs_mh) c->p->t->dereg_mr(c->comm, c->reqs_mh);

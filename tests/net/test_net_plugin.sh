@@ -3,7 +3,7 @@
 # different hosts (WEFT_HOSTID per rank, so every pair of ranks talks over the network): checked
 # all-reduces and all-gathers over 2 and 3 ranks through the test plugin built for ABI v8 (by
 # name, found on LD_LIBRARY_PATH) and for ABI v12 (by path), over 2 ranks for v6, v7, v9-v11, with the log saying the plugin was
-# loaded and chosen and the plugin saying it carried bytes. Then what goes wrong must be plain:
+# loaded and chosen and the plugin saying it carried bytes (and left nothing registered). Then what goes wrong must be plain:
 # NCCL_NET_PLUGIN=none, a missing plugin, a library without the symbol (WARN, Socket used), and
 # NCCL_NET naming an unknown network (a clear error at init, no hang).
 set -u
@@ -54,11 +54,13 @@ for n in 2 3; do
   expect "v8 $n" "NET/Plugin: loaded TcpTest-v8 from libnccl-net-tcptest8.so \(net plugin ABI v8\)"
   expect "v8 $n" "Using network TcpTest-v8"
   bytes_carried "v8 $n"
+  refuse "v8 $n" "registrations left"
   NCCL_NET_PLUGIN=$PLUGINS/libnccl-net-tcptest12.so job "v12 by path, $n ranks" $n
   expect "v12 $n" "NET/Plugin: loaded TcpTest-v12 .*\(net plugin ABI v12\)"
   expect "v12 $n" "CollNet plugin TcpTest-CollNet \(v12\) found .*not implemented, so it is not used"
   expect "v12 $n" "Using network TcpTest-v12"
   bytes_carried "v12 $n"
+  refuse "v12 $n" "registrations left"
 done
 
 # The other ABI versions the loader takes, 2 ranks each (tests/unit/test_net_conformance runs the
@@ -68,6 +70,7 @@ for v in 6 7 9 10 11; do
   expect "v$v" "NET/Plugin: loaded TcpTest-v$v .*\(net plugin ABI v$v\)"
   expect "v$v" "Using network TcpTest-v$v"
   bytes_carried "v$v"
+  refuse "v$v" "registrations left"
 done
 
 # Two plugins: the first is used unless NCCL_NET names another (any case).

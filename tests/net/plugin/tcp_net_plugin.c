@@ -4,7 +4,8 @@
  * it checks them. It is strict where the ABI asks something of its caller: every isend/irecv
  * must come with an mhandle this comm registered that covers the buffer, only host memory may
  * be registered, receives have one buffer. It counts the bytes it sends and logs them when a
- * send comm closes ("tcptest: ... bytes sent"), so scripts can tell it really carried data. */
+ * send comm closes ("tcptest: ... bytes sent"), so scripts can tell it really carried data, and
+ * WARNs when a comm closes with memory still registered. */
 #define _GNU_SOURCE /* accept4 */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +64,7 @@ struct req {
 };
 struct comm {
   int fd, is_send;
+  int nreg; /* registrations not yet deregistered */
   uint64_t posted, completed, bytes;
   struct req reqs[MAX_REQS];
 };
@@ -146,6 +148,7 @@ static res_t tt_reg(void* comm, void* data, size_t size, int type, void** mhandl
   }
   struct mr* m = malloc(sizeof(*m));
   *m = (struct mr){MAGIC, comm, (uintptr_t)data, (uintptr_t)data + size};
+  ((struct comm*)comm)->nreg++;
   *mhandle = m;
   return OK;
 }
@@ -153,6 +156,7 @@ static res_t tt_dereg(void* comm, void* mhandle) {
   struct mr* m = mhandle;
   if (m == NULL || m->magic != MAGIC || m->comm != comm) return BAD_ARG;
   m->magic = 0;
+  ((struct comm*)comm)->nreg--;
   free(m);
   return OK;
 }
@@ -224,6 +228,9 @@ static res_t tt_close(void* comm) {
   struct comm* c = comm;
   if (c == NULL) return OK;
   if (c->is_send) SAY(LOG_INFO, "tcptest: send comm closed, %llu bytes sent", (unsigned long long)c->bytes);
+  if (c->nreg)
+    SAY(LOG_WARN, "tcptest: a %s comm closed with %d registrations left", c->is_send ? "send" : "receive",
+        c->nreg);
   close(c->fd);
   free(c);
   return OK;
