@@ -274,7 +274,6 @@ static void load_one(const char* entry, int named) {
   } else if (p->t->name == NULL) {
     WEFT_WARN("NET/Plugin: %s: ncclNetPlugin_v%d has no name; not used", p->lib, p->version);
   } else if (usable(p)) {
-    p->index = nplugs;
     p->ops = slot_ops[nplugs];
     p->ops.name = p->t->name;
     plug_ops[nplugs++] = &p->ops;

@@ -15,7 +15,6 @@ struct weft_plugin {
   int version;
   void* ctx; /* v11 and later: what init returned */
   void* dl;  /* dlopen handle */
-  int index; /* slot in the loader's table */
   char lib[256];
   struct weft_net_ops ops;
 };
