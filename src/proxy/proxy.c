@@ -292,6 +292,21 @@ ncclResult_t weft_proxy_conn_add(const struct weft_proxy_conn_desc* d, struct we
     free(c);
     return ncclSystemError;
   }
+  /* The buffers every step of this connector goes through, registered once where the network
+   * registers memory; the steps a sender leaves in the caller's buffer are not among them. */
+  const struct weft_net_ops* net = d->net;
+  ncclResult_t res = ncclSuccess;
+  if (net->keep_registered) {
+    res = net->keep_registered(d->net_comm, d->mem->base, d->mem->size);
+    if (res == ncclSuccess && c->bounce)
+      res = net->keep_registered(d->net_comm, c->bounce, WEFT_NSTEPS * c->view.ll_slot);
+    if (res == ncclSuccess) res = net->keep_registered(d->net_comm, &c->notice, sizeof(c->notice));
+  }
+  if (res != ncclSuccess) {
+    free(c->bounce);
+    free(c);
+    return res;
+  }
   pthread_mutex_lock(&px.mu);
   if (!px.started) {
     pthread_attr_t attr;

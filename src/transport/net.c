@@ -14,6 +14,7 @@
 #include "bootstrap/bootstrap.h"
 #include "proxy/proxy.h"
 #include "transport/connector.h"
+#include "transport/net_plugin.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -27,17 +28,36 @@ static const struct weft_net_ops* chosen;
 static ncclResult_t init_result = ncclSuccess;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+/* As NCCL: plugins first (in NCCL_NET_PLUGIN order), then the built-ins. */
+static int candidates(const struct weft_net_ops** out, int max) {
+  const struct weft_net_ops* const* plugins;
+  int n = 0, np;
+  weft_net_plugins(&plugins, &np);
+  for (int i = 0; i < np && n < max; i++) out[n++] = plugins[i];
+  for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]) && n < max; i++) out[n++] = builtins[i];
+  return n;
+}
+
 static void net_init(void) {
   const char* want = weft_param_str("NCCL_NET");
-  for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
-    if (want != NULL && want[0] && strcasecmp(want, builtins[i]->name) != 0) continue;
-    if (builtins[i]->init() == ncclSuccess) {
-      chosen = builtins[i];
-      WEFT_INFO(WEFT_NET | WEFT_INIT, "Using network %s", chosen->name);
-      return;
-    }
+  if (want != NULL && want[0] == 0) want = NULL;
+  const struct weft_net_ops* nets[WEFT_NET_MAX_PLUGINS + 4];
+  int n = candidates(nets, (int)(sizeof(nets) / sizeof(nets[0])));
+  char names[512] = "";
+  for (int i = 0; i < n; i++) {
+    size_t len = strlen(names);
+    snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "", nets[i]->name);
+    if (want != NULL && strcasecmp(want, nets[i]->name) != 0) continue;
+    if (chosen == NULL && nets[i]->init() == ncclSuccess) chosen = nets[i];
   }
-  WEFT_WARN("No usable network%s%s (built-in: Socket)", want ? " named " : "", want ? want : "");
+  if (chosen) {
+    WEFT_INFO(WEFT_NET | WEFT_INIT, "Using network %s", chosen->name);
+    return;
+  }
+  if (want)
+    WEFT_WARN("NCCL_NET=%s names no usable network; the networks available are: %s", want, names);
+  else
+    WEFT_WARN("No usable network among: %s", names);
   init_result = want ? ncclInvalidUsage : ncclSystemError;
 }
 

@@ -9,8 +9,9 @@
 
 #include "nccl.h"
 
-/* What listen fills and connect reads (NCCL's size); it travels over the bootstrap. The socket
- * network's part is the first 64 bytes: the IB network adds its own after it. */
+/* What listen fills and connect reads; travels over the bootstrap. 128 bytes: as much as an
+ * NCCL net plugin may use (NCCL_NET_HANDLE_MAXSIZE). The socket network's part is the first 64
+ * bytes: the IB network adds its own after it. */
 #define WEFT_NET_HANDLE_BYTES 128
 #define WEFT_NET_SOCKET_HANDLE_BYTES 64
 #define WEFT_NET_MAX_RECVS 4     /* buffers one irecv may offer (the message's tag picks one) */
@@ -48,12 +49,16 @@ struct weft_net_ops {
   ncclResult_t (*close_send)(void* send_comm);
   ncclResult_t (*close_recv)(void* recv_comm);
   ncclResult_t (*close_listen)(void* listen_comm);
+  /* Optional (NULL: nothing to do): [data, data+size) stays allocated while comm is open and
+   * many transfers will use it, so a network that registers memory may do so once (plugins). */
+  ncclResult_t (*keep_registered)(void* comm, void* data, size_t size);
 };
 
 extern const struct weft_net_ops weft_net_socket_ops;
 extern const struct weft_net_ops weft_net_ib_ops; /* InfiniBand / RoCE verbs (net_ib.c) */
 
-/* The network selected by NCCL_NET (built-ins: "Socket"), initialized once per process. */
+/* The network selected by NCCL_NET among the plugins NCCL_NET_PLUGIN loads, then the built-ins
+ * ("IB", then "Socket"); the first one usable when unset. Chosen once per process. */
 ncclResult_t weft_net_get(const struct weft_net_ops** out);
 
 /* ---- Network connectors (engine side) ---- */

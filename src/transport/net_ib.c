@@ -12,6 +12,7 @@
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/psk.h"
 
 #if WEFT_IBVERBS_HEADERS
 
@@ -28,7 +29,29 @@ struct ib_listen {
   int dev;
 };
 
+/* RDMA traffic cannot be encrypted: with a pre-shared key set (ncclSetEncryption, WEFT_PSK_FILE)
+ * the IB network stands aside for TLS sockets, or refuses to connect when it was already chosen. */
+static int encrypted(void) {
+  uint8_t digest[WEFT_PSK_DIGEST_BYTES];
+  int on = weft_psk_digest(digest) != 0;
+  memset(digest, 0, sizeof(digest));
+  return on;
+}
+
+static ncclResult_t refuse_if_encrypted(void) {
+  if (!encrypted()) return ncclSuccess;
+  WEFT_WARN(
+      "NET/IB: encryption is on (ncclSetEncryption or WEFT_PSK_FILE) and RDMA traffic cannot be encrypted; "
+      "set it before the first communicator (sockets are then used) or set NCCL_NET=Socket");
+  return ncclInvalidUsage;
+}
+
 static ncclResult_t ib_init(void) {
+  if (encrypted()) {
+    WEFT_INFO(WEFT_NET | WEFT_INIT,
+              "NET/IB: encryption is on and RDMA cannot encrypt: using TLS sockets instead");
+    return ncclSystemError;
+  }
   WEFT_CHECK(weft_ib_ports(&ports, &nports));
   if (nports == 0) return ncclSystemError; /* INFO said why; the next network is tried */
   return sock->init();                     /* setup and liveness go over sockets */
@@ -233,6 +256,7 @@ static ncclResult_t ib_listen(int dev, const struct weft_auth_key* key, void* ha
     WEFT_WARN("NET/IB: device %d does not exist (%d devices)", dev, nports);
     return ncclInvalidArgument;
   }
+  WEFT_CHECK(refuse_if_encrypted());
   struct ib_listen* l = calloc(1, sizeof(*l));
   struct ib_comm* c = l ? comm_new(0, dev, key) : NULL;
   if (c != NULL) {
@@ -257,6 +281,7 @@ static ncclResult_t ib_connect(int dev, const struct weft_auth_key* key, void* h
   struct ib_handle* h = handle;
   *out = NULL;
   if (dev < 0 || dev >= nports) return ncclInvalidArgument;
+  WEFT_CHECK(refuse_if_encrypted());
   void* ctrl = NULL;
   WEFT_CHECK(sock->connect(0, key, h->sock, &ctrl)); /* the socket keeps its progress in its part */
   if (ctrl == NULL) return ncclSuccess;

@@ -18,9 +18,13 @@
 #define IB_MAX_QPS 4        /* NCCL_IB_QPS_PER_CONNECTION's bound here (it fits the 128-byte handle) */
 #define IB_IMM_SIZE_BITS 30 /* an immediate holds the buffer index (2 bits) and the size */
 #define IB_MAX_MESSAGE ((size_t)1 << IB_IMM_SIZE_BITS)
-#define IB_WR_CTS (1ull << 32)   /* wr_id flags: the receiver's FIFO writes, */
-#define IB_WR_PROBE (1ull << 33) /* the sender's empty writes that find a receiver gone, */
-#define IB_WR_CLOSE (1ull << 34) /* and the receiver's word saying it closed */
+/* An immediate no message has (its size field is past the largest): the sender found no offered
+ * buffer that takes its message, and the receive fails too. */
+#define IB_IMM_REJECT 0xffffffffu
+#define IB_WR_CTS (1ull << 32)    /* wr_id flags: the receiver's FIFO writes, */
+#define IB_WR_PROBE (1ull << 33)  /* the sender's empty writes that find a receiver gone, */
+#define IB_WR_CLOSE (1ull << 34)  /* and the receiver's word saying it closed, */
+#define IB_WR_REJECT (1ull << 35) /* and the sender's answer to an offer its message fits in no buffer of */
 /* The FIFO has one slot more: its seq word is set when the receiver closes, so that a send
  * still waiting for an offer fails at once instead of waiting for one forever. */
 #define IB_CLOSED_SLOT IB_SLOTS

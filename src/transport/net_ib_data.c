@@ -98,10 +98,15 @@ static ncclResult_t on_completion(struct ib_comm* c, const struct ibv_wc* wc) {
     return ncclSuccess;
   }
   if (wc->wr_id & IB_WR_PROBE) c->probing = 0;
-  if (wc->wr_id & (IB_WR_CTS | IB_WR_PROBE | IB_WR_CLOSE)) return ncclSuccess;
+  if (wc->wr_id & (IB_WR_CTS | IB_WR_PROBE | IB_WR_CLOSE | IB_WR_REJECT)) return ncclSuccess;
   struct ib_req* r = &c->reqs[wc->wr_id % IB_SLOTS];
   if (!c->is_send) {
     uint32_t imm = ntohl(wc->imm_data);
+    if (imm == IB_IMM_REJECT) {
+      snprintf(c->broken_why, sizeof(c->broken_why), "the sender's message fits none of the buffers offered");
+      c->broken = 1;
+      return ncclSuccess;
+    }
     int index = (int)(imm >> IB_IMM_SIZE_BITS);
     size_t size = imm & (IB_MAX_MESSAGE - 1);
     if ((r->got_size > 0 && index != r->got_index) || index >= r->nbuf || wc->byte_len != size ||
@@ -146,6 +151,20 @@ static ncclResult_t write_message(struct ib_comm* c, struct ib_req* r, const str
   return ncclSuccess;
 }
 
+/* The message fits no buffer of its offer (no tag matches, or too large): the receive is told
+ * with an empty write whose immediate no message has, and both sides' requests fail. */
+static ncclResult_t reject(struct ib_comm* c, struct ib_req* r, const struct ib_cts_slot* s, int i) {
+  if (i == (int)s->n)
+    snprintf(c->broken_why, sizeof(c->broken_why), "the receiver offers no buffer for tag %d", r->tag);
+  else
+    snprintf(c->broken_why, sizeof(c->broken_why),
+             "a %zu-byte message does not fit the receiver's %llu-byte buffer", r->size,
+             (unsigned long long)s->e[i].size);
+  c->broken = 1;
+  struct ibv_qp* qp = c->split ? c->qp[0] : c->qp[r->seq % (uint64_t)c->nqps];
+  return post_write(c, qp, IB_WR_REJECT, NULL, 0, 0, c->peer.fifo_addr, 0, 1, IB_IMM_REJECT);
+}
+
 /* Writes every send whose offer has arrived, in order. */
 static ncclResult_t post_sends(struct ib_comm* c) {
   if (c->broken) return ncclSuccess; /* nothing more goes out; test reports why */
@@ -157,11 +176,7 @@ static ncclResult_t post_sends(struct ib_comm* c) {
     if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != c->posted + 1) return ncclSuccess;
     int i = 0, n = s->n < WEFT_NET_MAX_RECVS ? (int)s->n : WEFT_NET_MAX_RECVS;
     while (i < n && s->e[i].tag != r->tag) i++;
-    if (i == n) return weft_ib_fail(c, ncclInvalidUsage, "the receiver offers no buffer for tag %d", r->tag);
-    if (r->size > s->e[i].size)
-      return weft_ib_fail(c, ncclInvalidUsage,
-                          "a %zu-byte message does not fit the receiver's %llu-byte buffer", r->size,
-                          (unsigned long long)s->e[i].size);
+    if (i == n || r->size > s->e[i].size) return reject(c, r, s, i);
     WEFT_CHECK(write_message(c, r, &s->e[i], i));
     c->posted++;
   }
@@ -171,9 +186,9 @@ static ncclResult_t post_sends(struct ib_comm* c) {
 ncclResult_t weft_ib_isend(void* send_comm, const void* data, size_t size, int tag, void** request) {
   struct ib_comm* c = send_comm;
   *request = NULL;
-  if (size >= IB_MAX_MESSAGE) {
+  if (size >= IB_MAX_MESSAGE - 1) {
     WEFT_WARN("NET/IB: a message of %zu bytes is larger than the %zu bytes one send can carry", size,
-              IB_MAX_MESSAGE - 1);
+              IB_MAX_MESSAGE - 2);
     return ncclInvalidArgument;
   }
   WEFT_CHECK(weft_ib_progress_setup(c));
@@ -231,7 +246,7 @@ ncclResult_t weft_ib_irecv(void* recv_comm, int n, void* const* data, const size
     return ncclInvalidArgument;
   }
   for (int i = 0; i < n; i++) {
-    if (sizes[i] >= IB_MAX_MESSAGE) {
+    if (sizes[i] >= IB_MAX_MESSAGE - 1) {
       WEFT_WARN("NET/IB: a receive buffer of %zu bytes is larger than one send can fill", sizes[i]);
       return ncclInvalidArgument;
     }

@@ -77,7 +77,13 @@ static const struct weft_param_def params[] = {
     {"NCCL_CGA_CLUSTER_SIZE", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.cgaClusterSize"},
     {"NCCL_MIN_CTAS", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.minCTAs"},
     {"NCCL_MAX_CTAS", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.maxCTAs"},
-    {"NCCL_NET", WEFT_PARAM_STR, NULL, "Network to use (overrides ncclConfig_t.netName)"},
+    {"NCCL_NET", WEFT_PARAM_STR, NULL,
+     "Network to use, by name, among the loaded plugins and the built-ins (IB, Socket); unset: the first "
+     "usable, "
+     "plugins first (overrides ncclConfig_t.netName)"},
+    {"NCCL_NET_PLUGIN", WEFT_PARAM_STR, NULL,
+     "Net plugins to load: a comma-separated list of names (x: libnccl-net-x.so) or .so files; none: no "
+     "plugin; unset: libnccl-net.so when it exists"},
     {"NCCL_COMM_SPLIT_SHARE_RESOURCES", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.splitShare"},
     {"NCCL_CTA_POLICY", WEFT_PARAM_INT, NULL, "Overrides ncclConfig_t.CTAPolicy"},
     /* Algorithms, protocols, channels */
@@ -88,9 +94,6 @@ static const struct weft_param_def params[] = {
     {"NCCL_TUNER_PLUGIN", WEFT_PARAM_STR, NULL,
      "Tuner plugin: a name (libnccl-tuner-NAME.so) or a library file/path; none disables; unset tries "
      "libnccl-tuner.so, then the net plugin's library"},
-    {"NCCL_NET_PLUGIN", WEFT_PARAM_STR, NULL,
-     "Net plugin library: a name (libnccl-net-NAME.so) or a file/path; none disables (Weft looks only for a "
-     "tuner in it)"},
     {"NCCL_BUFFSIZE", WEFT_PARAM_INT, "4194304", "Bytes of each Simple-protocol connector FIFO"},
     {"NCCL_LL_BUFFSIZE", WEFT_PARAM_INT, NULL, "Bytes of each LL-protocol connector FIFO"},
     {"NCCL_NTHREADS", WEFT_PARAM_INT, "512", "Threads per block of the CUDA kernels"},

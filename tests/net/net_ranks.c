@@ -2,11 +2,12 @@
  * a network namespace). Joins through NCCL_COMM_ID and runs, in one communicator, every
  * collective x datatype x op plus send/recv patterns under each NCCL_ALGO x NCCL_PROTO
  * combination, checking every result against an independent reference.
- *   net_ranks RANK NRANKS [check|kill:VICTIM|stall:VICTIM|loop:SECONDS]
- * check: exit 0 when every result is right. kill:V: rank V SIGKILLs itself inside a large
- * all-reduce; the others must get an error (exit 3) naming rank V within WEFT_TIMEOUT.
- * stall:V: rank V stops (SIGSTOP) so its peers time out. loop:S: all-reduces for S seconds
- * (the script disturbs the network meanwhile); exit 0 when all were right, 3 on an error. */
+ *   net_ranks RANK NRANKS [check|short|kill:VICTIM|stall:VICTIM|loop:SECONDS]
+ * check: exit 0 when every result is right. short: the same for a few all-reduces and
+ * all-gathers only (small to larger than the connectors hold), for tests of a network itself. kill:V: rank V
+ * SIGKILLs itself inside a large all-reduce; the others must get an error (exit 3) naming rank V within
+ * WEFT_TIMEOUT. stall:V: rank V stops (SIGSTOP) so its peers time out. loop:S: all-reduces for S seconds (the
+ * script disturbs the network meanwhile); exit 0 when all were right, 3 on an error. */
 #include <signal.h>
 
 #include "check.h"
@@ -129,6 +130,34 @@ static int run_check(ncclComm_t comm, int rank, int n) {
   return problems;
 }
 
+static int run_short(ncclComm_t comm, int rank, int n) {
+  static const size_t counts[] = {1, 4099, 262144 + 17, (1u << 20) + 3};
+  struct case_list l = {0};
+  uint64_t seed = 0x5ee7ull + (uint64_t)n;
+  coll_base_seed = seed;
+  for (int i = 0; i < 4; i++) {
+    uint64_t sd = mix64(seed + (uint64_t)i);
+    case_add(&l, (struct coll_case){C_ALLREDUCE, ncclFloat32, O_SUM, i & 1, 0, counts[i], sd});
+    case_add(&l, (struct coll_case){C_ALLREDUCE, ncclInt32, O_MAX, 1 - (i & 1), 0, counts[i], sd + 1});
+    case_add(&l, (struct coll_case){C_ALLGATHER, ncclInt8, O_NONE, i & 1, 0, counts[i], sd + 2});
+  }
+  int problems = 0;
+  for (int k = 0; k < 4; k++) {
+    ncclComm_t sub;
+    if (split_with(comm, rank, combos[k][0], combos[k][1], &sub) != 0) {
+      problems++;
+      continue;
+    }
+    int p = run_case_list(sub, rank, n, &l);
+    if (rank == 0) printf("%s/%s: %d cases, %d wrong\n", combos[k][0], combos[k][1], l.n, p);
+    fflush(stdout);
+    problems += p;
+    if (ncclCommDestroy(sub) != ncclSuccess) problems++;
+  }
+  free(l.v);
+  return problems;
+}
+
 /* Large all-reduces until the deadline (or forever); the victim dies or stops in the third. */
 static int run_loop(ncclComm_t comm, int rank, int victim, int stall, double seconds) {
   size_t count = 1 << 20;
@@ -162,7 +191,7 @@ static int run_loop(ncclComm_t comm, int rank, int victim, int stall, double sec
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: net_ranks RANK NRANKS [check|kill:V|stall:V|loop:S]\n");
+    fprintf(stderr, "usage: net_ranks RANK NRANKS [check|short|kill:V|stall:V|loop:S]\n");
     return 2;
   }
   int rank = atoi(argv[1]), n = atoi(argv[2]);
@@ -174,8 +203,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   int rc;
-  if (strcmp(mode, "check") == 0) {
-    rc = run_check(comm, rank, n) ? 1 : 0;
+  if (strcmp(mode, "check") == 0 || strcmp(mode, "short") == 0) {
+    rc = (strcmp(mode, "short") == 0 ? run_short(comm, rank, n) : run_check(comm, rank, n)) ? 1 : 0;
   } else {
     int victim = -1, stall = strncmp(mode, "stall:", 6) == 0;
     double secs = 0;

@@ -13,6 +13,29 @@ run() {
   "$@"
   case $? in 0) ran=$((ran + 1)) ;; 77) echo "(skipped)" ;; *) fail=1 ;; esac
 }
+# Without NCCL_NET the IB network comes first, as in NCCL; with a pre-shared key it stands aside
+# for TLS sockets (RDMA cannot encrypt) and the job still runs.
+default_choice() { # default_choice LABEL WANT_NETWORK [KEYFILE]
+  (
+    . tests/net/lib.sh
+    trap 'rm -rf "$NET_LOG"' EXIT
+    use_test_ib mlx5_0 >/dev/null
+    unset NCCL_NET
+    export NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET ${3:+WEFT_PSK_FILE=$3}
+    run_job 2 1 127.0.0.1 short
+    if [ "${RCS[*]}" = "0 0" ] && grep -q "Using network $2\$" "$NET_LOG/rank0.log"; then
+      echo "ok: $1: the job ran over $2"
+    else
+      echo "FAILED: $1: statuses ${RCS[*]}, want network $2"; dump_logs; exit 1
+    fi
+  )
+}
+key=$(mktemp)
+printf 'ib test key\n' >"$key" && chmod 600 "$key"
+echo "=== the default network"
+default_choice "no NCCL_NET" IB && ran=$((ran + 1)) || fail=1
+default_choice "no NCCL_NET, WEFT_PSK_FILE set" Socket "$key" || fail=1
+rm -f "$key"
 run bash tests/net/test_net_loopback.sh
 run env NET_SHAPES="2x1 2x2 3x1" bash tests/net/test_netns_coll.sh
 run bash tests/net/test_netns_faults.sh

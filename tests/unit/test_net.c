@@ -228,26 +228,13 @@ static void run_network(const struct weft_net_ops* which) {
   run_orderly_close();
 }
 
-/* The test verbs provider beside this binary, one InfiniBand device; 0 when it was not built. */
-static int use_test_verbs(void) {
-  char self[PATH_MAX], lib[PATH_MAX + 64];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (len <= 0) return 0;
-  self[len] = 0;
-  snprintf(lib, sizeof(lib), "%s/../lib/libweft_fake_verbs.so", dirname(self));
-  if (access(lib, R_OK) != 0) return 0;
-  setenv("WEFT_IBVERBS_LIB", lib, 1);
-  setenv("WEFT_FAKE_IB_DEVICES", "mlx5_0", 1);
-  return 1;
-}
-
 int main(void) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   if (weft_net_socket_ops.init() != ncclSuccess) test_skip("no loopback interface for sockets");
   struct weft_net_props props;
   EXPECT(weft_net_socket_ops.get_properties(0, &props) == ncclSuccess && strncmp(props.name, "lo", 2) == 0);
   run_network(&weft_net_socket_ops);
-  if (use_test_verbs()) {
+  if (net_use_test_verbs()) {
     run_network(&weft_net_ib_ops);
     /* Messages taking turns over three queue pairs, then each split over four. */
     setenv("NCCL_IB_QPS_PER_CONNECTION", "3", 1);
