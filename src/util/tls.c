@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,18 +249,56 @@ static ssize_t io_result(struct weft_tls* t, int ret, int saved_errno) {
 /* One TLS record carries at most 16 KiB; int-sized calls are enough for any caller's slice. */
 static int clamp(size_t len) { return len > (1u << 30) ? (1 << 30) : (int)len; }
 
+/* OpenSSL writes with write(2), which raises SIGPIPE when the peer has closed, and that kills the
+ * program by default: a library must not. Around each call SIGPIPE is blocked in this thread,
+ * and one the call raised is taken back before the mask is restored (one already pending from
+ * elsewhere is left alone). */
+struct pipe_guard {
+  sigset_t old;
+  int was_pending;
+};
+
+static void pipe_guard_on(struct pipe_guard* g) {
+  sigset_t pipe, pending;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  sigpending(&pending);
+  g->was_pending = sigismember(&pending, SIGPIPE) == 1;
+  pthread_sigmask(SIG_BLOCK, &pipe, &g->old);
+}
+
+static void pipe_guard_off(struct pipe_guard* g) {
+  sigset_t pipe, pending;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  if (!g->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+    struct timespec now = {0, 0};
+    while (sigtimedwait(&pipe, NULL, &now) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
 ssize_t weft_tls_send(struct weft_tls* t, const void* buf, size_t len) {
   if (len == 0) return 0;
+  struct pipe_guard g;
+  pipe_guard_on(&g);
   errno = 0;
   int ret = lib.write(t->ssl, buf, clamp(len));
-  return io_result(t, ret, errno);
+  int saved = errno;
+  pipe_guard_off(&g);
+  return io_result(t, ret, saved);
 }
 
 ssize_t weft_tls_recv(struct weft_tls* t, void* buf, size_t len) {
   if (len == 0) return 0;
+  struct pipe_guard g; /* reading may write too: handshake messages, alerts */
+  pipe_guard_on(&g);
   errno = 0;
   int ret = lib.read(t->ssl, buf, clamp(len));
-  return io_result(t, ret, errno);
+  int saved = errno;
+  pipe_guard_off(&g);
+  return io_result(t, ret, saved);
 }
 
 void weft_tls_free(struct weft_tls* t) {

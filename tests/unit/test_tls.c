@@ -3,6 +3,7 @@
  * EPROTO instead of delivering bytes, and our copies of OpenSSL's constants match its header. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,31 @@ static void test_constants(void) {
 #endif
 }
 
+/* A peer that closes its socket: the next send is an error, and the process survives it (OpenSSL
+ * writes with write(2), whose SIGPIPE would otherwise end it). */
+static void test_peer_closed(void) {
+  int fds[2];
+  uint8_t key[WEFT_TLS_KEY_BYTES];
+  nonblocking_pair(fds);
+  fill_key(key, 3);
+  struct weft_tls* client = weft_tls_new(fds[0], 0, key, "server");
+  struct weft_tls* server = weft_tls_new(fds[1], 1, key, "client");
+  EXPECT(client != NULL && server != NULL);
+  if (client == NULL || server == NULL) return;
+  char src[4096] = "hello", dst[4096];
+  size_t got;
+  EXPECT(pump(client, server, src, dst, sizeof(src), &got) == 0);
+  weft_tls_free(server);
+  close(fds[1]);
+  ssize_t n = 0;
+  for (int i = 0; i < 100 && n >= 0; i++) n = weft_tls_send(client, src, sizeof(src));
+  EXPECT_MSG(n < 0, "sends to a closed peer gave %zd", n);
+  sigset_t pending;
+  EXPECT(sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 0);
+  weft_tls_free(client);
+  close(fds[0]);
+}
+
 int main(void) {
   char why[160];
   if (!weft_tls_available(why, sizeof(why))) {
@@ -163,5 +189,6 @@ int main(void) {
   test_roundtrip();
   test_wrong_key();
   test_ciphertext();
+  test_peer_closed();
   return test_finish("test_tls");
 }
