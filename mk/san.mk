@@ -11,10 +11,7 @@ SAN_TSAN_BUILD ?= build-tsan
 # Python loads the library into an uninstrumented interpreter; the fuzz targets carry their own
 # sanitizers; nvcc and the emulated GPU have their own builds (make emu-tsan).
 SAN_SKIP ?= tests/gpuemu/|test_python_clients|test_fuzz_xml|test_fuzz_wire|test_cuda_build|test_algo_nvcc|test_mpirun
-# Not yet: test_coll_comms (a race TSan reports in its two-communicator threads case, between the
-# direct all-reduce's copy and the test's read), test_coll_config_call (races in the test and in
-# util/log.c).
-TSAN_TESTS ?= build-tsan/tests/(integration/test_(coll_threads|coll_direct|window|teams|comm|deterministic)|unit/test_(prims_ring|prims_wait|proxy|net|shm|bootstrap|bootstrap_msg))$$
+TSAN_TESTS ?= build-tsan/tests/(integration/test_(coll_threads|coll_direct|coll_comms|coll_config_call|window|teams|comm|deterministic)|unit/test_(prims_ring|prims_wait|proxy|net|shm|bootstrap|bootstrap_msg))$$
 # CI's part of the ASan+UBSan half (make test-san-ci, .ci/run): the unit tests (the network's over
 # Socket and IB), the security tests, the plugin tests and the fastest collective suites of thread
 # and process ranks (about 4 minutes instrumented); the rest runs under ASan by hand (make

@@ -217,9 +217,10 @@ static int plan_body(ncclComm_t comm, int me, int n, void* arg) {
   (void)arg;
   int bad = 0;
   for (int i = 0; i < nplan_checks; i++) {
-    struct plan_check* p = &plan_checks[i];
-    p->c.root = n - 1;
-    bad += run_config_case(&p->c, comm, me, n, p->plain ? NULL : &p->cfg, p->algo);
+    const struct plan_check* p = &plan_checks[i];
+    struct coll_case c = p->c; /* each rank's own copy: the ranks are threads sharing plan_checks */
+    c.root = n - 1;
+    bad += run_config_case(&c, comm, me, n, p->plain ? NULL : &p->cfg, p->algo);
   }
   /* NCCL_MAX_CTAS=3 bounds the communicator: a call may not ask for more. */
   if (me == 0) { /* count 0: were it accepted, rank 0 would still not wait for the others */
