@@ -4,6 +4,7 @@
  * connects the receiving queue pair when that address arrives. The sender never waits for the
  * receiver, which may still be blocked elsewhere until the sender has connected. */
 #include <arpa/inet.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,19 +272,20 @@ static ncclResult_t ib_listen(int dev, const struct weft_auth_key* key, void* ha
     free(l);
     return res;
   }
-  ((struct ib_handle*)handle)->info = c->info;
+  /* The handle is bytes at any alignment (the connector's handle name): copied, not assigned. */
+  memcpy((char*)handle + offsetof(struct ib_handle, info), &c->info, sizeof(c->info));
   l->pending = c;
   *out = l;
   return ncclSuccess;
 }
 
 static ncclResult_t ib_connect(int dev, const struct weft_auth_key* key, void* handle, void** out) {
-  struct ib_handle* h = handle;
   *out = NULL;
   if (dev < 0 || dev >= nports) return ncclInvalidArgument;
   WEFT_CHECK(refuse_if_encrypted());
   void* ctrl = NULL;
-  WEFT_CHECK(sock->connect(0, key, h->sock, &ctrl)); /* the socket keeps its progress in its part */
+  /* the socket keeps its progress in its part, at the handle's start */
+  WEFT_CHECK(sock->connect(0, key, (char*)handle + offsetof(struct ib_handle, sock), &ctrl));
   if (ctrl == NULL) return ncclSuccess;
   struct ib_comm* c = comm_new(1, dev, key);
   if (c == NULL) {
@@ -291,9 +293,9 @@ static ncclResult_t ib_connect(int dev, const struct weft_auth_key* key, void* h
     return ncclSystemError;
   }
   c->ctrl = ctrl;
-  c->peer = h->info;
-  c->nqps = h->info.nqps >= 1 && h->info.nqps <= IB_MAX_QPS ? (int)h->info.nqps : 1;
-  c->split = h->info.split == 1;
+  memcpy(&c->peer, (const char*)handle + offsetof(struct ib_handle, info), sizeof(c->peer));
+  c->nqps = c->peer.nqps >= 1 && c->peer.nqps <= IB_MAX_QPS ? (int)c->peer.nqps : 1;
+  c->split = c->peer.split == 1;
   ncclResult_t res = make_resources(c);
   if (res == ncclSuccess) res = sock->isend(c->ctrl, &c->info, sizeof(c->info), 0, &c->ctrl_req);
   if (res == ncclSuccess && c->ctrl_req == NULL)
