@@ -60,7 +60,9 @@ static int find_symbol(void* handle, const void** sym) {
 static void* open_net_lib(char* file, size_t size) {
   const char* net = weft_param_str("NCCL_NET_PLUGIN");
   if (net != NULL && strcasecmp(net, "none") == 0) return NULL;
-  return weft_plugin_lib_open("TUNER", SUBSYS, "libnccl-net", net, file, size);
+  char first[512]; /* NCCL_NET_PLUGIN may list several: the first is the one looked in */
+  if (net != NULL) snprintf(first, sizeof(first), "%.*s", (int)strcspn(net, ","), net);
+  return weft_plugin_lib_open("TUNER", SUBSYS, "libnccl-net", net ? first : NULL, file, size);
 }
 
 static int load_lib(void) {

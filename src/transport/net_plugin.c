@@ -5,33 +5,20 @@
  * built-in networks remain. Per-version differences of the calls are handled here. */
 #include "transport/net_plugin.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/plugin_lib.h"
 #include "util/psk.h"
 
 static struct weft_plugin plugs[WEFT_NET_MAX_PLUGINS];
 static const struct weft_net_ops* plug_ops[WEFT_NET_MAX_PLUGINS];
 static int nplugs;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-
-/* The logger handed to plugins: their lines go out like ours, under NCCL_DEBUG. */
-static void plugin_log(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  if (level == WEFT_LOG_ABORT) level = WEFT_LOG_WARN;
-  if (level != WEFT_LOG_WARN && !WEFT_LOG_ON(level, (uint32_t)flags)) return;
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  weft_log(level, (uint32_t)flags, file ? file : "plugin", line, "%s", msg);
-}
 
 /* Plugins may call the profiler callback unconditionally; Weft records nothing from it. */
 static ncclResult_t plugin_prof(void** event, int type, void* parent, int64_t plugin_id, void* data) {
@@ -44,10 +31,10 @@ static ncclResult_t plugin_prof(void** event, int type, void* parent, int64_t pl
 static ncclResult_t call_init(struct weft_plugin* p) {
   if (p->version >= 11) {
     struct weft_plugin_comm_config cfg = {-1};
-    return p->t->init.v11(&p->ctx, 0, &cfg, plugin_log, plugin_prof);
+    return p->t->init.v11(&p->ctx, 0, &cfg, weft_plugin_log, plugin_prof);
   }
-  if (p->version == 10) return p->t->init.v10(plugin_log, plugin_prof);
-  return p->t->init.v6(plugin_log);
+  if (p->version == 10) return p->t->init.v10(weft_plugin_log, plugin_prof);
+  return p->t->init.v6(weft_plugin_log);
 }
 
 static ncclResult_t call_listen(struct weft_plugin* p, int dev, void* handle, void** lc) {
@@ -196,25 +183,11 @@ static const struct weft_net_ops slot_ops[WEFT_NET_MAX_PLUGINS] = {
 // clang-format on
 
 /* ---- Loading ---- */
-/* dlopen entry as given, then (a bare name) as libnccl-net-<entry>.so, as NCCL does. */
-static void* open_lib(const char* entry, char* used, size_t size, char* why, size_t why_size) {
-  snprintf(used, size, "%s", entry);
-  void* dl = dlopen(used, RTLD_NOW | RTLD_LOCAL);
-  if (dl) return dl;
-  snprintf(why, why_size, "%s", dlerror());
-  size_t n = strlen(entry);
-  int is_lib = strncmp(entry, "lib", 3) == 0 && n > 3 && strcmp(entry + n - 3, ".so") == 0;
-  if (strchr(entry, '/') || is_lib) return NULL;
-  snprintf(used, size, "libnccl-net-%s.so", entry);
-  if ((dl = dlopen(used, RTLD_NOW | RTLD_LOCAL)) == NULL) snprintf(why, why_size, "%s", dlerror());
-  return dl;
-}
-
 static const void* newest_symbol(void* dl, const char* prefix, int* version) {
   for (int v = WEFT_PLUGIN_VERSION_MAX; v >= WEFT_PLUGIN_VERSION_MIN; v--) {
     char sym[64];
     snprintf(sym, sizeof(sym), "%s_v%d", prefix, v);
-    const void* t = dlsym(dl, sym);
+    const void* t = weft_plugin_lib_sym(dl, sym);
     if (t) {
       *version = v;
       return t;
@@ -249,14 +222,17 @@ static void load_one(const char* entry, int named) {
     return;
   }
   struct weft_plugin* p = &plugs[nplugs];
-  char why[512];
-  p->dl = open_lib(entry, p->lib, sizeof(p->lib), why, sizeof(why));
+  /* As NCCL: the entry as given, then (a bare name) libnccl-net-<entry>.so; why each try failed
+   * is logged at INFO. */
+  p->dl = weft_plugin_lib_open("NET", WEFT_INIT | WEFT_NET, "libnccl-net", entry, p->lib, sizeof(p->lib));
   if (p->dl == NULL) {
     if (named)
-      WEFT_WARN("NET/Plugin: cannot load NCCL_NET_PLUGIN entry '%s' (%s); using the built-in networks", entry,
-                why);
+      WEFT_WARN(
+          "NET/Plugin: cannot load NCCL_NET_PLUGIN entry '%s' (tried %s%s%s%s); using the built-in networks",
+          entry, entry, weft_plugin_lib_expands(entry) ? " and libnccl-net-" : "",
+          weft_plugin_lib_expands(entry) ? entry : "", weft_plugin_lib_expands(entry) ? ".so" : "");
     else
-      WEFT_INFO(WEFT_INIT | WEFT_NET, "NET/Plugin: no %s (%s); using the built-in networks", entry, why);
+      WEFT_INFO(WEFT_INIT | WEFT_NET, "NET/Plugin: no %s; using the built-in networks", entry);
     return;
   }
   p->t = newest_symbol(p->dl, "ncclNetPlugin", &p->version);
@@ -281,7 +257,7 @@ static void load_one(const char* entry, int named) {
               p->version);
     return;
   }
-  if (cn == NULL) dlclose(p->dl); /* kept open otherwise: CollNet was reported from it */
+  if (cn == NULL) weft_plugin_lib_close(p->dl); /* kept open otherwise: CollNet was reported from it */
   memset(p, 0, sizeof(*p));
 }
 

@@ -15,7 +15,7 @@ static int ends_with(const char* s, const char* tail) {
 }
 
 /* A bare name ("force") also stands for prefix-force.so; a path or a library file name does not. */
-static int is_short_name(const char* name) {
+int weft_plugin_lib_expands(const char* name) {
   return strchr(name, '/') == NULL && !(strncmp(name, "lib", 3) == 0 && ends_with(name, ".so"));
 }
 
@@ -44,7 +44,7 @@ void* weft_plugin_lib_open(const char* kind, unsigned subsys, const char* prefix
   else
     snprintf(file, sizeof(file), "%s.so", prefix);
   void* h = try_open(kind, subsys, file, missing, sizeof(missing));
-  if (h == NULL && named && is_short_name(name)) {
+  if (h == NULL && named && weft_plugin_lib_expands(name)) {
     snprintf(file, sizeof(file), "%s-%s.so", prefix, name);
     h = try_open(kind, subsys, file, missing, sizeof(missing));
   }
@@ -64,6 +64,7 @@ void weft_plugin_lib_close(void* handle) {
 void* weft_plugin_lib_sym(void* handle, const char* symbol) { return handle ? dlsym(handle, symbol) : NULL; }
 
 void weft_plugin_log(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  if (level == WEFT_LOG_ABORT) level = WEFT_LOG_WARN; /* a plugin's ABORT must not end the program */
   if (level != WEFT_LOG_WARN && !WEFT_LOG_ON(level, (uint32_t)flags)) return;
   char msg[1024];
   va_list ap;

@@ -12,6 +12,8 @@
 void* weft_plugin_lib_open(const char* kind, unsigned subsys, const char* prefix, const char* name,
                            char* opened, size_t size);
 void weft_plugin_lib_close(void* handle); /* NULL-safe */
+/* Whether name, besides itself, stands for prefix-name.so (a bare name: not a path, not lib*.so). */
+int weft_plugin_lib_expands(const char* name);
 /* dlsym, returning NULL for a NULL handle. */
 void* weft_plugin_lib_sym(void* handle, const char* symbol);
 

@@ -49,15 +49,21 @@ static ssize_t pump(struct weft_tls* tx, struct weft_tls* rx, const char* src, c
   return 0;
 }
 
-static void test_roundtrip(void) {
-  int fds[2];
+/* A client and a server sharing key seed over a fresh socket pair; 0 when either is missing. */
+static int session_pair(uint8_t seed, int fds[2], struct weft_tls** client, struct weft_tls** server) {
   uint8_t key[WEFT_TLS_KEY_BYTES];
   nonblocking_pair(fds);
-  fill_key(key, 1);
-  struct weft_tls* client = weft_tls_new(fds[0], 0, key, "server");
-  struct weft_tls* server = weft_tls_new(fds[1], 1, key, "client");
-  EXPECT(client != NULL && server != NULL);
-  if (client == NULL || server == NULL) return;
+  fill_key(key, seed);
+  *client = weft_tls_new(fds[0], 0, key, "server");
+  *server = weft_tls_new(fds[1], 1, key, "client");
+  EXPECT(*client != NULL && *server != NULL);
+  return *client != NULL && *server != NULL;
+}
+
+static void test_roundtrip(void) {
+  int fds[2];
+  struct weft_tls *client, *server;
+  if (!session_pair(1, fds, &client, &server)) return;
   char* src = malloc(PAYLOAD);
   char* dst = malloc(PAYLOAD);
   for (int i = 0; i < PAYLOAD; i++) src[i] = (char)(i * 31 + (i >> 9));
@@ -158,13 +164,8 @@ static void test_constants(void) {
  * writes with write(2), whose SIGPIPE would otherwise end it). */
 static void test_peer_closed(void) {
   int fds[2];
-  uint8_t key[WEFT_TLS_KEY_BYTES];
-  nonblocking_pair(fds);
-  fill_key(key, 3);
-  struct weft_tls* client = weft_tls_new(fds[0], 0, key, "server");
-  struct weft_tls* server = weft_tls_new(fds[1], 1, key, "client");
-  EXPECT(client != NULL && server != NULL);
-  if (client == NULL || server == NULL) return;
+  struct weft_tls *client, *server;
+  if (!session_pair(3, fds, &client, &server)) return;
   char src[4096] = "hello", dst[4096];
   size_t got;
   EXPECT(pump(client, server, src, dst, sizeof(src), &got) == 0);
