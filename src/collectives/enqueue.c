@@ -4,7 +4,6 @@
 
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "collectives/profiler.h"
 #include "collectives/redop.h"
@@ -114,8 +113,7 @@ static ncclResult_t validate_and_build(const struct weft_call* call, weft_call_c
   if (call->count == 0) return ncclSuccess;
   /* Listed before building, so tasks appended before a failure are dropped at group end. */
   weft_group_add_comm(comm);
-  int p2p = call->root_name != NULL && strcmp(call->root_name, "peer") == 0;
-  weft_prof_api_call_begin(comm->prof, p2p, call->name, call->count, call->dtype, call->root,
+  weft_prof_api_call_begin(comm->prof, call->root_name, call->name, call->count, call->dtype, call->root,
                            (void*)call->stream);
   ncclResult_t res = build(call, &op);
   weft_prof_api_call_end(comm->prof);

@@ -252,8 +252,10 @@ static void api_group_open(struct weft_prof* p) {
   weft_prof_plugin_record(api.group, ncclProfilerGroupStartApiStop, NULL);
 }
 
-void weft_prof_api_call_begin_(struct weft_prof* p, int p2p, const char* func, size_t count,
+void weft_prof_api_call_begin_(struct weft_prof* p, const char* root_name, const char* func, size_t count,
                                ncclDataType_t dtype, int root, void* stream) {
+  /* Worked out here, with a plugin loaded, not on every call's path. */
+  int p2p = root_name != NULL && strcmp(root_name, "peer") == 0;
   if (!weft_prof_api_open) api_group_open(p);
   api.call = NULL;
   if (!(api.mask & (p2p ? WANT_P2P_API : WANT_COLL_API))) return;

@@ -70,16 +70,17 @@ void weft_prof_chan_end_(struct weft_prof* p, int channel);
  * (explicit or the call's implicit one) to the end of the outermost group, and a CollApi or
  * P2pApi event around the queueing of each call, the parent of its tasks' Coll and P2p events. */
 extern __thread int weft_prof_api_open; /* a GroupApi is open on this thread */
-void weft_prof_api_call_begin_(struct weft_prof* p, int p2p, const char* func, size_t count,
+void weft_prof_api_call_begin_(struct weft_prof* p, const char* root_name, const char* func, size_t count,
                                ncclDataType_t dtype, int root, void* stream);
 void weft_prof_api_call_end_(void);
 void weft_prof_api_tag_(struct weft_task* t);
 void weft_prof_api_group_end_(int launched);
 
 #define WEFT_PROF_ON(p) __builtin_expect((p) != NULL, 0)
-static inline void weft_prof_api_call_begin(struct weft_prof* p, int p2p, const char* func, size_t count,
-                                            ncclDataType_t dtype, int root, void* stream) {
-  if (WEFT_PROF_ON(p)) weft_prof_api_call_begin_(p, p2p, func, count, dtype, root, stream);
+/* root_name: the call's root argument's name ("peer" for send and receive; NULL: none). */
+static inline void weft_prof_api_call_begin(struct weft_prof* p, const char* root_name, const char* func,
+                                            size_t count, ncclDataType_t dtype, int root, void* stream) {
+  if (WEFT_PROF_ON(p)) weft_prof_api_call_begin_(p, root_name, func, count, dtype, root, stream);
 }
 static inline void weft_prof_api_call_end(struct weft_prof* p) {
   if (WEFT_PROF_ON(p)) weft_prof_api_call_end_();

@@ -183,17 +183,28 @@ static ncclResult_t post_sends(struct ib_comm* c) {
   return ncclSuccess;
 }
 
+/* An immediate carries the size: a message (or a buffer) must stay below its reserved value. */
+static int fits_one_send(size_t size, const char* what) {
+  if (size < IB_MAX_MESSAGE - 1) return 1;
+  WEFT_WARN("NET/IB: %s of %zu bytes is larger than the %zu bytes one send carries", what, size,
+            IB_MAX_MESSAGE - 2);
+  return 0;
+}
+
+/* The next request, once setup is done; NULL (no error) while it is not, or no slot is free. */
+static ncclResult_t next_request(struct ib_comm* c, struct ib_req** r) {
+  *r = NULL;
+  WEFT_CHECK(weft_ib_progress_setup(c));
+  if (c->stage == IB_READY) *r = req_alloc(c);
+  return ncclSuccess;
+}
+
 ncclResult_t weft_ib_isend(void* send_comm, const void* data, size_t size, int tag, void** request) {
   struct ib_comm* c = send_comm;
   *request = NULL;
-  if (size >= IB_MAX_MESSAGE - 1) {
-    WEFT_WARN("NET/IB: a message of %zu bytes is larger than the %zu bytes one send can carry", size,
-              IB_MAX_MESSAGE - 2);
-    return ncclInvalidArgument;
-  }
-  WEFT_CHECK(weft_ib_progress_setup(c));
-  if (c->stage != IB_READY) return ncclSuccess;
-  struct ib_req* r = req_alloc(c);
+  if (!fits_one_send(size, "a message")) return ncclInvalidArgument;
+  struct ib_req* r;
+  WEFT_CHECK(next_request(c, &r));
   if (r == NULL) return ncclSuccess;
   r->data = data;
   r->size = size;
@@ -245,15 +256,10 @@ ncclResult_t weft_ib_irecv(void* recv_comm, int n, void* const* data, const size
     WEFT_WARN("NET/IB: irecv with %d buffers (1 to %d)", n, WEFT_NET_MAX_RECVS);
     return ncclInvalidArgument;
   }
-  for (int i = 0; i < n; i++) {
-    if (sizes[i] >= IB_MAX_MESSAGE - 1) {
-      WEFT_WARN("NET/IB: a receive buffer of %zu bytes is larger than one send can fill", sizes[i]);
-      return ncclInvalidArgument;
-    }
-  }
-  WEFT_CHECK(weft_ib_progress_setup(c));
-  if (c->stage != IB_READY) return ncclSuccess;
-  struct ib_req* r = req_alloc(c);
+  for (int i = 0; i < n; i++)
+    if (!fits_one_send(sizes[i], "a receive buffer")) return ncclInvalidArgument;
+  struct ib_req* r;
+  WEFT_CHECK(next_request(c, &r));
   if (r == NULL) return ncclSuccess;
   r->nbuf = n;
   memcpy(r->sizes, sizes, (size_t)n * sizeof(*sizes));
