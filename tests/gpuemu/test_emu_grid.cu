@@ -49,16 +49,18 @@ __global__ void votes_kernel(int* out) {
   }
 }
 
-/* Each block counts itself in, waits a little so that others can arrive, records the most
- * blocks it saw at once, then leaves. */
-__global__ void resident_kernel(int* live, int* most) {
+/* Each block counts itself in, records the most blocks it saw at once, then stays until `want`
+ * blocks have been seen together or `wait_ms` have passed, and leaves. Waiting for a count
+ * rather than a fixed time keeps the co-residency check true on a loaded machine (under
+ * ThreadSanitizer on a busy CI host, blocks started more than 100 ms apart). */
+__global__ void resident_kernel(int* live, int* most, int want, int wait_ms) {
   if (threadIdx.x == 0) {
     int now = __atomic_add_fetch(live, 1, __ATOMIC_SEQ_CST);
     int seen = __atomic_load_n(most, __ATOMIC_SEQ_CST);
     while (now > seen &&
            !__atomic_compare_exchange_n(most, &seen, now, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
     }
-    usleep(100000); /* long enough for the others to start, even under ThreadSanitizer */
+    for (int ms = 0; ms < wait_ms && __atomic_load_n(most, __ATOMIC_SEQ_CST) < want; ms++) usleep(1000);
     __atomic_sub_fetch(live, 1, __ATOMIC_SEQ_CST);
   }
   __syncthreads();
@@ -117,13 +119,16 @@ static void test_votes(void) {
 static void test_residency(void) {
   setenv("WEFT_EMU_SMS", "2", 1);
   setenv("WEFT_EMU_BLOCKS_PER_SM", "1", 1);
+  /* Two at once at most: each block lingers 100 ms hoping for a third, which must never come
+   * (a slow machine can only hide a failure here, never invent one). */
   int live = 0, most = 0;
-  CHECK(launch(resident_kernel, {6, 1, 1}, {32, 1, 1}, &live, &most) == 0, "residency launch");
+  CHECK(launch(resident_kernel, {6, 1, 1}, {32, 1, 1}, &live, &most, 3, 100) == 0, "residency launch");
   CHECK(most == 2, "residency: %d blocks were resident at once on 2 SMs x 1 block", most);
+  /* All six at once: each block stays until it has seen all six (30 s at most). */
   setenv("WEFT_EMU_SMS", "8", 1);
   live = most = 0;
-  CHECK(launch(resident_kernel, {6, 1, 1}, {32, 1, 1}, &live, &most) == 0, "residency launch");
-  CHECK(most > 2, "residency: only %d of 6 blocks resident at once on 8 SMs", most);
+  CHECK(launch(resident_kernel, {6, 1, 1}, {32, 1, 1}, &live, &most, 6, 30000) == 0, "residency launch");
+  CHECK(most == 6, "residency: only %d of 6 blocks resident at once on 8 SMs", most);
   unsetenv("WEFT_EMU_SMS");
   unsetenv("WEFT_EMU_BLOCKS_PER_SM");
   CHECK(weft_emu_blocks_per_sm(512) == 1 && weft_emu_blocks_per_sm(256) == 2,
