@@ -27,6 +27,7 @@
 #include "core/comm.h"
 #include "core/group.h"
 #include "proxy/proxy.h"
+#include "transport/link.h"
 #include "transport/net.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -38,48 +39,34 @@
 #define TAG_P2P_ACK 0x57450400
 #define DEFAULT_LL_BYTES (256 * 1024)
 
-/* Peers on other hosts (host_hash, i.e. WEFT_HOSTID) are reached over the network. */
-static int remote(struct ncclComm* comm, int peer, struct weft_net_peer* np) {
-  if (comm->peers[peer].host_hash == comm->peers[comm->rank].host_hash) return 0;
-  *np =
+/* Who is at the other end of a connector: peers on other hosts (host_hash, i.e. WEFT_HOSTID)
+ * are reached over the network. */
+static void link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp) {
+  lp->net =
       (struct weft_net_peer){comm->bootstrap,   comm->rank,          peer,        comm->peers[peer].host_name,
                              &comm->abort_flag, &comm->async_result, &comm->cause};
-  return 1;
+  lp->remote = comm->peers[peer].host_hash != comm->peers[comm->rank].host_hash;
+  lp->same_process = weft_comm_same_process(comm, peer);
+  lp->peer_pid = comm->peers[peer].pid;
 }
 
-/* Create the connector peer -> me (its memory is mine) and send peer the handle. */
 static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, size_t simple, size_t ll,
                           struct weft_conn_mem** mem) {
-  struct weft_net_peer np;
-  if (remote(comm, peer, &np)) return weft_net_offer(&np, tag, simple, ll, mem);
-  struct weft_conn_handle h;
-  WEFT_CHECK(weft_conn_mem_create(simple, ll, !weft_comm_same_process(comm, peer), "conn", mem, &h));
-  return weft_bootstrap_send(comm->bootstrap, peer, tag, &h, sizeof(h));
+  struct weft_link_peer lp;
+  link_peer(comm, peer, &lp);
+  return weft_link_offer(&lp, tag, simple, ll, mem);
 }
 
-/* Attach the connector me -> peer that peer offered, then acknowledge so it can unlink. */
 static ncclResult_t take(struct ncclComm* comm, int peer, int tag, int ack_tag, struct weft_conn_mem** mem) {
-  struct weft_net_peer np;
-  if (remote(comm, peer, &np)) return weft_net_take(&np, tag, ack_tag, mem);
-  struct weft_conn_handle h;
-  WEFT_CHECK(weft_bootstrap_recv(comm->bootstrap, peer, tag, &h, sizeof(h)));
-  ncclResult_t res = weft_conn_mem_attach(&h, mem);
-  if (res != ncclSuccess)
-    WEFT_WARN("Rank %d could not map the connector of rank %d (host %s, pid %d)", comm->rank, peer,
-              comm->peers[peer].host_name, comm->peers[peer].pid);
-  int ok = res == ncclSuccess;
-  WEFT_CHECK(weft_bootstrap_send(comm->bootstrap, peer, ack_tag, &ok, sizeof(ok)));
-  return res;
+  struct weft_link_peer lp;
+  link_peer(comm, peer, &lp);
+  return weft_link_take(&lp, tag, ack_tag, mem);
 }
 
 static ncclResult_t finish_offer(struct ncclComm* comm, int peer, int ack_tag, struct weft_conn_mem* mem) {
-  struct weft_net_peer np;
-  if (remote(comm, peer, &np)) return weft_net_finish_offer(&np, ack_tag, mem);
-  int ok = 0;
-  ncclResult_t res = weft_bootstrap_recv(comm->bootstrap, peer, ack_tag, &ok, sizeof(ok));
-  weft_conn_mem_unlink(mem); /* mapped by both sides (or never will be): drop the name now */
-  if (res == ncclSuccess && !ok) res = ncclRemoteError;
-  return res;
+  struct weft_link_peer lp;
+  link_peer(comm, peer, &lp);
+  return weft_link_finish_offer(&lp, ack_tag, mem);
 }
 
 ncclResult_t weft_engine_connect_peers(struct ncclComm* comm, int n, const int* peers, int tag, int ack_tag,

@@ -1,8 +1,9 @@
 /* Every collective x datatype x op on the CUDA backend with ranks sharing the GPU, as threads
  * or as processes, against coll_util.h's independent reference: inputs are made on the host,
  * copied to device buffers, and the whole output allocation (guard bytes included) is copied
- * back and checked. Usage: test_gpu_coll [threads|procs|mismatch] [nranks] [max_count] [collective]; without
- * arguments a quick run (threads, 2 ranks, small counts). SKIP without a GPU. */
+ * back and checked. Usage: test_gpu_coll [threads|procs|mismatch|devices|devthreads|hosts] [nranks]
+ * [max_count] [collective]; without arguments a quick run (threads, 2 ranks, small counts). SKIP without a
+ * GPU. */
 #include "gpu_util.h"
 
 struct gpu_run {
@@ -98,6 +99,25 @@ static void mismatched_env(int rank, int nranks) {
   for (int i = 0; i < 3 && env[rank % 3][i] != NULL; i++) putenv((char*)env[rank % 3][i]);
 }
 
+/* Modes "devices" and "devthreads": rank r on device r % devices (processes, or threads), so
+ * that with WEFT_EMU_NO_PEER_ACCESS=1 (or NCCL_P2P_DISABLE=1) neighbours reach each other through
+ * shared memory, or with NCCL_SHM_DISABLE=1 as well through the network. Mode "hosts": processes
+ * on two emulated hosts (WEFT_HOSTID), ranks [0, n/2) on the first, joined over the network. */
+static void device_of_rank(int rank, int nranks) {
+  (void)nranks;
+  int n = 1;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) n = 1;
+  if (cudaSetDevice(rank % n) != cudaSuccess) fprintf(stderr, "FAILED rank %d: cudaSetDevice\n", rank);
+}
+
+static void host_of_rank(int rank, int nranks) {
+  char h[32];
+  snprintf(h, sizeof(h), "gpu-host-%d", rank * 2 / nranks);
+  setenv("WEFT_HOSTID", h, 1);
+  setenv("NCCL_SOCKET_IFNAME", "lo", 0); /* the emulated hosts are all on this machine */
+  device_of_rank(rank, nranks);
+}
+
 int main(int argc, char** argv) {
   gpu_require();
   const char* mode = argc > 1 ? argv[1] : "threads";
@@ -139,8 +159,11 @@ int main(int argc, char** argv) {
          (unsigned long long)coll_base_seed);
   fflush(stdout);
   if (strcmp(mode, "mismatch") == 0) coll_rank_setup = mismatched_env;
-  int failed = strcmp(mode, "threads") != 0 ? run_procs(nranks, gpu_body, &run, 600)
-                                            : run_threads(nranks, gpu_body, &run);
+  if (strcmp(mode, "devices") == 0) coll_rank_setup = device_of_rank;
+  if (strcmp(mode, "hosts") == 0) coll_rank_setup = host_of_rank;
+  if (strcmp(mode, "devthreads") == 0) coll_thread_setup = device_of_rank;
+  int as_threads = strcmp(mode, "threads") == 0 || strcmp(mode, "devthreads") == 0;
+  int failed = as_threads ? run_threads(nranks, gpu_body, &run) : run_procs(nranks, gpu_body, &run, 600);
   failed += coll_failures;
   printf("%s\n", failed ? "FAILED" : "all cases match the reference");
   free(run.cases.v);

@@ -560,6 +560,9 @@ static inline double now_s(void) {
 /* When set, run_procs calls it in each rank's process before that rank joins the communicator
  * (per-rank environments). */
 static void (*coll_rank_setup)(int rank, int nranks);
+/* When set, run_threads calls it in each rank's thread before that rank joins (per-thread state
+ * such as the current CUDA device; not the environment, which threads share). */
+static void (*coll_thread_setup)(int rank, int nranks);
 
 struct thread_rank {
   pthread_t th;
@@ -572,6 +575,7 @@ struct thread_rank {
 static inline void* thread_rank_main(void* p) {
   struct thread_rank* t = p;
   ncclComm_t comm = NULL;
+  if (coll_thread_setup) coll_thread_setup(t->rank, t->nranks);
   ncclResult_t res = ncclCommInitRank(&comm, t->nranks, t->id, t->rank);
   if (res != ncclSuccess) {
     fprintf(stderr, "FAILED rank %d/%d: ncclCommInitRank: %s: %s\n", t->rank, t->nranks,

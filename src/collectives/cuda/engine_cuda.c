@@ -32,14 +32,16 @@
 #define DEFAULT_LL_BYTES (256 * 1024)
 
 /* Both sides of a connector start at step_base (0 but in tests of the LL flag wrap), as do the
- * counters of its control page (start_ctrl). */
-static void bind(struct weft_cuda_conn* c, const struct weft_p2p_mem* m, uint64_t step_base) {
+ * counters of its control page (start_ctrl). A network connector's two FIFOs are counted from 0
+ * by the proxies that join them. */
+static void bind(struct weft_cuda_conn* c, const struct weft_gpu_mem* m, uint64_t step_base, int is_send) {
   c->ctrl = (struct weft_conn_ctrl*)m->base;
   c->simple = m->base + WEFT_CTRL_BYTES;
   c->ll = (struct weft_ll_line*)(m->base + WEFT_CTRL_BYTES + m->simple_bytes);
   c->simple_slot = m->simple_bytes / WEFT_NSTEPS;
   c->ll_slot = m->ll_bytes / WEFT_NSTEPS;
-  c->step = step_base;
+  c->step = m->link == WEFT_GPU_LINK_NET ? 0 : step_base;
+  c->proxied = is_send && m->link == WEFT_GPU_LINK_NET;
 }
 
 ncclResult_t weft_cuda_copy_now(struct weft_cuda_state* s, void* dev_dst, const void* src, size_t bytes) {
@@ -52,41 +54,58 @@ ncclResult_t weft_cuda_copy_now(struct weft_cuda_state* s, void* dev_dst, const 
   return ncclSuccess;
 }
 
-/* The owner's counters start where both sides' steps do; the memory came zeroed. */
-static ncclResult_t start_ctrl(struct weft_cuda_state* s, struct weft_p2p_mem* m) {
-  if (s->step_base == 0) return ncclSuccess;
+/* The owner's counters start where both sides' steps do; the memory came zeroed. Host memory
+ * (shared memory) is written in place. */
+static ncclResult_t start_ctrl(struct weft_cuda_state* s, struct weft_gpu_mem* m) {
+  if (s->step_base == 0 || m->link == WEFT_GPU_LINK_NET) return ncclSuccess;
+  if (m->link == WEFT_GPU_LINK_SHM) {
+    struct weft_conn_ctrl* c = (struct weft_conn_ctrl*)m->host->base;
+    c->tail = c->head = s->step_base;
+    return ncclSuccess;
+  }
   struct weft_conn_ctrl* c = (struct weft_conn_ctrl*)m->base;
   WEFT_CHECK(weft_cuda_copy_now(s, &c->tail, &s->step_base, sizeof(uint64_t)));
   return weft_cuda_copy_now(s, &c->head, &s->step_base, sizeof(uint64_t));
 }
 
-/* Create the connector peer -> me in my GPU memory and send peer the handle. */
-static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, struct weft_p2p_mem** mem) {
+/* Who is at the other end of a connector and how to reach it. A network connector's proxy stops
+ * this comm's kernels (their abort flag) when it loses the peer, and records whom it lost. */
+static void gpu_peer(struct ncclComm* comm, int peer, struct weft_gpu_peer* gp) {
   struct weft_cuda_state* s = comm->cuda;
-  struct weft_p2p_handle h;
-  WEFT_CHECK(weft_p2p_mem_create(s->simple_bytes, s->ll_bytes, !weft_comm_same_process(comm, peer), s->dev,
-                                 s->setup_stream, mem, &h));
-  WEFT_CHECK(start_ctrl(s, *mem));
-  return weft_bootstrap_send(comm->bootstrap, peer, tag, &h, sizeof(h));
+  const struct weft_peer_info *me = &comm->peers[comm->rank], *pi = &comm->peers[peer];
+  memset(gp, 0, sizeof(*gp));
+  gp->link.net = (struct weft_net_peer){comm->bootstrap, comm->rank,          peer,        pi->host_name,
+                                        &s->host->abort, &comm->async_result, &comm->cause};
+  gp->link.remote = pi->host_hash != me->host_hash;
+  gp->link.same_process = weft_comm_same_process(comm, peer);
+  gp->link.peer_pid = pi->pid;
+  gp->my_dev = s->dev;
+  gp->peer_dev = pi->cuda_dev;
+  gp->stream = s->setup_stream;
+}
+
+/* Create the connector peer -> me (in my GPU's memory, or host memory) and send peer its handle. */
+static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, struct weft_gpu_mem** mem) {
+  struct weft_cuda_state* s = comm->cuda;
+  struct weft_gpu_peer gp;
+  gpu_peer(comm, peer, &gp);
+  WEFT_CHECK(weft_gpu_link_offer(&gp, tag, s->simple_bytes, s->ll_bytes, mem));
+  WEFT_INFO(WEFT_INIT, "comm %p rank %d: connector from rank %d over %s", (void*)comm, comm->rank, peer,
+            weft_gpu_link_name((*mem)->link));
+  return start_ctrl(s, *mem);
 }
 
 /* Map the connector me -> peer that peer offered, then tell it whether that worked. */
-static ncclResult_t take(struct ncclComm* comm, int peer, int tag, int ack_tag, struct weft_p2p_mem** mem) {
-  struct weft_p2p_handle h;
-  WEFT_CHECK(weft_bootstrap_recv(comm->bootstrap, peer, tag, &h, sizeof(h)));
-  ncclResult_t res = weft_p2p_mem_attach(&h, comm->cuda->dev, mem);
-  if (res != ncclSuccess)
-    WEFT_WARN("Rank %d (device %d) could not map the GPU connector of rank %d (device %d, host %s, pid %d)",
-              comm->rank, comm->cuda->dev, peer, h.dev, comm->peers[peer].host_name, comm->peers[peer].pid);
-  int ok = res == ncclSuccess;
-  WEFT_CHECK(weft_bootstrap_send(comm->bootstrap, peer, ack_tag, &ok, sizeof(ok)));
-  return res;
+static ncclResult_t take(struct ncclComm* comm, int peer, int tag, int ack_tag, struct weft_gpu_mem** mem) {
+  struct weft_gpu_peer gp;
+  gpu_peer(comm, peer, &gp);
+  return weft_gpu_link_take(&gp, tag, ack_tag, mem);
 }
 
-static ncclResult_t finish_offer(struct ncclComm* comm, int peer, int ack_tag) {
-  int ok = 0;
-  WEFT_CHECK(weft_bootstrap_recv(comm->bootstrap, peer, ack_tag, &ok, sizeof(ok)));
-  return ok ? ncclSuccess : ncclRemoteError;
+static ncclResult_t finish_offer(struct ncclComm* comm, int peer, int ack_tag, struct weft_gpu_mem* mem) {
+  struct weft_gpu_peer gp;
+  gpu_peer(comm, peer, &gp);
+  return weft_gpu_link_finish_offer(&gp, ack_tag, mem);
 }
 
 static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_cuda_state* s) {
@@ -94,10 +113,11 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_cuda_state* 
   for (int c = 0; c < s->nchannels; c++) WEFT_CHECK(offer(comm, prev, TAG_RING + c, &s->ring_recv_mem[c]));
   for (int c = 0; c < s->nchannels; c++)
     WEFT_CHECK(take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->ring_send_mem[c]));
-  for (int c = 0; c < s->nchannels; c++) WEFT_CHECK(finish_offer(comm, prev, TAG_RING_ACK + c));
+  for (int c = 0; c < s->nchannels; c++)
+    WEFT_CHECK(finish_offer(comm, prev, TAG_RING_ACK + c, s->ring_recv_mem[c]));
   for (int c = 0; c < s->nchannels; c++) {
-    bind(&s->mirror.ring_send[c], s->ring_send_mem[c], s->step_base);
-    bind(&s->mirror.ring_recv[c], s->ring_recv_mem[c], s->step_base);
+    bind(&s->mirror.ring_send[c], s->ring_send_mem[c], s->step_base, 1);
+    bind(&s->mirror.ring_recv[c], s->ring_recv_mem[c], s->step_base, 0);
   }
   /* No kernel runs yet: the device state is written whole. */
   return weft_cuda_copy_now(s, s->devcomm, &s->mirror, sizeof(s->mirror));
@@ -106,9 +126,9 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_cuda_state* 
 /* A connector just connected is bound and written to the device state; no kernel uses it yet,
  * and kernels running now only write other connectors' steps. */
 static ncclResult_t push_p2p(struct weft_cuda_state* s, struct weft_cuda_conn* dev_array, int peer,
-                             const struct weft_p2p_mem* m) {
+                             const struct weft_gpu_mem* m, int is_send) {
   struct weft_cuda_conn c;
-  bind(&c, m, s->step_base);
+  bind(&c, m, s->step_base, is_send);
   return weft_cuda_copy_now(s, &dev_array[peer], &c, sizeof(c));
 }
 
@@ -127,12 +147,12 @@ ncclResult_t weft_cuda_p2p_connect(struct ncclComm* comm, const uint8_t* send_to
   for (int p = 0; p < k; p++)
     if (send_to[p] && s->p2p_send_mem[p] == NULL) {
       WEFT_CHECK_GOTO(take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p_send_mem[p]), res, out);
-      WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_send, p, s->p2p_send_mem[p]), res, out);
+      WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_send, p, s->p2p_send_mem[p], 1), res, out);
     }
   for (int p = 0; p < k; p++)
     if (offered[p]) {
-      WEFT_CHECK_GOTO(finish_offer(comm, p, TAG_P2P_ACK), res, out);
-      WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_recv, p, s->p2p_recv_mem[p]), res, out);
+      WEFT_CHECK_GOTO(finish_offer(comm, p, TAG_P2P_ACK, s->p2p_recv_mem[p]), res, out);
+      WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_recv, p, s->p2p_recv_mem[p], 0), res, out);
     }
 out:
   free(offered);
@@ -309,9 +329,9 @@ ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
 
 /* Close a peer's memory, then tell that peer (in another process) it may free it (bs: NULL when
  * the comm was aborted and peers are not waited for). */
-static void close_peer_mem(struct weft_bootstrap* bs, struct weft_p2p_mem** m, int peer, int tag) {
-  int imported = *m != NULL && (*m)->ipc;
-  weft_p2p_mem_release(*m);
+static void close_peer_mem(struct weft_bootstrap* bs, struct weft_gpu_mem** m, int peer, int tag) {
+  int imported = *m != NULL && (*m)->p2p != NULL && (*m)->p2p->ipc;
+  weft_gpu_link_release(*m);
   *m = NULL;
   int one = 1;
   if (imported && bs) weft_bootstrap_send(bs, peer, tag, &one, sizeof(one));
@@ -319,11 +339,12 @@ static void close_peer_mem(struct weft_bootstrap* bs, struct weft_p2p_mem** m, i
 
 /* Free own memory, after the peer that imported it says it closed it (or a bounded wait: the
  * memory is then freed once the importer marks it, see transport/p2p.c). */
-static void free_own_mem(struct weft_bootstrap* bs, struct weft_p2p_mem** m, int peer, int tag) {
-  int exported = *m != NULL && (*m)->owner && !(*m)->shared;
+static void free_own_mem(struct weft_bootstrap* bs, struct weft_gpu_mem** m, int peer, int tag) {
+  const struct weft_p2p_mem* p2p = *m != NULL ? (*m)->p2p : NULL;
+  int exported = p2p != NULL && p2p->owner && !p2p->shared;
   int closed = 0;
   if (exported && bs) weft_bootstrap_recv_within(bs, peer, tag, &closed, sizeof(closed), CLOSE_WAIT_S);
-  weft_p2p_mem_release(*m);
+  weft_gpu_link_release(*m);
   *m = NULL;
 }
 
@@ -504,8 +525,12 @@ ncclResult_t weft_cuda_comm_resume(struct ncclComm* comm) {
 
 /* Own connectors (the receiving side's; a peer's are counted by that peer), work lists and the
  * device state. The host-mapped flags are pinned host memory the GPU maps: state. */
-static void add_p2p(struct weft_mem_usage* u, const struct weft_p2p_mem* m) {
-  if (m != NULL && m->owner) u->suspendable[WEFT_MEM_DEVICE] += m->size;
+/* Own connectors only (the receiving side's; a peer's are counted by that peer): GPU memory, or
+ * host memory the GPU maps (shared memory, network FIFOs). */
+static void add_p2p(struct weft_mem_usage* u, const struct weft_gpu_mem* m) {
+  if (m != NULL && m->p2p != NULL && m->p2p->owner) u->suspendable[WEFT_MEM_DEVICE] += m->p2p->size;
+  if (m != NULL && m->host != NULL && m->host->owner)
+    u->suspendable[m->host->is_shm ? WEFT_MEM_SHM : WEFT_MEM_CONNECTORS] += m->host->size;
 }
 
 void weft_cuda_mem_usage(const struct ncclComm* comm, struct weft_mem_usage* u) {

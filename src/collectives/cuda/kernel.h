@@ -23,6 +23,10 @@ struct weft_cuda_conn {
   struct weft_ll_line* ll;
   uint64_t simple_slot, ll_slot;
   uint64_t step;
+  /* A send connector whose FIFO a proxy thread forwards over the network: the sender notes what
+   * each step carries (step_info) and fences LL lines ahead of the tail it then publishes. */
+  uint32_t proxied;
+  uint32_t pad;
 };
 
 /* Kernel errors reported back to the host (devcomm.error). */

@@ -341,6 +341,22 @@ static ncclResult_t report_mismatch(struct ncclComm* comm, struct weft_cuda_stat
   return ncclInvalidUsage;
 }
 
+/* A network connector's proxy lost a peer (or heard from another rank that one was lost) and
+ * stopped this comm's kernels through their abort flag: name the rank lost, as the host backend
+ * does, rather than the neighbour the kernel was waiting for. */
+static ncclResult_t report_lost(struct ncclComm* comm, struct weft_cuda_state* s,
+                                const struct weft_cause* lost) {
+  if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL))
+    WEFT_WARN(
+        "comm %p rank %d: a %s kernel on device %d stopped waiting for rank %d on channel %d: rank %d (host "
+        "%s) "
+        "was lost; the communicator is aborted",
+        (void*)comm, comm->rank, weft_coll_name(s->host->err_coll), s->dev, s->host->err_peer,
+        s->host->err_channel, lost->rank, lost->host);
+  weft_comm_set_async_error(comm, ncclRemoteError);
+  return ncclRemoteError;
+}
+
 /* A kernel that gave up (timeout) left its reason in the host-mapped device state, which the host
  * reads at any time: the next launch, ncclCommGetAsyncError, Finalize and Destroy all see it. */
 ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
@@ -349,6 +365,10 @@ ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
   uint32_t err = s->host->error;
   if (err == WEFT_CUDA_ERR_NONE) return ncclSuccess;
   if (err == WEFT_CUDA_ERR_MISMATCH) return report_mismatch(comm, s);
+  if (err == WEFT_CUDA_ERR_ABORT) {
+    struct weft_cause lost;
+    if (weft_cause_get(&comm->cause, &lost)) return report_lost(comm, s, &lost);
+  }
   if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL))
     WEFT_WARN("comm %p rank %d: a %s kernel on device %d %s waiting for rank %d on channel %d", (void*)comm,
               comm->rank, weft_coll_name(s->host->err_coll), s->dev,

@@ -211,6 +211,12 @@ __device__ __noinline__ void weft_ll_clear(struct weft_prims* p, const struct we
   if (threadIdx.x == 0) __threadfence_system();
 }
 
+/* What the step about to be published carries, for the proxy that forwards it (a network
+ * connector): payload bytes, WEFT_STEP_LL for LL lines. Read by the proxy after it acquires tail. */
+__device__ __forceinline__ void weft_note_step(struct weft_prims* p, uint32_t info) {
+  *(volatile uint32_t*)&p->send.ctrl->step_info[p->send.step % WEFT_NSTEPS] = info;
+}
+
 /* After a step: the connectors move on, and their first steps of this call are behind us. */
 __device__ __forceinline__ void weft_prim_advance(struct weft_prims* p, int flags) {
   if (flags & WEFT_P_SEND) p->send.step++, p->tag_send = 0;
@@ -246,6 +252,7 @@ __device__ __forceinline__ void weft_prim_simple(struct weft_prims* p, int flags
   if (threadIdx.x == 0) {
     if (flags & WEFT_P_SEND) {
       if (p->tag_send) weft_st_relaxed(&p->send.ctrl->step_tag[p->send.step % WEFT_NSTEPS], p->step_tag);
+      if (p->send.proxied) weft_note_step(p, (uint32_t)bytes);
       __threadfence_system(); /* the data, written by all threads, before the tail that announces it */
       weft_st_relaxed(&p->send.ctrl->tail, p->send.step + 1);
     }
@@ -327,6 +334,10 @@ __device__ __forceinline__ void weft_prim_ll(struct weft_prims* p, int flags, si
   if ((flags & WEFT_P_RECV) && (uint32_t)p->recv.step < WEFT_NSTEPS) weft_ll_clear(p, rl);
   if (threadIdx.x == 0) {
     if (flags & WEFT_P_RECV) weft_st_release(&p->recv.ctrl->head, p->recv.step + 1); /* as in Simple */
+    if ((flags & WEFT_P_SEND) && p->send.proxied) { /* the proxy reads the lines once it sees tail */
+      weft_note_step(p, (uint32_t)bytes | WEFT_STEP_LL);
+      __threadfence_system();
+    }
     if (flags & WEFT_P_SEND) weft_st_relaxed(&p->send.ctrl->tail, p->send.step + 1); /* doorbell only */
   }
   weft_prim_advance(p, flags);

@@ -1,0 +1,136 @@
+/* A GPU job across hosts loses a rank: four processes on four emulated hosts (WEFT_HOSTID), CUDA
+ * backend, ring neighbours joined over the network through the proxy. Rank 2 is killed with
+ * SIGKILL in the middle of a loop of all-reduces; every survivor's kernel must stop (the proxy
+ * raises the kernels' abort flag) and the survivor must get an error naming rank 2 long before
+ * WEFT_TIMEOUT, rank 0 included, which is not rank 2's neighbour and hears of it from rank 3.
+ * SKIP without a GPU. */
+#include <regex.h>
+#include <signal.h>
+#include <sys/mman.h>
+
+#include "gpu_util.h"
+
+#define NRANKS 4
+#define VICTIM 2
+#define COUNT (1u << 18)  /* floats per all-reduce: several steps per channel */
+#define TIMEOUT_S 120     /* WEFT_TIMEOUT: the kernels' own timeout must not be what ends them */
+#define DETECT_LIMIT_S 30 /* what the network path must do better than */
+
+struct shared {
+  volatile int ready;      /* ranks inside the loop */
+  volatile double kill_at; /* CLOCK_MONOTONIC */
+};
+
+static int names_victim(const char* text) {
+  char pattern[64];
+  snprintf(pattern, sizeof(pattern), "rank[^0-9]{0,3}%d([^0-9]|$)", VICTIM);
+  regex_t re;
+  regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB);
+  int ok = regexec(&re, text, 0, NULL, 0) == 0;
+  regfree(&re);
+  return ok;
+}
+
+/* All-reduces until one fails, on the call or on the stream; then checks when and what. */
+static int survivor(ncclComm_t comm, int rank, struct shared* sh, float* d, cudaStream_t st) {
+  ncclResult_t res = ncclSuccess, async = ncclSuccess;
+  int iters = 0;
+  for (; iters < 1000000 && res == ncclSuccess && async == ncclSuccess; iters++) {
+    res = ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st);
+    if (res == ncclSuccess && cudaStreamSynchronize(st) != cudaSuccess) res = ncclUnhandledCudaError;
+    if (res == ncclSuccess) ncclCommGetAsyncError(comm, &async);
+    if (iters == 2) __atomic_add_fetch(&sh->ready, 1, __ATOMIC_ACQ_REL);
+  }
+  double after = now_s() - sh->kill_at;
+  const char* text = ncclGetLastError(comm);
+  printf("rank %d: all-reduce %d: call %s, async %s, %.2f s after the kill: %s\n", rank, iters,
+         ncclGetErrorString(res), ncclGetErrorString(async), after, text);
+  int bad = 0;
+  if (res == ncclSuccess && async == ncclSuccess) {
+    fprintf(stderr, "FAILED rank %d: every all-reduce succeeded although rank %d was killed\n", rank, VICTIM);
+    bad++;
+  }
+  if (sh->kill_at <= 0 || after > DETECT_LIMIT_S) {
+    fprintf(stderr, "FAILED rank %d: the error came %.1f s after the kill (WEFT_TIMEOUT=%d)\n", rank, after,
+            TIMEOUT_S);
+    bad++;
+  }
+  if (res != ncclRemoteError && async != ncclRemoteError) {
+    fprintf(stderr, "FAILED rank %d: want ncclRemoteError for a lost rank\n", rank);
+    bad++;
+  }
+  if (!names_victim(text)) {
+    fprintf(stderr, "FAILED rank %d: the error text does not name the lost rank %d: \"%s\"\n", rank, VICTIM,
+            text);
+    bad++;
+  }
+  ncclCommAbort(comm);
+  return bad;
+}
+
+static void rank_main(ncclUniqueId id, int rank, struct shared* sh) {
+  char host[32];
+  snprintf(host, sizeof(host), "lost-host-%d", rank);
+  setenv("WEFT_HOSTID", host, 1);
+  alarm(TIMEOUT_S + 60);
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, NRANKS, id, rank) != ncclSuccess) {
+    fprintf(stderr, "FAILED rank %d: ncclCommInitRank: %s\n", rank, ncclGetLastError(NULL));
+    _exit(2);
+  }
+  cudaStream_t st;
+  float* d;
+  GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  GPU_CHECK(cudaMalloc((void**)&d, COUNT * sizeof(float)));
+  GPU_CHECK(cudaMemset(d, 0, COUNT * sizeof(float)));
+  if (rank == VICTIM) { /* all-reduces until killed */
+    __atomic_add_fetch(&sh->ready, 1, __ATOMIC_ACQ_REL);
+    for (;;) {
+      ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st);
+      cudaStreamSynchronize(st);
+    }
+  }
+  int bad = survivor(comm, rank, sh, d, st);
+  fflush(stdout);
+  _exit(bad ? 1 : 0);
+}
+
+int main(void) {
+  gpu_require();
+  char t[16];
+  snprintf(t, sizeof(t), "%d", TIMEOUT_S);
+  setenv("WEFT_TIMEOUT", t, 1);
+  setenv("NCCL_SOCKET_IFNAME", "lo", 0); /* the emulated hosts are all on this machine */
+  struct shared* sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (sh == MAP_FAILED) return 1;
+  ncclUniqueId id;
+  struct test_uid_holder holder;
+  if (test_uid_from_child(&id, &holder) != ncclSuccess) {
+    fprintf(stderr, "FAILED ncclGetUniqueId (in a helper process)\n");
+    return 1;
+  }
+  fflush(stdout);
+  pid_t pids[NRANKS];
+  for (int r = 0; r < NRANKS; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) rank_main(id, r, sh);
+  }
+  double t0 = now_s();
+  while (__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE) < NRANKS && now_s() - t0 < 120) usleep(10000);
+  usleep(200000);
+  sh->kill_at = now_s();
+  kill(pids[VICTIM], SIGKILL);
+  int failed = 0;
+  for (int r = 0; r < NRANKS; r++) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    if (r != VICTIM && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      fprintf(stderr, "FAILED surviving rank %d: %s %d\n", r, WIFSIGNALED(status) ? "signal" : "exit status",
+              WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+      failed++;
+    }
+  }
+  test_uid_release(&holder);
+  printf("%s\n", failed ? "FAILED" : "every survivor named the lost rank in time");
+  return failed ? 1 : 0;
+}
