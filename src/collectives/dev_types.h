@@ -88,4 +88,15 @@ WEFT_DEVICE_INLINE size_t weft_dt_size(int dt) {
 
 WEFT_DEVICE_INLINE size_t weft_min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
+/* Channel ch's share of count elements split over nch channels, the same on every rank and in
+ * both executors: contiguous ranges, each a multiple of 64 elements but the last (which may be
+ * short or empty). Returns its element count, with its first element in *offset. */
+WEFT_DEVICE_INLINE size_t weft_channel_range(size_t count, int nch, int ch, size_t* offset) {
+  size_t per = (count + (size_t)nch - 1) / (size_t)nch;
+  per = (per + 63) / 64 * 64;
+  size_t off = weft_min_sz(count, (size_t)ch * per);
+  *offset = off;
+  return weft_min_sz(per, count - off);
+}
+
 #endif

@@ -1,7 +1,8 @@
-/* Planning of collectives on the host backend: ring, LL for small and Simple for large
- * operations, 1..4 channels; NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS override, and a
- * nccl*Config call's selection narrows that further for the one call; a tuner plugin
- * (NCCL_TUNER_PLUGIN) may reprice the model's cost table first. */
+/* Planning of collectives for both backends: the tuning model's pick among what the executor
+ * runs (the CUDA kernel: Ring only), or without a model ring, LL for small and Simple for large
+ * operations; NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS override, and a nccl*Config call's
+ * selection narrows that further for the one call; a tuner plugin (NCCL_TUNER_PLUGIN) may reprice
+ * the model's cost table first. The host backend's work items are split here too. */
 #include "collectives/plan.h"
 
 #include <float.h>
@@ -12,6 +13,7 @@
 #include "collectives/tune_log.h"
 #include "collectives/tuner.h"
 #include "core/tuned.h"
+#include "transport/connector.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -24,7 +26,7 @@ _Static_assert((int)WEFT_RED_SUMPOSTDIV == (int)WEFT_OP_SUMPOSTDIV &&
                "weft_red mirrors weft_op_kind");
 
 #define LL_MAX_BYTES (64 * 1024)     /* LL below this size: latency matters more than bandwidth */
-#define BYTES_PER_CHANNEL (1u << 20) /* add a channel per MiB by default */
+#define BYTES_PER_CHANNEL (1u << 20) /* add a channel per MiB by default (the host executor's) */
 #define DEFAULT_MAX_CHANNELS 2
 #define TREE_MAX_BYTES (256 * 1024) /* across 3+ hosts: tree all-reduce up to this size */
 
@@ -82,6 +84,13 @@ static unsigned algos_of(const struct weft_call_opts* o) {
 static unsigned protos_of(const struct weft_call_opts* o) {
   return o && o->protos ? o->protos : WEFT_TUNED_PROTO_ALL;
 }
+/* What the executor runs, with the host executor's values for 0. */
+static unsigned impl_of(const struct weft_plan_params* pp) {
+  return WEFT_TUNED_ALGO_RING | (pp->impl_algos ? pp->impl_algos : WEFT_TUNED_ALGO_TREE);
+}
+static size_t per_channel_of(const struct weft_plan_params* pp) {
+  return pp->bytes_per_channel ? pp->bytes_per_channel : BYTES_PER_CHANNEL;
+}
 
 void weft_plan_narrow(struct weft_plan_params* pp, const struct weft_call_opts* o) {
   unsigned a = algos_of(o), p = protos_of(o);
@@ -111,20 +120,27 @@ static unsigned default_algos(const struct weft_plan_params* pp, int coll, int t
 int weft_plan_can_meet(const struct weft_plan_params* pp, int coll, int tree_impl, unsigned algos,
                        unsigned protos) {
   if (coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV) return 0;
-  if (tree_impl && pp->comm != NULL) {
-    int tuned = weft_comm_tuned_allows(pp->comm, coll, algos, protos);
+  unsigned impl = impl_of(pp) & (tree_impl ? ~0u : ~WEFT_TUNED_ALGO_TREE);
+  tree_impl = (impl & WEFT_TUNED_ALGO_TREE) != 0;
+  if (pp->comm != NULL) {
+    int tuned = weft_comm_tuned_allows(pp->comm, coll, algos & impl, protos);
     if (tuned >= 0) return tuned;
   }
   unsigned p = (pp->ll_ok ? WEFT_TUNED_PROTO_LL : 0) | (pp->simple_ok ? WEFT_TUNED_PROTO_SIMPLE : 0);
   return (default_algos(pp, coll, tree_impl) & algos) != 0 && (p & protos) != 0;
 }
 
-/* The communicator's tuning model (graph/tuning.c via core/), the same code for CPU and GPU. */
+/* The communicator's tuning model (graph/tuning.c via core/), the same code for CPU and GPU, asked
+ * only about the algorithms the executor runs. */
 static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t bytes,
                         const struct weft_call_opts* o, int* algo, int* proto, int* nchannels, float* time_us,
                         int* model_channels) {
   struct weft_tuned tuned;
-  if (pp->comm == NULL || !weft_comm_tuned_choice(pp->comm, coll, bytes, algos_of(o), protos_of(o), &tuned))
+  unsigned algos = algos_of(o) & impl_of(pp);
+  /* Nothing the model enables for coll that this executor runs (NCCL_ALGO=Tree on the CUDA
+   * backend, Tree-only for a broadcast): the defaults decide, without the model's WARN per call. */
+  if (pp->comm == NULL || weft_comm_tuned_allows(pp->comm, coll, algos, protos_of(o)) != 1 ||
+      !weft_comm_tuned_choice(pp->comm, coll, bytes, algos, protos_of(o), &tuned))
     return 0;
   int tree = tuned.tree && coll == WEFT_COLL_ALLREDUCE && pp->nranks > 1;
   int n = tuned.nchannels;
@@ -138,19 +154,21 @@ static int choose_tuned(const struct weft_plan_params* pp, int coll, size_t byte
   return 1;
 }
 
-/* Without a tuning model: Tree for all-reduce when Ring is excluded, or for small sizes across
- * 3+ hosts where its log-depth latency beats the ring's 2(k-1) network hops; LL for small sizes. */
+/* Without a tuning model: Tree (where the executor runs it) for all-reduce when Ring is excluded,
+ * or for small sizes across 3+ hosts where its log-depth latency beats the ring's 2(k-1) network
+ * hops; LL for small sizes; a channel more per bytes_per_channel. */
 static void choose_default(const struct weft_plan_params* env, int coll, size_t bytes,
                            const struct weft_call_opts* o, int* algo, int* proto, int* nchannels) {
   struct weft_plan_params narrowed = *env;
   weft_plan_narrow(&narrowed, o);
+  narrowed.tree_ok &= (impl_of(env) & WEFT_TUNED_ALGO_TREE) != 0;
   const struct weft_plan_params* pp = &narrowed;
   *algo = WEFT_PLAN_RING;
   if (coll == WEFT_COLL_ALLREDUCE && pp->nranks > 1 && pp->tree_ok &&
       (!pp->ring_ok || (pp->nnodes > 2 && bytes <= TREE_MAX_BYTES)))
     *algo = WEFT_PLAN_TREE;
   *proto = (pp->ll_ok && (bytes <= LL_MAX_BYTES || !pp->simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
-  int n = (int)(bytes / BYTES_PER_CHANNEL) + 1;
+  int n = (int)(bytes / per_channel_of(pp)) + 1;
   if (pp->min_channels > 0 && n < pp->min_channels) n = pp->min_channels;
   if (pp->max_channels > 0 && n > pp->max_channels) n = pp->max_channels;
   if (*algo == WEFT_PLAN_TREE && n < 2) n = 2; /* both trees: channel c uses tree c % 2 */
@@ -180,7 +198,18 @@ static void log_choice(const struct weft_plan_params* pp, int coll, size_t bytes
                        const struct weft_call_opts* o, int tuned, int model_n, int algo, int proto, int n,
                        const struct tuner_outcome* tu) {
   char note[96], rule[200];
-  const char* why = tuned ? NULL : "planner defaults, no tuning model (LL up to 64 KiB, a channel per MiB)";
+  const char* why = NULL;
+  if (!tuned) {
+    size_t per = per_channel_of(pp);
+    char per_text[32];
+    if (per == (1u << 20))
+      snprintf(per_text, sizeof(per_text), "MiB");
+    else
+      snprintf(per_text, sizeof(per_text), "%zu KiB", per >> 10);
+    snprintf(rule, sizeof(rule), "planner defaults, no tuning model (%sLL up to %d KiB, a channel per %s)",
+             impl_of(pp) & WEFT_TUNED_ALGO_TREE ? "" : "Ring; ", LL_MAX_BYTES / 1024, per_text);
+    why = rule;
+  }
   if (tu->changed) {
     snprintf(rule, sizeof(rule), "the tuner plugin %s (NCCL_TUNER_PLUGIN)", weft_tuner_label(pp->tuner));
     why = rule;
@@ -202,7 +231,7 @@ static void log_choice(const struct weft_plan_params* pp, int coll, size_t bytes
                        : -1,
       .call_algos = algos_of(o),
       .call_protos = protos_of(o),
-      .impl_algos = WEFT_TUNED_ALGO_RING | WEFT_TUNED_ALGO_TREE,
+      .impl_algos = impl_of(pp),
       .rule = why,
       .channels_note = chn};
   weft_tune_log_choice(pp->tune_log, &c);
@@ -218,7 +247,8 @@ static int plan_proto_of(int p) { return p == WEFT_TUNER_PROTO_LL ? WEFT_PROTO_L
 static int choose_pair(const struct weft_plan_params* pp, int coll, size_t bytes,
                        const struct weft_call_opts* o, int a, int p, int* n, int* model_n, float* us) {
   unsigned abit = 1u << a, pbit = 1u << p;
-  if (!(algos_of(o) & abit) || !(protos_of(o) & pbit) || !weft_plan_can_meet(pp, coll, 1, abit, pbit))
+  if (!(algos_of(o) & abit) || !(protos_of(o) & pbit) || !(impl_of(pp) & abit) ||
+      !weft_plan_can_meet(pp, coll, 1, abit, pbit))
     return 0;
   struct weft_call_opts one = o ? *o : (struct weft_call_opts){0};
   one.algos = abit;
@@ -314,6 +344,12 @@ int weft_plan_predict(const struct weft_plan_params* pp, const struct weft_task*
   return 1;
 }
 
+size_t weft_plan_chunk_elems(const struct weft_plan_params* pp, int proto, size_t elem_size) {
+  size_t bytes = proto == WEFT_PROTO_LL ? pp->ll_slot / sizeof(struct weft_ll_line) * WEFT_LL_LINE_DATA
+                                        : pp->simple_slot;
+  return bytes / elem_size;
+}
+
 ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft_task* task,
                             struct weft_plan* plan) {
   size_t es = weft_dt_size(task->dtype);
@@ -323,11 +359,7 @@ ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft
   memset(plan, 0, sizeof(*plan));
   WEFT_CHECK(
       weft_plan_choose(pp, task->coll, bytes, &task->opts, &plan->algo, &plan->proto, &plan->nchannels));
-  /* One step carries a Simple slot, or the data half of an LL slot's 16-byte lines. */
-  size_t chunk = (plan->proto == WEFT_PROTO_LL ? pp->ll_slot / 16 * 8 : pp->simple_slot) / es;
-  /* Channels take contiguous ranges, a multiple of 64 elements except the last. */
-  size_t per = (total + plan->nchannels - 1) / plan->nchannels;
-  per = (per + 63) / 64 * 64;
+  size_t chunk = weft_plan_chunk_elems(pp, plan->proto, es);
   for (int c = 0; c < plan->nchannels; c++) {
     struct weft_dev_work* w = &plan->work[c];
     w->coll = task->coll;
@@ -341,9 +373,7 @@ ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft
     if (task->op.scalar_ptr) memcpy(&w->op.scalar, task->op.scalar_ptr, es);
     w->op.divisor = task->op.divisor;
     w->count = task->count;
-    size_t off = weft_min_sz(total, (size_t)c * per);
-    w->ch_offset = off;
-    w->ch_count = weft_min_sz(per, total - off);
+    w->ch_count = weft_channel_range(total, plan->nchannels, c, &w->ch_offset);
     w->chunk = chunk;
   }
   WEFT_INFO(WEFT_TUNING, "%s seq %llu: %zu bytes, algo %s proto %s, %d channel(s), chunk %zu elements%s",

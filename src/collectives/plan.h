@@ -29,6 +29,9 @@ struct weft_plan_params {
   int deterministic;              /* WEFT_DETERMINISTIC, the same on every rank (weft_plan_agree) */
   struct weft_tune_log* tune_log; /* explains choices under NCCL_DEBUG_SUBSYS=TUNING (NULL: off) */
   struct weft_tuner* tuner;       /* external tuner plugin, agreed by every rank (NULL: none) */
+  /* What the executor runs, set by its backend at init (0: the host executor's values). */
+  unsigned impl_algos;      /* core/tuned.h algorithm bits; Ring is always run (0: Ring and Tree) */
+  size_t bytes_per_channel; /* the defaults add a channel per this many bytes (0: 1 MiB) */
 };
 
 struct weft_plan {
@@ -38,14 +41,16 @@ struct weft_plan {
 
 /* Channels to set up at init: NCCL_MIN/MAX_NCHANNELS within 1..WEFT_PLAN_MAX_CHANNELS. */
 int weft_plan_channels_to_connect(void);
-/* The one decision point: algorithm, protocol and channels for coll moving bytes, from the
- * comm's tuning model when it has one (else the defaults below), narrowed by the call's
- * selection (opts: NULL or zero for a plain call). */
+/* The one decision point, for both backends: algorithm, protocol and channels for coll moving
+ * bytes, from the comm's tuning model when it has one (else the defaults), among what the executor
+ * runs, narrowed by the call's selection (opts: NULL or zero for a plain call), then repriced by
+ * the tuner plugin when there is one. */
 ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes,
                               const struct weft_call_opts* opts, int* algo, int* proto, int* nchannels);
 /* Whether the planner can meet a selection of algorithms and protocols (core/tuned.h bits) for
  * coll on this comm: what its tuning model or NCCL_ALGO / NCCL_PROTO enable, and what the
- * executor implements (tree_impl: the backend runs Tree). Send/receive have nothing to choose. */
+ * executor implements (pp->impl_algos; tree_impl 0 rules Tree out too). Send/receive have nothing
+ * to choose. */
 int weft_plan_can_meet(const struct weft_plan_params* pp, int coll, int tree_impl, unsigned algos,
                        unsigned protos);
 /* pp's algorithm and protocol switches narrowed to a call's selection (both planners use it). */
@@ -65,6 +70,9 @@ static inline size_t weft_plan_task_bytes(const struct weft_task* task, int nran
 int weft_plan_predict(const struct weft_plan_params* pp, const struct weft_task* task, float* time_us);
 ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft_task* task,
                             struct weft_plan* plan);
+/* Elements one step carries for proto: a Simple slot, or the data half of an LL slot's lines.
+ * Every connector of every rank has the slot sizes the ranks agreed on (weft_plan_agree). */
+size_t weft_plan_chunk_elems(const struct weft_plan_params* pp, int proto, size_t elem_size);
 /* Reads the planner's environment into pp (once per communicator, off the per-call path). */
 void weft_plan_read_env(struct weft_plan_params* pp);
 

@@ -132,6 +132,45 @@ case "$(pairs differ)" in "" | *Tree*LL\ *) err "differ: want the model's choice
 [ "$(grep -c '^v6 calls 0 ' "$tmp/differ.count" 2>/dev/null)" = $((NR - 1)) ] ||
   err "differ: want finalize, and no call, on the $((NR - 1)) ranks that loaded it"
 
+# The CUDA backend plans through the same planner (collectives/plan.c): on the emulated GPU
+# (make emu) every collective of test_gpu_coll (2 thread ranks, each type and op, counts up to
+# 3000: the defaults pick LL on 1 channel there) runs the plugin's pair and channel count, and the
+# results match the reference. The kernel runs Ring only, so a Tree the plugin makes free is not on
+# offer and the choice stays the planner's.
+EMU=${EMU_BUILD:-build-emu}
+if [ -x "$EMU/tests/gpu/test_gpu_coll" ] && [ -f "$EMU/tests/plugin/libnccl-tuner-force6.so" ]; then
+  cuda() { # NAME env...
+    local name=$1
+    shift
+    rm -f "$tmp/$name.count"
+    env WEFT_BACKEND=cuda WEFT_TIMEOUT=120 LD_LIBRARY_PATH="$EMU/lib:$EMU/tests/plugin" \
+      TEST_TUNER_COUNT_FILE="$tmp/$name.count" "$@" timeout 300 "$EMU/tests/gpu/test_gpu_coll" threads 2 3000 \
+      >"$tmp/$name.log" 2>&1 || err "$name: test_gpu_coll failed: $(tail -n 3 "$tmp/$name.log")"
+    grep -q "^all cases match the reference" "$tmp/$name.log" || err "$name: results not checked"
+  }
+  # cplans NAME: how many CUDA plan lines; cchoices NAME: their distinct "algo X proto Y, N channel(s)".
+  cplans() { grep -c ' bytes, algo [A-Za-z]* proto [A-Za-z]*, [0-9]* channel(s), chunk .* (CUDA)' "$tmp/$1.log"; }
+  cchoices() { grep -o ' bytes, algo [A-Za-z]* proto [A-Za-z]*, [0-9]* channel(s), chunk .* (CUDA)' "$tmp/$1.log" |
+    sed 's/, chunk.*//; s/ bytes, //' | sort | uniq -c | tr -s ' \n' ' '; }
+  cuda cudamodel NCCL_TUNER_PLUGIN=none
+  [ "$(cplans cudamodel)" -gt 0 ] || err "cudamodel: no CUDA plan lines"
+  case "$(cchoices cudamodel)" in *"proto Simple, 3 channel(s)"*) err "cudamodel: the planner picks Simple on 3 channels itself: the forcing below would prove nothing" ;; esac
+  cuda cudaforce NCCL_TUNER_PLUGIN=force6 TEST_TUNER_FORCE=ring,simple TEST_TUNER_NCHANNELS=3
+  n=$(cplans cudaforce)
+  [ "$n" -gt 0 ] && [ "$(cchoices cudaforce)" = " $n algo Ring proto Simple, 3 channel(s) " ] ||
+    err "cudaforce: want all $n plans Ring/Simple on 3 channels, got '$(cchoices cudaforce)'"
+  [ "$(grep -c "^v6 calls $((n / 2)) table_ok $((n / 2)) nranks 2 nnodes 1 " "$tmp/cudaforce.count" 2>/dev/null)" = 2 ] ||
+    err "cudaforce: want each rank's plugin asked about its $((n / 2)) collectives, got: $(cat "$tmp/cudaforce.count" 2>/dev/null)"
+  grep -q "reason: the tuner plugin force (v6) (NCCL_TUNER_PLUGIN); channels: the tuner plugin's 3" "$tmp/cudaforce.log" ||
+    err "cudaforce: rank 0's explanation does not name the plugin and its channels"
+  grep -q "WARN.*tuner" "$tmp/cudaforce.log" && err "cudaforce: a WARN about the tuner: $(grep 'WARN.*tuner' "$tmp/cudaforce.log" | head -1)"
+  cuda cudatree NCCL_TUNER_PLUGIN=force6 TEST_TUNER_FORCE=tree,ll TEST_TUNER_RAISE=1 TEST_TUNER_NCHANNELS=2
+  grep -q "algo Tree" "$tmp/cudatree.log" && err "cudatree: a Tree planned on the CUDA backend"
+  [ "$(grep -c '^v6 calls [1-9]' "$tmp/cudatree.count" 2>/dev/null)" = 2 ] || err "cudatree: the plugin was not asked"
+else
+  echo "SKIP the CUDA backend's cases: $EMU/tests/gpu/test_gpu_coll or its plugins not built (make emu)"
+fi
+
 if [ $fail = 0 ]; then echo "PASS test_tuner_plugin"; else
   echo "logs kept in $tmp.keep"
   cp -r "$tmp" "$tmp.keep"

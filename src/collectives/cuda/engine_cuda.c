@@ -11,8 +11,8 @@
 #include "collectives/agree.h"
 #include "collectives/memstat.h"
 #include "collectives/tune_log.h"
-#include "collectives/tuner.h"
 #include "core/comm.h"
+#include "core/tuned.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -30,6 +30,7 @@
 #define CLOSE_WAIT_S 5 /* how long an owner waits for its importer's "closed" note at teardown */
 #define DEFAULT_CHANNELS 16
 #define DEFAULT_LL_BYTES (256 * 1024)
+#define BYTES_PER_CHANNEL (256 * 1024) /* the planner's defaults: a channel more per 256 KiB */
 
 /* Both sides of a connector start at step_base (0 but in tests of the LL flag wrap), as do the
  * counters of its control page (start_ctrl). A network connector's two FIFOs are counted from 0
@@ -182,6 +183,8 @@ static void read_sizes(struct weft_cuda_state* s) {
   s->nthreads = (int)(nt / 32 * 32);
   s->nchannels = channels_wanted();
   weft_plan_read_env(&s->env);
+  s->env.impl_algos = WEFT_TUNED_ALGO_RING; /* the kernel runs ring bodies only */
+  s->env.bytes_per_channel = BYTES_PER_CHANNEL;
   s->p2p_ll_threshold = weft_param_int("NCCL_P2P_LL_THRESHOLD");
   s->check_calls = weft_param_int("WEFT_CHECK_CALLS") != 0;
 }
@@ -278,18 +281,15 @@ static ncclResult_t cap_to_residency(struct ncclComm* comm, struct weft_cuda_sta
  * as on the host backend (collectives/agree.c): each rank's chunk comes from its connectors, and
  * ranks cutting different steps wait for each other forever. */
 static ncclResult_t agree_shape(struct ncclComm* comm, struct weft_cuda_state* s) {
+  s->env.comm = comm; /* the planner's tuning model, agreed across ranks at its init */
+  s->env.nranks = comm->nranks;
+  s->env.rank = comm->rank;
+  s->env.nnodes = comm->nnodes;
   s->env.nchannels = s->nchannels;
-  WEFT_CHECK(weft_plan_agree(comm, &s->env, s->simple_bytes, s->ll_bytes));
+  WEFT_CHECK(weft_plan_agree(comm, &s->env, s->simple_bytes, s->ll_bytes)); /* and the tuner plugin */
   s->nchannels = s->env.nchannels;
   s->simple_bytes = s->env.simple_slot * WEFT_NSTEPS;
   s->ll_bytes = s->env.ll_slot * WEFT_NSTEPS;
-  /* The CUDA planner (launch_cuda.c) asks the model directly, not weft_plan_choose: until the
-   * planners merge (issue 12) a loaded tuner plugin gets init and finalize here, never asked. */
-  if (comm->tuner != NULL && comm->rank == 0)
-    WEFT_WARN(
-        "comm %p: the CUDA backend does not consult the tuner plugin %s yet (NCCL_TUNER_PLUGIN); its "
-        "own planner decides",
-        (void*)comm, weft_tuner_label(comm->tuner));
   return ncclSuccess;
 }
 

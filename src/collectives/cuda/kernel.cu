@@ -45,12 +45,7 @@ __device__ void weft_prims_init(struct weft_prims* p, struct weft_cuda_devcomm* 
 
 /* Returns 1 (in every thread) when a wait gave up. */
 __device__ int weft_run_coll(struct weft_cuda_devcomm* comm, const struct weft_cuda_work* w, int ch) {
-  /* The same split over channels on every rank: contiguous ranges, multiples of 64 elements. */
-  size_t total = w->count, nch = (size_t)w->nchannels;
-  size_t per = (total + nch - 1) / nch;
-  per = (per + 63) / 64 * 64;
-  size_t off = weft_min_sz(total, (size_t)ch * per);
-  size_t cnt = weft_min_sz(per, total - off);
+  size_t off, cnt = weft_channel_range(w->count, w->nchannels, ch, &off); /* as plan.c splits */
   if (cnt == 0) return 0;
   struct weft_dev_work dw;
   dw.coll = w->coll;

@@ -11,9 +11,7 @@
 #include "collectives/fingerprint.h"
 #include "collectives/plan.h"
 #include "collectives/profiler.h"
-#include "collectives/tune_log.h"
 #include "core/comm.h"
-#include "core/tuned.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -24,18 +22,7 @@
 
 _Static_assert(sizeof(struct weft_cuda_kargs) <= 4096, "kernel arguments fit in 4 KiB");
 
-#define LL_MAX_BYTES (64 * 1024)       /* collectives: LL up to this size */
-#define BYTES_PER_CHANNEL (256 * 1024) /* a channel more per 256 KiB, up to what is connected */
 #define MAX_STREAMS 8
-
-/* Elements per step: one Simple slot, or the data half of an LL slot. Every connector of every
- * rank has the slot sizes the ranks agreed on at init (engine_cuda.c agree_shape). */
-static uint64_t chunk_elems(int proto, const struct weft_cuda_state* s, size_t es) {
-  size_t ll_slot = s->ll_bytes / WEFT_NSTEPS, simple_slot = s->simple_bytes / WEFT_NSTEPS;
-  size_t bytes =
-      proto == WEFT_PROTO_LL ? ll_slot / sizeof(struct weft_ll_line) * WEFT_LL_LINE_DATA : simple_slot;
-  return bytes / es;
-}
 
 static void fill_common(struct weft_cuda_work* w, const struct weft_task* t) {
   memset(w, 0, sizeof(*w));
@@ -51,48 +38,28 @@ static void fill_common(struct weft_cuda_work* w, const struct weft_task* t) {
   w->recvbuff = t->recvbuff;
 }
 
-/* LL for small collectives, as far as NCCL_PROTO and a nccl*Config call's selection allow (the
- * selection narrowed the same way plan.c applies it). */
-static int coll_proto(const struct weft_cuda_state* s, const struct weft_task* t, size_t bytes) {
-  struct weft_plan_params env = s->env;
-  weft_plan_narrow(&env, &t->opts);
-  return (env.ll_ok && (bytes <= LL_MAX_BYTES || !env.simple_ok)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
-}
-
-/* The tuning log's view (NCCL_DEBUG_SUBSYS=TUNING): a fixed rule chose, not the model, and the
- * kernel ends after the launch returns, so nothing is timed. */
-static void log_choice(const struct ncclComm* comm, const struct weft_cuda_state* s,
-                       const struct weft_task* t, size_t bytes, int proto, int n) {
-  struct weft_tune_choice c = {
-      .coll = t->coll,
-      .bytes = bytes,
-      .algo = WEFT_PLAN_RING,
-      .proto = proto,
-      .nchannels = n,
-      .time_us = weft_comm_tuned_time(comm, t->coll, bytes, 0, proto == WEFT_PROTO_LL, n),
-      .call_algos = t->opts.algos ? t->opts.algos : WEFT_TUNED_ALGO_ALL,
-      .call_protos = t->opts.protos ? t->opts.protos : WEFT_TUNED_PROTO_ALL,
-      .impl_algos = WEFT_TUNED_ALGO_RING,
-      .rule = "the CUDA backend's own rule (Ring; LL up to 64 KiB; a channel per 256 KiB)"};
-  weft_tune_log_choice(s->env.tune_log, &c);
-}
-
-static void plan_coll(const struct ncclComm* comm, const struct weft_cuda_state* s, const struct weft_task* t,
-                      struct weft_cuda_work* w) {
-  size_t es = weft_dt_size(t->dtype);
+/* The planner (collectives/plan.c) decides, as for the host backend, from what every rank agreed
+ * on at init (engine_cuda.c agree_shape); this only packs its choice for the kernel. */
+static ncclResult_t plan_coll(const struct ncclComm* comm, const struct weft_cuda_state* s,
+                              const struct weft_task* t, struct weft_cuda_work* w) {
   size_t bytes = weft_plan_task_bytes(t, comm->nranks);
+  int algo, proto, n;
   fill_common(w, t);
-  w->proto = coll_proto(s, t, bytes);
-  int n = (int)(bytes / BYTES_PER_CHANNEL) + 1;
-  if (s->env.min_channels > 0 && n < s->env.min_channels) n = s->env.min_channels;
-  if (n > s->nchannels) n = s->nchannels;
-  n = weft_plan_bound_channels(&t->opts, n, s->nchannels);
+  WEFT_CHECK(weft_plan_choose(&s->env, t->coll, bytes, &t->opts, &algo, &proto, &n));
+  if (algo != WEFT_PLAN_RING) { /* s->env.impl_algos says the kernel runs Ring only */
+    WEFT_WARN(
+        "comm %p rank %d: the planner chose algorithm %d for %s seq %llu; the CUDA kernel runs Ring only",
+        (void*)comm, comm->rank, algo, weft_coll_name(t->coll), (unsigned long long)t->seq);
+    return ncclInternalError;
+  }
+  w->proto = (uint8_t)proto;
   w->nchannels = n;
-  w->chunk = chunk_elems(w->proto, s, es);
-  if (s->env.tune_log) log_choice(comm, s, t, bytes, w->proto, n);
-  WEFT_INFO(WEFT_TUNING, "coll %d seq %llu: %zu bytes, Ring %s, %d channel(s), chunk %llu elements (CUDA)%s",
-            (int)t->coll, (unsigned long long)t->seq, bytes, w->proto == WEFT_PROTO_LL ? "LL" : "Simple", n,
-            (unsigned long long)w->chunk, t->opts.sig ? " (per-call config)" : "");
+  w->chunk = weft_plan_chunk_elems(&s->env, proto, weft_dt_size(t->dtype));
+  WEFT_INFO(
+      WEFT_TUNING, "%s seq %llu: %zu bytes, algo Ring proto %s, %d channel(s), chunk %llu elements (CUDA)%s",
+      weft_coll_name(t->coll), (unsigned long long)t->seq, bytes, proto == WEFT_PROTO_LL ? "LL" : "Simple", n,
+      (unsigned long long)w->chunk, t->opts.sig ? " (per-call config)" : "");
+  return ncclSuccess;
 }
 
 static void plan_p2p(const struct weft_cuda_state* s, const struct weft_task* t, int block,
@@ -103,7 +70,7 @@ static void plan_p2p(const struct weft_cuda_state* s, const struct weft_task* t,
   w->proto = env->ll_ok && ((int64_t)(t->count * es) <= s->p2p_ll_threshold || !env->simple_ok)
                  ? WEFT_PROTO_LL
                  : WEFT_PROTO_SIMPLE;
-  w->chunk = chunk_elems(w->proto, s, es);
+  w->chunk = weft_plan_chunk_elems(env, w->proto, es);
   w->block = block;
   w->nchannels = 0;
 }
@@ -194,9 +161,10 @@ static ncclResult_t launch_batch(struct weft_cuda_state* s, struct weft_cuda_kar
   return ncclSuccess;
 }
 
-/* Plan the group's tasks into w (call order, empty tasks left out); returns the blocks needed.
+/* Plan the group's tasks into w (call order, empty tasks left out), with the blocks needed.
  * owner: 2 * nranks ints, (direction, peer) -> its block among the send/recv blocks. */
-static int plan_group(struct ncclComm* comm, struct weft_task* tasks, struct weft_cuda_work* w, int* owner) {
+static ncclResult_t plan_group(struct ncclComm* comm, struct weft_task* tasks, struct weft_cuda_work* w,
+                               int* owner, int* nblocks) {
   struct weft_cuda_state* s = comm->cuda;
   int ncoll_blocks = 0, np2p = 0, n = 0;
   for (int i = 0; i < 2 * comm->nranks; i++) owner[i] = -1;
@@ -208,7 +176,7 @@ static int plan_group(struct ncclComm* comm, struct weft_task* tasks, struct wef
       plan_p2p(s, t, -1 - owner[key], &w[n]); /* block fixed below, after the collectives' blocks */
       weft_prof_task_start(comm->prof, t, NULL, NULL, 1);
     } else {
-      plan_coll(comm, s, t, &w[n]);
+      WEFT_CHECK(plan_coll(comm, s, t, &w[n]));
       weft_prof_task_start(comm->prof, t, "RING", w[n].proto == WEFT_PROTO_LL ? "LL" : "SIMPLE",
                            w[n].nchannels);
       struct weft_call_fp fp = weft_call_fp_of(t);
@@ -220,7 +188,8 @@ static int plan_group(struct ncclComm* comm, struct weft_task* tasks, struct wef
   }
   for (int i = 0; i < n; i++)
     if (w[i].block < 0) w[i].block = ncoll_blocks + (-1 - w[i].block);
-  return ncoll_blocks + np2p;
+  *nblocks = ncoll_blocks + np2p;
+  return ncclSuccess;
 }
 
 /* Device memory for n works: a list of this comm whose kernel has ended, or a new one. */
@@ -296,7 +265,8 @@ static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks,
   int* owner = malloc(2 * (size_t)comm->nranks * sizeof(int));
   ncclResult_t res = w != NULL && owner != NULL ? ncclSuccess : ncclSystemError;
   struct weft_cuda_wlist* l = NULL;
-  int nblocks = res == ncclSuccess ? plan_group(comm, tasks, w, owner) : 0;
+  int nblocks = 0;
+  if (res == ncclSuccess) res = plan_group(comm, tasks, w, owner, &nblocks);
   if (res == ncclSuccess && nblocks > s->max_blocks) {
     WEFT_WARN(
         "comm %p rank %d: a group needing %d blocks (its channels, plus one per peer and direction of its "
@@ -458,8 +428,7 @@ ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
   return res;
 }
 
-/* This backend runs Ring with its own protocol choice (plan_coll), not the model's pick: the
- * prediction is the model's time for what would run. */
+/* The model's time for what the planner picks (tuner plugin included), as on the host backend. */
 ncclResult_t weft_cuda_predict(const struct ncclComm* comm, const struct weft_task* t, float* time_us) {
   const struct weft_cuda_state* s = comm->cuda;
   if (s == NULL) {
@@ -467,17 +436,12 @@ ncclResult_t weft_cuda_predict(const struct ncclComm* comm, const struct weft_ta
               comm->rank);
     return ncclInternalError;
   }
-  size_t bytes = weft_plan_task_bytes(t, comm->nranks);
-  unsigned proto = coll_proto(s, t, bytes) == WEFT_PROTO_LL ? WEFT_TUNED_PROTO_LL : WEFT_TUNED_PROTO_SIMPLE;
-  struct weft_tuned tuned;
-  if (!weft_comm_tuned_choice(comm, t->coll, bytes, WEFT_TUNED_ALGO_RING, proto, &tuned)) {
-    WEFT_WARN("comm %p rank %d: no tuning model predicts %s of %zu bytes (Ring %s); cannot simulate it",
-              (void*)comm, comm->rank, weft_coll_name(t->coll), bytes,
-              proto == WEFT_TUNED_PROTO_LL ? "LL" : "Simple");
-    return ncclInvalidUsage;
-  }
-  *time_us = tuned.time_us;
-  return ncclSuccess;
+  if (weft_plan_predict(&s->env, t, time_us)) return ncclSuccess;
+  WEFT_WARN(
+      "comm %p rank %d: no tuning model predicts %s seq %llu (see NCCL_DEBUG_SUBSYS=INIT,GRAPH); cannot "
+      "simulate it",
+      (void*)comm, comm->rank, weft_coll_name(t->coll), (unsigned long long)t->seq);
+  return ncclInvalidUsage;
 }
 
 #else /* no CUDA backend in this build */

@@ -27,7 +27,7 @@ struct weft_cuda_state {
   int nthreads;  /* threads per block */
   size_t simple_bytes, ll_bytes;
   int64_t p2p_ll_threshold;    /* NCCL_P2P_LL_THRESHOLD */
-  struct weft_plan_params env; /* NCCL_PROTO and channel bounds, read once (weft_plan_read_env) */
+  struct weft_plan_params env; /* the planner's inputs (plan.c), filled and agreed at init */
   cudaStream_t setup_stream;   /* private, non-blocking: setup never waits for user work */
   cudaEvent_t last_event;      /* end of the last launch outside graph capture */
   cudaStream_t last_stream;
