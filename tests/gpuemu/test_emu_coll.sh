@@ -3,26 +3,36 @@
 # collective x datatype x op of test_gpu_coll, in place and out of place, for 1-5 ranks as
 # threads and as processes sharing the emulated device, on Simple and LL, 1-4 channels, and
 # connector slots small enough that the counts loop several times per channel; and ranks whose
-# step-shaping settings differ (test_gpu_coll's mismatch mode); then the perf binaries.
+# step-shaping settings differ (test_gpu_coll's mismatch mode); ranks on devices that cannot map
+# each other (shared memory, or the network) and on emulated hosts (the network through the
+# proxy); then the perf binaries.
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${EMU_BUILD:-build-emu}/tests/gpu/test_gpu_coll
 [ -x "$BIN" ] || { echo "SKIP: $BIN not built (make emu)"; exit 77; }
 export WEFT_BACKEND=cuda WEFT_TIMEOUT=120
 fail=0 runs=0
-# mode ranks max_count, then the environment of the run
+# mode ranks max_count, then the environment of the run. With WANT_LINK set, the run logs its
+# init (NCCL_DEBUG_SUBSYS=INIT) and must show connectors over that transport.
+WANT_LINK=
 run() {
   local mode=$1 n=$2 max=$3
   shift 3
   runs=$((runs + 1))
-  local out start
+  local out start why=
   start=$(date +%s)
-  if out=$(env "$@" timeout 300 "$BIN" "$mode" "$n" "$max" 2>&1); then
+  [ -n "$WANT_LINK" ] && set -- "$@" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT
+  if ! out=$(env "$@" timeout 300 "$BIN" "$mode" "$n" "$max" 2>&1); then
+    why="failed"
+  elif [ -n "$WANT_LINK" ] && ! grep -q "connector from rank [0-9]* over $WANT_LINK" <<<"$out"; then
+    why="no connector over $WANT_LINK in the init log"
+  fi
+  if [ -z "$why" ]; then
     echo "ok   $mode $n ranks, ${*:-defaults} ($(($(date +%s) - start))s)"
   else
     fail=$((fail + 1))
-    echo "FAIL $mode $n ranks, ${*:-defaults}"
-    echo "$out" | grep -v '^FAILED rank' | head -20 | sed 's/^/    /'
+    echo "FAIL $mode $n ranks, ${*:-defaults}: $why"
+    echo "$out" | grep -v '^FAILED rank\|NCCL INFO' | head -20 | sed 's/^/    /'
   fi
 }
 SMALL="NCCL_BUFFSIZE=65536 NCCL_LL_BUFFSIZE=32768" # 8 KiB Simple and 4 KiB LL slots
@@ -36,6 +46,18 @@ run procs 2 3000 NCCL_PROTO=Simple $SMALL NCCL_MIN_NCHANNELS=2
 run procs 3 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=3
 run procs 4 1000
 run mismatch 3 3000 WEFT_TIMEOUT=30 # ranks with different NCCL_BUFFSIZE, NCCL_PROTO, channel bounds
+# Transports besides P2P, each seen in the init log: shared memory between devices that cannot map
+# each other (threads, processes), the network between them with shared memory off, and the
+# network between emulated hosts (the proxy moving the kernels' FIFOs).
+NOP2P=WEFT_EMU_NO_PEER_ACCESS=1
+WANT_LINK=SHM
+run devthreads 2 3000 NCCL_PROTO=LL $SMALL $NOP2P
+run devices 3 3000 NCCL_PROTO=Simple $SMALL $NOP2P NCCL_MIN_NCHANNELS=2
+WANT_LINK=NET
+run devthreads 2 1000 $NOP2P NCCL_SHM_DISABLE=1
+run hosts 3 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=2
+run hosts 4 3000 NCCL_PROTO=Simple $SMALL
+WANT_LINK=
 # The perf binaries on the CUDA path (device buffers, streams): every collective as 2 threads,
 # all-reduce as 2 processes under weftrun; nccl-tests' own check (-c 1) must count no errors.
 PERF=${EMU_BUILD:-build-emu}/bin
