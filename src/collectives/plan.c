@@ -59,8 +59,8 @@ void weft_plan_read_env(struct weft_plan_params* pp) {
   pp->tree_ok = list_allows(algos, "Tree");
   if (!pp->ring_ok)
     WEFT_WARN(
-        "NCCL_ALGO=%s excludes Ring, the host backend's only algorithm for collectives other than "
-        "all-reduce; those use Ring",
+        "NCCL_ALGO=%s excludes Ring, the only algorithm for collectives other than all-reduce; those use "
+        "Ring",
         algos);
   pp->min_channels = weft_param_is_set("NCCL_MIN_NCHANNELS") ? (int)weft_param_int("NCCL_MIN_NCHANNELS") : 0;
   pp->max_channels = weft_param_is_set("NCCL_MAX_NCHANNELS") ? (int)weft_param_int("NCCL_MAX_NCHANNELS") : 0;

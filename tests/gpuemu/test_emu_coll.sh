@@ -5,27 +5,27 @@
 # connector slots small enough that the counts loop several times per channel; and ranks whose
 # step-shaping settings differ (test_gpu_coll's mismatch mode); ranks on devices that cannot map
 # each other (shared memory, or the network) and on emulated hosts (the network through the
-# proxy); then the perf binaries.
+# proxy); tree all-reduce; then the perf binaries.
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${EMU_BUILD:-build-emu}/tests/gpu/test_gpu_coll
 [ -x "$BIN" ] || { echo "SKIP: $BIN not built (make emu)"; exit 77; }
 export WEFT_BACKEND=cuda WEFT_TIMEOUT=120
 fail=0 runs=0
-# mode ranks max_count, then the environment of the run. With WANT_LINK set, the run logs its
-# init (NCCL_DEBUG_SUBSYS=INIT) and must show connectors over that transport.
-WANT_LINK=
+# mode ranks max_count, then the environment of the run. With WANT_LOG set ("SUBSYS pattern"),
+# the run logs that NCCL_DEBUG_SUBSYS and its log must match the pattern (grep -E).
+WANT_LOG=
 run() {
   local mode=$1 n=$2 max=$3
   shift 3
   runs=$((runs + 1))
   local out start why=
   start=$(date +%s)
-  [ -n "$WANT_LINK" ] && set -- "$@" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT
-  if ! out=$(env "$@" timeout 300 "$BIN" "$mode" "$n" "$max" 2>&1); then
+  [ -n "$WANT_LOG" ] && set -- "$@" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS="${WANT_LOG%% *}"
+  if ! out=$(env "$@" timeout 300 "$BIN" "$mode" "$n" "$max" ${COLL:-} 2>&1); then
     why="failed"
-  elif [ -n "$WANT_LINK" ] && ! grep -q "connector from rank [0-9]* over $WANT_LINK" <<<"$out"; then
-    why="no connector over $WANT_LINK in the init log"
+  elif [ -n "$WANT_LOG" ] && ! grep -Eq "${WANT_LOG#* }" <<<"$out"; then
+    why="the log has no line matching '${WANT_LOG#* }'"
   fi
   if [ -z "$why" ]; then
     echo "ok   $mode $n ranks, ${*:-defaults} ($(($(date +%s) - start))s)"
@@ -50,14 +50,19 @@ run mismatch 3 3000 WEFT_TIMEOUT=30 # ranks with different NCCL_BUFFSIZE, NCCL_P
 # each other (threads, processes), the network between them with shared memory off, and the
 # network between emulated hosts (the proxy moving the kernels' FIFOs).
 NOP2P=WEFT_EMU_NO_PEER_ACCESS=1
-WANT_LINK=SHM
+WANT_LOG="INIT connector from rank [0-9]+ over SHM"
 run devthreads 2 3000 NCCL_PROTO=LL $SMALL $NOP2P
 run devices 3 3000 NCCL_PROTO=Simple $SMALL $NOP2P NCCL_MIN_NCHANNELS=2
-WANT_LINK=NET
+WANT_LOG="INIT connector from rank [0-9]+ over NET"
 run devthreads 2 1000 $NOP2P NCCL_SHM_DISABLE=1
 run hosts 3 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=2
 run hosts 4 3000 NCCL_PROTO=Simple $SMALL
-WANT_LINK=
+# Tree all-reduce (every type and op): across emulated hosts, and as chains inside one host.
+WANT_LOG="TUNING AllReduce seq [0-9]+: .*algo Tree" COLL=AllReduce
+run hosts 4 3000 NCCL_ALGO=Tree NCCL_PROTO=Simple $SMALL NCCL_MIN_NCHANNELS=2
+run hosts 3 3000 NCCL_ALGO=Tree NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=2
+run threads 3 3000 NCCL_ALGO=Tree $SMALL
+WANT_LOG= COLL=
 # The perf binaries on the CUDA path (device buffers, streams): every collective as 2 threads,
 # all-reduce as 2 processes under weftrun; nccl-tests' own check (-c 1) must count no errors.
 PERF=${EMU_BUILD:-build-emu}/bin

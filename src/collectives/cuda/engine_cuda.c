@@ -4,12 +4,14 @@
 #include "collectives/cuda/engine_cuda.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/agree.h"
 #include "collectives/memstat.h"
+#include "collectives/tree.h"
 #include "collectives/tune_log.h"
 #include "core/comm.h"
 #include "core/tuned.h"
@@ -27,7 +29,10 @@
 #define TAG_P2P_ACK 0x57460400
 #define TAG_RING_CLOSED 0x57460500 /* + channel */
 #define TAG_P2P_CLOSED 0x57460600
-#define CLOSE_WAIT_S 5 /* how long an owner waits for its importer's "closed" note at teardown */
+#define TAG_TREE 0x57460700 /* + channel */
+#define TAG_TREE_ACK 0x57460800
+#define TAG_TREE_CLOSED 0x57460900 /* + channel */
+#define CLOSE_WAIT_S 5             /* how long an owner waits for its importer's "closed" note at teardown */
 #define DEFAULT_CHANNELS 16
 #define DEFAULT_LL_BYTES (256 * 1024)
 #define BYTES_PER_CHANNEL (256 * 1024) /* the planner's defaults: a channel more per 256 KiB */
@@ -160,6 +165,53 @@ out:
   return res;
 }
 
+/* Tree channel c's connector k: its peer (-1: none), and whether this side sends on it. */
+static int tree_peer(const struct weft_cuda_devcomm* m, int c, int k) {
+  return k < WEFT_TREE_DOWN ? m->tree_up[c] : m->tree_down[c][(k - WEFT_TREE_DOWN) / 2];
+}
+static int tree_sends(int k) { return k % 2 == 0; }
+
+_Static_assert(WEFT_CUDA_TREE_DOWN == WEFT_TREE_MAX_DOWN, "a tree node's children, device and host");
+
+/* Offers (what the parent and children send this rank), then takes, then acks, as for the ring. */
+static ncclResult_t connect_tree_links(struct ncclComm* comm, struct weft_cuda_state* s) {
+  struct weft_cuda_devcomm* m = &s->mirror;
+  for (int c = 0; c < s->tree_channels; c++)
+    for (int k = 1; k < WEFT_TREE_CONNS; k += 2)
+      if (tree_peer(m, c, k) >= 0)
+        WEFT_CHECK(offer(comm, tree_peer(m, c, k), TAG_TREE + c, &s->tree_mem[c][k]));
+  for (int c = 0; c < s->tree_channels; c++)
+    for (int k = 0; k < WEFT_TREE_CONNS; k += 2)
+      if (tree_peer(m, c, k) >= 0)
+        WEFT_CHECK(take(comm, tree_peer(m, c, k), TAG_TREE + c, TAG_TREE_ACK + c, &s->tree_mem[c][k]));
+  for (int c = 0; c < s->tree_channels; c++)
+    for (int k = 1; k < WEFT_TREE_CONNS; k += 2)
+      if (tree_peer(m, c, k) >= 0)
+        WEFT_CHECK(finish_offer(comm, tree_peer(m, c, k), TAG_TREE_ACK + c, s->tree_mem[c][k]));
+  return ncclSuccess;
+}
+
+ncclResult_t weft_cuda_tree_connect(struct ncclComm* comm) {
+  struct weft_cuda_state* s = comm->cuda;
+  struct weft_cuda_devcomm* m = &s->mirror;
+  for (int c = 0; c < s->tree_channels; c++)
+    weft_tree_links(comm->nranks, comm->rank_to_node, comm->nnodes, comm->rank, c % 2, &m->tree_up[c],
+                    m->tree_down[c]);
+  WEFT_CHECK(connect_tree_links(comm, s));
+  memset(m->tree, 0, sizeof(m->tree));
+  for (int c = 0; c < s->tree_channels; c++) {
+    for (int k = 0; k < WEFT_TREE_CONNS; k++)
+      if (s->tree_mem[c][k] != NULL) bind(&m->tree[c][k], s->tree_mem[c][k], s->step_base, tree_sends(k));
+    WEFT_INFO(WEFT_INIT, "comm %p rank %d: tree [%d] %d/%d/%d->%d->%d (CUDA)", (void*)comm, comm->rank, c,
+              m->tree_down[c][0], m->tree_down[c][1], m->tree_down[c][2], comm->rank, m->tree_up[c]);
+  }
+  /* No kernel uses the tree part of the device state before this launch. */
+  size_t at = offsetof(struct weft_cuda_devcomm, tree_up);
+  WEFT_CHECK(weft_cuda_copy_now(s, (char*)s->devcomm + at, (char*)m + at, sizeof(*m) - at));
+  s->tree_connected = 1;
+  return ncclSuccess;
+}
+
 static int channels_wanted(void) {
   int n = DEFAULT_CHANNELS;
   if (weft_param_is_set("NCCL_MAX_NCHANNELS")) n = (int)weft_param_int("NCCL_MAX_NCHANNELS");
@@ -183,7 +235,7 @@ static void read_sizes(struct weft_cuda_state* s) {
   s->nthreads = (int)(nt / 32 * 32);
   s->nchannels = channels_wanted();
   weft_plan_read_env(&s->env);
-  s->env.impl_algos = WEFT_TUNED_ALGO_RING; /* the kernel runs ring bodies only */
+  s->env.impl_algos = WEFT_TUNED_ALGO_RING | WEFT_TUNED_ALGO_TREE; /* Tree: all-reduce (kernel.cu) */
   s->env.bytes_per_channel = BYTES_PER_CHANNEL;
   s->p2p_ll_threshold = weft_param_int("NCCL_P2P_LL_THRESHOLD");
   s->check_calls = weft_param_int("WEFT_CHECK_CALLS") != 0;
@@ -306,6 +358,7 @@ static ncclResult_t init_on_device(struct ncclComm* comm) {
   WEFT_CUDACHECK(cudaSetDevice(s->dev));
   WEFT_CHECK(cap_to_residency(comm, s));
   WEFT_CHECK(agree_shape(comm, s));
+  s->tree_channels = s->nchannels < WEFT_CUDA_TREE_CHANNELS ? s->nchannels : WEFT_CUDA_TREE_CHANNELS;
   WEFT_CUDACHECK(cudaStreamCreateWithFlags(&s->setup_stream, cudaStreamNonBlocking));
   WEFT_CUDACHECK(cudaEventCreateWithFlags(&s->last_event, cudaEventDisableTiming));
   WEFT_CHECK(alloc_devcomm(comm, s));
@@ -348,6 +401,20 @@ static void free_own_mem(struct weft_bootstrap* bs, struct weft_gpu_mem** m, int
   *m = NULL;
 }
 
+/* Tree connectors go the same way: the send sides closed first, then own memory freed. The
+ * channel's tag tells the two directions of a pair apart from the ring's and p2p's notes. */
+static void release_tree(struct weft_bootstrap* bs, struct weft_cuda_state* s, int own) {
+  for (int c = 0; c < WEFT_CUDA_TREE_CHANNELS; c++)
+    for (int k = own; k < WEFT_TREE_CONNS; k += 2) {
+      int peer = tree_peer(&s->mirror, c, k);
+      if (own)
+        free_own_mem(bs, &s->tree_mem[c][k], peer, TAG_TREE_CLOSED + c);
+      else
+        close_peer_mem(bs, &s->tree_mem[c][k], peer, TAG_TREE_CLOSED + c);
+    }
+  s->tree_connected = 0;
+}
+
 /* Peers' memory (the send sides) is closed before own memory is freed: CUDA IPC memory must not be
  * freed while another process still has it open. */
 static void release_connectors(struct weft_bootstrap* bs, int rank, int k, struct weft_cuda_state* s) {
@@ -356,9 +423,11 @@ static void release_connectors(struct weft_bootstrap* bs, int rank, int k, struc
   for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++)
     close_peer_mem(bs, &s->ring_send_mem[c], next, TAG_RING_CLOSED + c);
   for (int p = 0; s->p2p_send_mem && p < k; p++) close_peer_mem(bs, &s->p2p_send_mem[p], p, TAG_P2P_CLOSED);
+  release_tree(bs, s, 0);
   for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++)
     free_own_mem(bs, &s->ring_recv_mem[c], prev, TAG_RING_CLOSED + c);
   for (int p = 0; s->p2p_recv_mem && p < k; p++) free_own_mem(bs, &s->p2p_recv_mem[p], p, TAG_P2P_CLOSED);
+  release_tree(bs, s, 1);
 }
 
 /* Everything the state holds on the device. cudaFree waits for the whole device. */
@@ -538,6 +607,8 @@ void weft_cuda_mem_usage(const struct ncclComm* comm, struct weft_mem_usage* u) 
   if (s == NULL) return;
   for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++) add_p2p(u, s->ring_recv_mem[c]);
   for (int p = 0; s->p2p_recv_mem && p < comm->nranks; p++) add_p2p(u, s->p2p_recv_mem[p]);
+  for (int c = 0; c < WEFT_CUDA_TREE_CHANNELS; c++)
+    for (int k = 1; k < WEFT_TREE_CONNS; k += 2) add_p2p(u, s->tree_mem[c][k]);
   for (const struct weft_cuda_wlist* l = s->wlists; l; l = l->next) {
     uint64_t bytes = (uint64_t)l->cap * sizeof(struct weft_cuda_work);
     if (l->captured)

@@ -1,13 +1,15 @@
 /* The CUDA backend's one kernel: each block is a channel of the launch's collectives (running
- * the ring bodies of collectives/algo/ with the CUDA prims) or the owner of one peer and
+ * the ring and tree bodies of collectives/algo/ with the CUDA prims) or the owner of one peer and
  * direction of its sends and receives. Datatype and op are switched at run time inside the
  * data loops, so one kernel serves every collective, type and op. */
 #include "collectives/cuda/kernel.h"
 #include "collectives/cuda/prims_dev.cuh"
+#include "collectives/cuda/tree_dev.cuh"
 #include "collectives/task.h"
 /* The algorithm bodies, compiled over the prims above. */
 #include "collectives/algo/ring.h"
 #include "collectives/algo/sendrecv.h"
+#include "collectives/algo/tree.h"
 
 /* A connector's device view, from the device state (once per work): its step is what thread 0
  * of this block wrote back after the connector's last work, before a __syncthreads or in an
@@ -43,6 +45,29 @@ __device__ void weft_prims_init(struct weft_prims* p, struct weft_cuda_devcomm* 
   p->tag_send = p->tag_recv = w->step_tag != 0;
 }
 
+/* Tree all-reduce on channel ch (tree ch % 2): its connectors in, their steps written back. */
+__device__ __noinline__ int weft_run_tree(struct weft_cuda_devcomm* comm, const struct weft_cuda_work* w,
+                                          int ch, const struct weft_dev_work* dw) {
+  struct weft_tree_prims t;
+  weft_prims_init(&t.p, comm, w, ch);
+  t.in = t.p.in;
+  t.op = t.p.op;
+  t.up = comm->tree_up[ch];
+  t.ndown = 0;
+  for (int i = 0; i < WEFT_CUDA_TREE_DOWN; i++) t.ndown += comm->tree_down[ch][i] >= 0;
+  for (int k = 0; k < WEFT_TREE_CONNS; k++) {
+    weft_conn_load(&t.c[k], &comm->tree[ch][k]);
+    t.tag[k] = w->step_tag != 0;
+    t.peer[k] = k < WEFT_TREE_DOWN ? t.up : comm->tree_down[ch][(k - WEFT_TREE_DOWN) / 2];
+  }
+  t.p.has_send = t.p.has_recv = 1;
+  weft_tree_allreduce(&t, dw);
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int k = 0; k < WEFT_TREE_CONNS; k++) comm->tree[ch][k].step = t.c[k].step;
+  return t.p.failed;
+}
+
 /* Returns 1 (in every thread) when a wait gave up. */
 __device__ int weft_run_coll(struct weft_cuda_devcomm* comm, const struct weft_cuda_work* w, int ch) {
   size_t off, cnt = weft_channel_range(w->count, w->nchannels, ch, &off); /* as plan.c splits */
@@ -61,6 +86,7 @@ __device__ int weft_run_coll(struct weft_cuda_devcomm* comm, const struct weft_c
   dw.ch_offset = off;
   dw.ch_count = cnt;
   dw.chunk = w->chunk;
+  if (w->algo == WEFT_CUDA_ALGO_TREE && dw.nranks > 1) return weft_run_tree(comm, w, ch, &dw);
   struct weft_prims p;
   weft_prims_init(&p, comm, w, ch);
   if (dw.nranks > 1) {

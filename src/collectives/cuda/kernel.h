@@ -14,6 +14,14 @@
 /* Works carried in the kernel arguments (they stay under 4 KiB); a larger group's list goes to
  * device memory, so that a group is always one launch. */
 #define WEFT_CUDA_MAX_WORKS 44
+/* Tree all-reduce runs on at most this many channels (each holds a parent and up to three
+ * children, 8 connectors, where a ring channel holds 2). */
+#define WEFT_CUDA_TREE_CHANNELS 4
+#define WEFT_CUDA_TREE_DOWN 3
+/* A tree channel's connectors: [UP_SEND], [UP_RECV], then [DOWN + 2i] send to child i and
+ * [DOWN + 2i + 1] receive from child i. */
+enum { WEFT_TREE_UP_SEND = 0, WEFT_TREE_UP_RECV = 1, WEFT_TREE_DOWN = 2, WEFT_TREE_CONNS = 8 };
+#define WEFT_CUDA_ALGO_TREE 1 /* weft_cuda_work.algo: WEFT_PLAN_TREE (collectives/plan.h) */
 
 /* One side of a connector as the kernel sees it: device addresses of the receiver-owned
  * memory, and this side's step count, which persists from one launch to the next. */
@@ -58,6 +66,11 @@ struct weft_cuda_devcomm {
   struct weft_cuda_conn ring_recv[WEFT_CUDA_MAX_CHANNELS]; /* from rank - 1 */
   struct weft_cuda_conn* p2p_send;                         /* [nranks], device addresses */
   struct weft_cuda_conn* p2p_recv;
+  /* Tree channels (collectives/tree.c's links; channel c uses tree c % 2), connected at the
+   * first tree all-reduce: parent (-1 at the root) and children (-1 where none). */
+  int32_t tree_up[WEFT_CUDA_TREE_CHANNELS];
+  int32_t tree_down[WEFT_CUDA_TREE_CHANNELS][WEFT_CUDA_TREE_DOWN];
+  struct weft_cuda_conn tree[WEFT_CUDA_TREE_CHANNELS][WEFT_TREE_CONNS];
 };
 
 /* One task of a launch. Collectives run on blocks [0, nchannels) (channel = block); a send or
@@ -68,7 +81,9 @@ struct weft_cuda_work {
   uint8_t proto;
   uint8_t op_kind;
   int32_t root; /* root, or peer of a send/recv */
-  int32_t nchannels;
+  int16_t nchannels;
+  uint8_t algo; /* 0 Ring, WEFT_CUDA_ALGO_TREE (all-reduce only) */
+  uint8_t pad;
   int32_t block;
   uint64_t count; /* NCCL's count */
   /* Collectives: the step tag (collectives/fingerprint.h) the first step on each connector

@@ -21,6 +21,7 @@
 #include "util/cuda_check.h"
 
 _Static_assert(sizeof(struct weft_cuda_kargs) <= 4096, "kernel arguments fit in 4 KiB");
+_Static_assert(WEFT_CUDA_ALGO_TREE == WEFT_PLAN_TREE, "the kernel's Tree is the planner's");
 
 #define MAX_STREAMS 8
 
@@ -46,19 +47,24 @@ static ncclResult_t plan_coll(const struct ncclComm* comm, const struct weft_cud
   int algo, proto, n;
   fill_common(w, t);
   WEFT_CHECK(weft_plan_choose(&s->env, t->coll, bytes, &t->opts, &algo, &proto, &n));
-  if (algo != WEFT_PLAN_RING) { /* s->env.impl_algos says the kernel runs Ring only */
+  int tree = algo == WEFT_PLAN_TREE;
+  if (tree && (t->coll != WEFT_COLL_ALLREDUCE || comm->nranks < 2)) { /* impl_algos rules it out */
     WEFT_WARN(
-        "comm %p rank %d: the planner chose algorithm %d for %s seq %llu; the CUDA kernel runs Ring only",
-        (void*)comm, comm->rank, algo, weft_coll_name(t->coll), (unsigned long long)t->seq);
+        "comm %p rank %d: the planner chose Tree for %s seq %llu; the CUDA kernel runs Tree for all-reduce "
+        "only",
+        (void*)comm, comm->rank, weft_coll_name(t->coll), (unsigned long long)t->seq);
     return ncclInternalError;
   }
+  if (tree && n > s->tree_channels) n = s->tree_channels; /* what tree connectors exist for */
+  w->algo = tree ? WEFT_CUDA_ALGO_TREE : 0;
   w->proto = (uint8_t)proto;
-  w->nchannels = n;
+  w->nchannels = (int16_t)n;
   w->chunk = weft_plan_chunk_elems(&s->env, proto, weft_dt_size(t->dtype));
-  WEFT_INFO(
-      WEFT_TUNING, "%s seq %llu: %zu bytes, algo Ring proto %s, %d channel(s), chunk %llu elements (CUDA)%s",
-      weft_coll_name(t->coll), (unsigned long long)t->seq, bytes, proto == WEFT_PROTO_LL ? "LL" : "Simple", n,
-      (unsigned long long)w->chunk, t->opts.sig ? " (per-call config)" : "");
+  WEFT_INFO(WEFT_TUNING,
+            "%s seq %llu: %zu bytes, algo %s proto %s, %d channel(s), chunk %llu elements (CUDA)%s",
+            weft_coll_name(t->coll), (unsigned long long)t->seq, bytes, tree ? "Tree" : "Ring",
+            proto == WEFT_PROTO_LL ? "LL" : "Simple", n, (unsigned long long)w->chunk,
+            t->opts.sig ? " (per-call config)" : "");
   return ncclSuccess;
 }
 
@@ -116,6 +122,16 @@ static ncclResult_t connect_p2p(struct ncclComm* comm, struct weft_task* tasks) 
   return res;
 }
 
+/* Tree connectors are made at the first tree all-reduce, as NCCL does; every rank plans the same
+ * calls alike, so all connect at the same launch. Under capture, like connect_p2p. */
+static ncclResult_t connect_tree(struct ncclComm* comm) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  WEFT_CUDACHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  ncclResult_t res = weft_cuda_tree_connect(comm);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  return res;
+}
+
 /* Streams of the launch besides the first; the first carries the kernel. */
 struct stream_set {
   cudaStream_t v[MAX_STREAMS];
@@ -164,7 +180,7 @@ static ncclResult_t launch_batch(struct weft_cuda_state* s, struct weft_cuda_kar
 /* Plan the group's tasks into w (call order, empty tasks left out), with the blocks needed.
  * owner: 2 * nranks ints, (direction, peer) -> its block among the send/recv blocks. */
 static ncclResult_t plan_group(struct ncclComm* comm, struct weft_task* tasks, struct weft_cuda_work* w,
-                               int* owner, int* nblocks) {
+                               int* owner, int* nblocks, int* uses_tree) {
   struct weft_cuda_state* s = comm->cuda;
   int ncoll_blocks = 0, np2p = 0, n = 0;
   for (int i = 0; i < 2 * comm->nranks; i++) owner[i] = -1;
@@ -177,8 +193,9 @@ static ncclResult_t plan_group(struct ncclComm* comm, struct weft_task* tasks, s
       weft_prof_task_start(comm->prof, t, NULL, NULL, 1);
     } else {
       WEFT_CHECK(plan_coll(comm, s, t, &w[n]));
-      weft_prof_task_start(comm->prof, t, "RING", w[n].proto == WEFT_PROTO_LL ? "LL" : "SIMPLE",
-                           w[n].nchannels);
+      weft_prof_task_start(comm->prof, t, w[n].algo == WEFT_CUDA_ALGO_TREE ? "TREE" : "RING",
+                           w[n].proto == WEFT_PROTO_LL ? "LL" : "SIMPLE", w[n].nchannels);
+      *uses_tree |= w[n].algo == WEFT_CUDA_ALGO_TREE;
       struct weft_call_fp fp = weft_call_fp_of(t);
       w[n].step_tag = s->check_calls ? weft_step_tag_make(s->coll_seq, weft_call_fp_hash(&fp)) : 0;
       s->coll_seq++;
@@ -265,8 +282,9 @@ static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks,
   int* owner = malloc(2 * (size_t)comm->nranks * sizeof(int));
   ncclResult_t res = w != NULL && owner != NULL ? ncclSuccess : ncclSystemError;
   struct weft_cuda_wlist* l = NULL;
-  int nblocks = 0;
-  if (res == ncclSuccess) res = plan_group(comm, tasks, w, owner, &nblocks);
+  int nblocks = 0, uses_tree = 0;
+  if (res == ncclSuccess) res = plan_group(comm, tasks, w, owner, &nblocks, &uses_tree);
+  if (res == ncclSuccess && uses_tree && !s->tree_connected) res = connect_tree(comm);
   if (res == ncclSuccess && nblocks > s->max_blocks) {
     WEFT_WARN(
         "comm %p rank %d: a group needing %d blocks (its channels, plus one per peer and direction of its "

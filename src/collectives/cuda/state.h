@@ -43,6 +43,9 @@ struct weft_cuda_state {
   struct weft_cuda_wlist* wlists;    /* device work lists of groups over WEFT_CUDA_MAX_WORKS */
   struct weft_gpu_mem *ring_send_mem[WEFT_CUDA_MAX_CHANNELS], *ring_recv_mem[WEFT_CUDA_MAX_CHANNELS];
   struct weft_gpu_mem **p2p_send_mem, **p2p_recv_mem; /* [nranks] */
+  int tree_channels;                                  /* channels a tree all-reduce may use */
+  int tree_connected;                                 /* tree_mem made (at the first tree all-reduce) */
+  struct weft_gpu_mem* tree_mem[WEFT_CUDA_TREE_CHANNELS][WEFT_TREE_CONNS];
   uint8_t* restore_p2p; /* suspended: the p2p pairs to reconnect at resume ([nranks] sends, receives) */
   int check_calls;      /* collectives' first steps carry and check their call's tag (WEFT_CHECK_CALLS) */
   uint64_t coll_seq;    /* collectives launched so far: numbered alike on every rank */
@@ -50,6 +53,8 @@ struct weft_cuda_state {
 
 /* Connect the p2p connectors this launch needs (both sides of each pair call it). */
 ncclResult_t weft_cuda_p2p_connect(struct ncclComm* comm, const uint8_t* send_to, const uint8_t* recv_from);
+/* Connect every tree channel's parent and children (all ranks together, at one launch). */
+ncclResult_t weft_cuda_tree_connect(struct ncclComm* comm);
 /* Copy host memory to device memory now, on the private setup stream (never captured, never
  * behind user work), in relaxed capture mode so a capture in progress is not invalidated. */
 ncclResult_t weft_cuda_copy_now(struct weft_cuda_state* s, void* dev_dst, const void* src, size_t bytes);
