@@ -233,14 +233,6 @@ static ncclResult_t build_agreed(struct ncclComm* comm, struct weft_comm_topo* t
 }
 
 ncclResult_t weft_comm_topo_init(struct ncclComm* comm) {
-  if (comm->local_nranks > WEFT_GRAPH_MAX_LOCAL) {
-    /* Every rank knows every host's count, so all skip alike. The model holds each rank as a
-     * node with paths to every other: beyond this it would cost more than the job's init. */
-    WEFT_INFO(WEFT_INIT | WEFT_GRAPH,
-              "comm %p: %d ranks on a host, more than the topology model places (%d); planner defaults",
-              (void*)comm, comm->local_nranks, WEFT_GRAPH_MAX_LOCAL);
-    return ncclSuccess;
-  }
   if (!hosts_alike(comm)) {
     WEFT_INFO(WEFT_INIT | WEFT_GRAPH,
               "comm %p: hosts hold different numbers of ranks; no topology model, rings in rank order",
@@ -256,10 +248,12 @@ ncclResult_t weft_comm_topo_init(struct ncclComm* comm) {
     weft_comm_topo_fini(comm);
     return res;
   }
-  /* The tuning keeps what it needs; the system's all-pairs paths were most of a rank's memory at
-   * tens of ranks per host. */
+  /* The tuning keeps what it needs; the system's paths, the channels and the graphs' orders
+   * (nranks x channels each) would otherwise stay with every rank of a thousand-rank host. */
   weft_topo_system_destroy(t->sys);
   weft_topo_channels_destroy(t->channels);
+  weft_topo_graph_fini(&t->ring);
+  weft_topo_graph_fini(&t->tree);
   t->sys = NULL;
   t->channels = NULL;
   return res;
@@ -330,6 +324,8 @@ void weft_comm_topo_fini(struct ncclComm* comm) {
   if (t == NULL) return;
   weft_topo_channels_destroy(t->channels);
   weft_topo_system_destroy(t->sys);
+  weft_topo_graph_fini(&t->ring);
+  weft_topo_graph_fini(&t->tree);
   free(t);
   comm->topo = NULL;
 }

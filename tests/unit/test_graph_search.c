@@ -23,10 +23,10 @@ static int near(float a, float b) { return fabsf(a - b) < 0.01f; }
 /* Each channel lists each local rank exactly once. */
 static int channels_valid(const struct weft_topo_graph* g) {
   for (int c = 0; c < g->nchannels; c++) {
-    char seen[WEFT_GRAPH_MAX_LOCAL] = {0};
+    char seen[256] = {0};
     for (int i = 0; i < g->nlocal; i++) {
-      int r = g->intra[c][i];
-      if (r < 0 || r >= g->nlocal || seen[r]) return 0;
+      int r = weft_topo_graph_row(g, c)[i];
+      if (r < 0 || r >= g->nlocal || r >= (int)sizeof(seen) || seen[r]) return 0;
       seen[r] = 1;
     }
   }
@@ -37,7 +37,8 @@ static int channels_valid(const struct weft_topo_graph* g) {
 static int sys_hops(struct weft_topo_system* sys, const struct weft_topo_graph* g, int c) {
   int n = 0;
   for (int i = 0; i < g->nlocal; i++)
-    n += weft_topo_rank_path(sys, 0, g->intra[c][i], g->intra[c][(i + 1) % g->nlocal], NULL) == WEFT_PATH_SYS;
+    n += weft_topo_rank_path(sys, 0, weft_topo_graph_row(g, c)[i],
+                             weft_topo_graph_row(g, c)[(i + 1) % g->nlocal], NULL) == WEFT_PATH_SYS;
   return n;
 }
 
@@ -101,17 +102,21 @@ static void check_case(const struct expect* e) {
   char *t1 = NULL, *t2 = NULL;
   EXPECT(weft_topo_graphs_to_string(sys, 0, gs, 2, &t1) == ncclSuccess);
   struct weft_topo_graph *r2 = malloc(sizeof(*r2)), *tr2 = malloc(sizeof(*tr2));
-  *r2 = *ring;
-  *tr2 = *tree;
-  memset(r2->intra, 0, sizeof(r2->intra));
+  EXPECT(weft_topo_graph_copy(r2, ring) == ncclSuccess && weft_topo_graph_copy(tr2, tree) == ncclSuccess);
+  size_t cells = (size_t)ring->nchannels * ring->nlocal;
+  memset(r2->intra, 0, cells * sizeof(int));
   struct weft_topo_graph* back[2] = {r2, tr2};
   EXPECT(t1 && weft_topo_graphs_from_string(sys, 0, t1, strlen(t1), back, 2) == ncclSuccess);
-  EXPECT(memcmp(r2->intra, ring->intra, sizeof(ring->intra)) == 0 && r2->nchannels == ring->nchannels);
+  EXPECT(memcmp(r2->intra, ring->intra, cells * sizeof(int)) == 0 && r2->nchannels == ring->nchannels);
   const struct weft_topo_graph* gs2[2] = {r2, tr2};
   EXPECT(weft_topo_graphs_to_string(sys, 0, gs2, 2, &t2) == ncclSuccess);
   EXPECT(t1 && t2 && strcmp(t1, t2) == 0);
   free(t1);
   free(t2);
+  weft_topo_graph_fini(r2);
+  weft_topo_graph_fini(tr2);
+  weft_topo_graph_fini(ring);
+  weft_topo_graph_fini(tree);
   free(r2);
   free(tr2);
   free(ring);
