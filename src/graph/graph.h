@@ -178,7 +178,7 @@ struct weft_topo_graph {
 static inline int* weft_topo_graph_row(const struct weft_topo_graph* g, int c) {
   return g->intra + (size_t)c * (size_t)g->nlocal;
 }
-/* Allocates intra for nlocal ranks (zeroed); the other fields are left as they are. */
+/* Allocates intra for nlocal ranks (not zeroed); the other fields are left as they are. */
 ncclResult_t weft_topo_graph_alloc(struct weft_topo_graph* g, int nlocal);
 /* dst (uninitialized) becomes a copy of src with its own intra. */
 ncclResult_t weft_topo_graph_copy(struct weft_topo_graph* dst, const struct weft_topo_graph* src);

@@ -57,7 +57,7 @@ ncclResult_t weft_topo_add_host_ranks(struct weft_topo_system* sys, int host, in
     g->u.gpu.rank = r;
     g->u.gpu.dev = r;
     snprintf(g->name, sizeof(g->name), "cpu-rank-%d", r);
-    WEFT_CHECK(weft_topo_connect(g, cpu, WEFT_LINK_LOC, bw));
+    WEFT_CHECK(weft_topo_connect_new(g, cpu, WEFT_LINK_LOC, bw));
   }
   sys->host_copy_bw = bw;
   weft_topo_free_paths(sys);

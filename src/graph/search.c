@@ -458,7 +458,8 @@ static void search_loop(struct search* s, struct weft_topo_graph* g, struct weft
 
 ncclResult_t weft_topo_graph_alloc(struct weft_topo_graph* g, int nlocal) {
   g->nlocal = nlocal;
-  g->intra = calloc((size_t)WEFT_MAX_CHANNELS * (nlocal > 0 ? nlocal : 1), sizeof(int));
+  /* Not zeroed: only rows below nchannels are read, and untouched rows cost no memory. */
+  g->intra = malloc((size_t)WEFT_MAX_CHANNELS * (nlocal > 0 ? nlocal : 1) * sizeof(int));
   if (g->intra != NULL) return ncclSuccess;
   WEFT_WARN("topology search: out of memory for a graph of %d ranks", nlocal);
   return ncclSystemError;
@@ -469,7 +470,7 @@ ncclResult_t weft_topo_graph_copy(struct weft_topo_graph* dst, const struct weft
   dst->intra = NULL;
   if (src->intra == NULL) return ncclSuccess;
   WEFT_CHECK(weft_topo_graph_alloc(dst, src->nlocal));
-  memcpy(dst->intra, src->intra, (size_t)WEFT_MAX_CHANNELS * src->nlocal * sizeof(int));
+  memcpy(dst->intra, src->intra, (size_t)src->nchannels * src->nlocal * sizeof(int));
   return ncclSuccess;
 }
 

@@ -95,6 +95,9 @@ ncclResult_t weft_topo_node_reserve(struct weft_topo_system* sys, int type, int 
 struct weft_topo_node* weft_topo_node_find(struct weft_topo_system* sys, int type, int host, int64_t id);
 /* Adds or widens the link a->b and b->a (bandwidths add up per (remote, type)). */
 ncclResult_t weft_topo_connect(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw);
+/* The same for a node just added (no link to or from it yet): no search of b's links for one to
+ * widen, which a CPU under a thousand host ranks would do for each. */
+ncclResult_t weft_topo_connect_new(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw);
 ncclResult_t weft_topo_connect_one(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw);
 /* Restores every link's available bandwidth (after a search). */
 void weft_topo_reset_bw(struct weft_topo_system* sys);

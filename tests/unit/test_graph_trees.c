@@ -137,7 +137,10 @@ int main(void) {
   struct weft_topo_graph* g = calloc(1, sizeof(*g));
   g->nchannels = 4;
   EXPECT(weft_topo_graph_alloc(g, 2) == ncclSuccess);
-  for (int c = 0; c < 4; c++) weft_topo_graph_row(g, c)[1] = 1;
+  for (int c = 0; c < 4; c++) {
+    weft_topo_graph_row(g, c)[0] = 0;
+    weft_topo_graph_row(g, c)[1] = 1;
+  }
   struct weft_topo_channels* ch = NULL;
   EXPECT(weft_topo_connect_channels(g, NULL, 3, &ch) == ncclSuccess && ch && ch->nchannels == 3);
   weft_topo_channels_destroy(ch);
