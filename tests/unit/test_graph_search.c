@@ -191,10 +191,13 @@ static void check_host_ranks(void) {
   EXPECT_EQ_INT(weft_topo_rank_path(sys, 0, 0, 1, NULL), WEFT_PATH_LOC);
   EXPECT_EQ_INT(weft_topo_rank_path(sys, 0, 0, 5, NULL), WEFT_PATH_SYS);
   /* Multi-node host ranks leave through the NICs (200G under socket 0, 25G under socket 1). */
+  weft_topo_graph_fini(ring);
   EXPECT(weft_topo_search(sys, 0, 2, WEFT_PATTERN_RING, ring) == ncclSuccess);
   EXPECT(ring->nchannels >= 1 && ring->bw_inter > 0.1f && channels_valid(ring));
   EXPECT(weft_topo_add_host_ranks(sys, 0, 2, NULL, 10) == ncclInvalidUsage); /* already placed */
+  weft_topo_graph_fini(ring);
   free(ring);
+  weft_topo_graph_fini(tree);
   free(tree);
   weft_topo_system_destroy(sys);
   /* Host backend on a GPU machine: the CPUs carry the ranks, the GPUs are left out. */
@@ -206,7 +209,9 @@ static void check_host_ranks(void) {
   EXPECT(sys && weft_topo_nlocal(sys, 0) == 3);
   EXPECT(sys && weft_topo_search_all(sys, 0, 1, ring, tree) == ncclSuccess);
   EXPECT(ring->nlocal == 3 && ring->nchannels == 1 && near(ring->bw_intra, 6) && channels_valid(ring));
+  weft_topo_graph_fini(ring);
   free(ring);
+  weft_topo_graph_fini(tree);
   free(tree);
   weft_topo_system_destroy(sys);
 }
@@ -220,9 +225,11 @@ static void check_channel_limits(void) {
   EXPECT_MSG(g->nchannels <= 4 && g->nchannels >= 1, "max 4 channels gave %d", g->nchannels);
   unsetenv("NCCL_MAX_NCHANNELS");
   setenv("NCCL_CROSS_NIC", "0", 1);
+  weft_topo_graph_fini(g);
   EXPECT(weft_topo_search(sys, 0, 2, WEFT_PATTERN_RING, g) == ncclSuccess);
   for (int c = 0; c < g->nchannels; c++) EXPECT(g->inter_net[c][0] == g->inter_net[c][1]);
   unsetenv("NCCL_CROSS_NIC");
+  weft_topo_graph_fini(g);
   free(g);
   weft_topo_system_destroy(sys);
 }
@@ -237,7 +244,7 @@ static void check_real_files(void) {
   }
   struct dirent* e;
   int n = 0;
-  struct weft_topo_graph *ring = malloc(sizeof(*ring)), *tree = malloc(sizeof(*tree));
+  struct weft_topo_graph *ring = calloc(1, sizeof(*ring)), *tree = calloc(1, sizeof(*tree));
   while ((e = readdir(d)) != NULL) {
     if (!strstr(e->d_name, ".xml")) continue;
     char path[1024];
@@ -254,6 +261,8 @@ static void check_real_files(void) {
       EXPECT_MSG(channels_valid(ring) && channels_valid(tree), "%s x%d", path, nodes);
       EXPECT(weft_topo_connect_channels(ring, tree, nodes, &ch) == ncclSuccess && ch);
       weft_topo_channels_destroy(ch);
+      weft_topo_graph_fini(ring);
+      weft_topo_graph_fini(tree);
     }
     /* NVLink machines keep their rings on NVLink. */
     int nvl = 0;
@@ -265,12 +274,16 @@ static void check_real_files(void) {
       EXPECT(weft_topo_search_all(sys, 0, 1, ring, tree) == ncclSuccess);
       EXPECT_MSG(ring->type_intra == WEFT_PATH_NVL, "%s: ring type %s", path,
                  weft_topo_path_name(ring->type_intra));
+      weft_topo_graph_fini(ring);
+      weft_topo_graph_fini(tree);
     }
     weft_topo_system_destroy(sys);
     n++;
   }
   closedir(d);
+  weft_topo_graph_fini(ring);
   free(ring);
+  weft_topo_graph_fini(tree);
   free(tree);
   printf("searched %d real files\n", n);
 }

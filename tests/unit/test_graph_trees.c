@@ -117,7 +117,9 @@ static void check_channels(const char* file, int nnodes) {
                ch->tree_depth);
   }
   weft_topo_channels_destroy(ch);
+  weft_topo_graph_fini(ring);
   free(ring);
+  weft_topo_graph_fini(tree);
   free(tree);
   weft_topo_system_destroy(sys);
 }

@@ -173,6 +173,8 @@ int main(int argc, char** argv) {
   }
   weft_topo_channels_destroy(r->ch);
   weft_topo_system_destroy(r->sys);
+  weft_topo_graph_fini(&r->ring);
+  weft_topo_graph_fini(&r->tree);
   free(r);
   return rc == 0 ? 0 : 1;
 }
