@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "bootstrap/bootstrap.h"
+#include "core/peers.h"
 #include "core/tuned.h"
 #include "util/check.h"
 #include "util/param.h"
@@ -98,7 +99,9 @@ static ncclResult_t place_host_ranks(struct ncclComm* comm, struct weft_comm_top
 }
 
 /* What every rank must agree on before tuning: NCCL's rule, the minimum of channel counts and
- * bandwidths and the worst path types over all ranks, so choices match without communication. */
+ * bandwidths and the worst path types over all ranks, so choices match without communication.
+ * Every rank receives every rank's, so it is kept small (the environment's text as a hash):
+ * at 1,024 thread ranks each all-gathered byte is a megabyte of the process. */
 struct topo_summary {
   int ok;
   int nchannels[2];
@@ -107,36 +110,64 @@ struct topo_summary {
   int comm_channels;
   /* The planner's environment: every rank tunes with rank 0's, so all choose alike. */
   int min_channels, max_channels;
-  char algo_env[256], proto_env[256];
+  uint64_t env_hash; /* of NCCL_ALGO and NCCL_PROTO */
 };
 
-static void summarize_env(struct topo_summary* s) {
+struct topo_env {
+  char algo[256], proto[256];
+};
+
+#define TOPO_ENV_TAG 0x57460100 /* rank 0's NCCL_ALGO / NCCL_PROTO to a rank whose differ */
+
+/* This rank's environment: the text into t (replaced by rank 0's where it differs), the rest into
+ * its summary. */
+static void summarize_env(struct weft_comm_topo* t, struct topo_summary* s) {
   s->min_channels = weft_param_is_set("NCCL_MIN_NCHANNELS") ? (int)weft_param_int("NCCL_MIN_NCHANNELS") : 0;
   s->max_channels = weft_param_is_set("NCCL_MAX_NCHANNELS") ? (int)weft_param_int("NCCL_MAX_NCHANNELS") : 0;
   const char* algo = weft_param_str("NCCL_ALGO");
   const char* proto = weft_param_str("NCCL_PROTO");
-  snprintf(s->algo_env, sizeof(s->algo_env), "%s", algo ? algo : "");
-  snprintf(s->proto_env, sizeof(s->proto_env), "%s", proto ? proto : "");
+  struct topo_env e;
+  memset(&e, 0, sizeof(e));
+  snprintf(e.algo, sizeof(e.algo), "%s", algo ? algo : "");
+  snprintf(e.proto, sizeof(e.proto), "%s", proto ? proto : "");
+  snprintf(t->algo_env, sizeof(t->algo_env), "%s", e.algo);
+  snprintf(t->proto_env, sizeof(t->proto_env), "%s", e.proto);
+  s->env_hash = weft_hash_bytes(&e, sizeof(e), 0x746f706f);
 }
 
-/* Rank 0's environment for the model; this rank's own, when it differs, is noted (the WARN is
- * the engine's, weft_plan_agree). */
-static void adopt_env(struct ncclComm* comm, struct weft_comm_topo* t, const struct topo_summary* all) {
+/* Rank 0's environment for the model: rank 0 sends its text to each rank whose hash differs
+ * (every rank sees every hash, so both sides know). This rank's own, when it differs, is noted
+ * (the WARN is the engine's, weft_plan_agree). */
+static ncclResult_t adopt_env(struct ncclComm* comm, struct weft_comm_topo* t,
+                              const struct topo_summary* all) {
   const struct topo_summary *me = &all[comm->rank], *r0 = &all[0];
+  struct topo_env e;
+  memset(&e, 0, sizeof(e));
   t->min_channels = r0->min_channels;
   t->max_channels = r0->max_channels;
-  snprintf(t->algo_env, sizeof(t->algo_env), "%s", r0->algo_env);
-  snprintf(t->proto_env, sizeof(t->proto_env), "%s", r0->proto_env);
+  if (comm->rank == 0) {
+    snprintf(e.algo, sizeof(e.algo), "%s", t->algo_env);
+    snprintf(e.proto, sizeof(e.proto), "%s", t->proto_env);
+    for (int r = 1; r < comm->nranks; r++)
+      if (all[r].env_hash != r0->env_hash)
+        WEFT_CHECK(weft_bootstrap_send(comm->bootstrap, r, TOPO_ENV_TAG, &e, sizeof(e)));
+  } else if (me->env_hash != r0->env_hash) {
+    WEFT_CHECK(weft_bootstrap_recv(comm->bootstrap, 0, TOPO_ENV_TAG, &e, sizeof(e)));
+    e.algo[sizeof(e.algo) - 1] = e.proto[sizeof(e.proto) - 1] = 0;
+    snprintf(t->algo_env, sizeof(t->algo_env), "%s", e.algo);
+    snprintf(t->proto_env, sizeof(t->proto_env), "%s", e.proto);
+  }
   if (me->min_channels != r0->min_channels || me->max_channels != r0->max_channels ||
-      strcmp(me->algo_env, r0->algo_env) != 0 || strcmp(me->proto_env, r0->proto_env) != 0)
+      me->env_hash != r0->env_hash)
     WEFT_INFO(WEFT_INIT | WEFT_TUNING, "comm %p rank %d: tuning with rank 0's NCCL_ALGO=%s NCCL_PROTO=%s",
-              (void*)comm, comm->rank, r0->algo_env, r0->proto_env);
+              (void*)comm, comm->rank, t->algo_env, t->proto_env);
+  return ncclSuccess;
 }
 
-static void summarize(const struct weft_comm_topo* t, int ok, struct topo_summary* s) {
+static void summarize(struct weft_comm_topo* t, int ok, struct topo_summary* s) {
   memset(s, 0, sizeof(*s));
   s->ok = ok;
-  summarize_env(s);
+  summarize_env(t, s);
   if (!ok) return;
   const struct weft_topo_graph* g[2] = {&t->ring, &t->tree};
   for (int i = 0; i < 2; i++) {
@@ -146,7 +177,7 @@ static void summarize(const struct weft_comm_topo* t, int ok, struct topo_summar
     s->type_intra[i] = g[i]->type_intra;
     s->type_inter[i] = g[i]->type_inter;
   }
-  s->comm_channels = t->channels->nchannels;
+  s->comm_channels = t->comm_channels;
 }
 
 static int imin(int a, int b) { return a < b ? a : b; }
@@ -165,7 +196,7 @@ static int agree(struct ncclComm* comm, struct weft_comm_topo* t, const struct t
       g[i]->type_intra = imax(g[i]->type_intra, all[r].type_intra[i]);
       g[i]->type_inter = imax(g[i]->type_inter, all[r].type_inter[i]);
     }
-    t->channels->nchannels = imin(t->channels->nchannels, all[r].comm_channels);
+    t->comm_channels = imin(t->comm_channels, all[r].comm_channels);
   }
   return 1;
 }
@@ -181,25 +212,39 @@ static ncclResult_t build(struct ncclComm* comm, struct weft_comm_topo* t, float
     return ncclInvalidUsage;
   }
   WEFT_CHECK(weft_topo_search_all(t->sys, 0, comm->nnodes, &t->ring, &t->tree));
-  return weft_topo_connect_channels(&t->ring, &t->tree, comm->nnodes, &t->channels);
+  WEFT_CHECK(weft_topo_connect_channels(&t->ring, &t->tree, comm->nnodes, &t->channels));
+  t->min_sm = weft_topo_min_sm(t->sys, 0);
+  t->cpu_amd = weft_topo_cpu_is_amd(t->sys, 0);
+  t->comm_channels = t->channels->nchannels;
+  return ncclSuccess;
+}
+
+/* The tuning keeps what it needs (the figures above and the graphs' scalars); the system's paths,
+ * the channels and the graphs' orders grow with the ranks of the host. */
+static void release_model(struct weft_comm_topo* t) {
+  weft_topo_system_destroy(t->sys);
+  weft_topo_channels_destroy(t->channels);
+  weft_topo_graph_fini(&t->ring);
+  weft_topo_graph_fini(&t->tree);
+  t->sys = NULL;
+  t->channels = NULL;
 }
 
 static ncclResult_t setup_tuning(struct ncclComm* comm, struct weft_comm_topo* t, float bw) {
   int host = comm->backend == WEFT_BACKEND_HOST;
-  struct weft_tuning_input in = {
-      .arch = host ? WEFT_ARCH_HOST : weft_arch_from_sm(weft_topo_min_sm(t->sys, 0)),
-      .cpu_vendor = weft_topo_cpu_is_amd(t->sys, 0),
-      .nranks = comm->nranks,
-      .nnodes = comm->nnodes,
-      .nchannels = t->channels->nchannels,
-      .ring = &t->ring,
-      .tree = &t->tree,
-      .host_copy_bw = host ? bw : 0,
-      .algo_impl = (1u << WEFT_ALGO_RING) | (1u << WEFT_ALGO_TREE),
-      .proto_impl = (1u << WEFT_PROTO_LL) | (1u << WEFT_PROTO_SIMPLE),
-      .env_given = 1,
-      .algo_env = t->algo_env[0] ? t->algo_env : NULL,
-      .proto_env = t->proto_env[0] ? t->proto_env : NULL};
+  struct weft_tuning_input in = {.arch = host ? WEFT_ARCH_HOST : weft_arch_from_sm(t->min_sm),
+                                 .cpu_vendor = t->cpu_amd,
+                                 .nranks = comm->nranks,
+                                 .nnodes = comm->nnodes,
+                                 .nchannels = t->comm_channels,
+                                 .ring = &t->ring,
+                                 .tree = &t->tree,
+                                 .host_copy_bw = host ? bw : 0,
+                                 .algo_impl = (1u << WEFT_ALGO_RING) | (1u << WEFT_ALGO_TREE),
+                                 .proto_impl = (1u << WEFT_PROTO_LL) | (1u << WEFT_PROTO_SIMPLE),
+                                 .env_given = 1,
+                                 .algo_env = t->algo_env[0] ? t->algo_env : NULL,
+                                 .proto_env = t->proto_env[0] ? t->proto_env : NULL};
   WEFT_CHECK(weft_tuning_init(&t->tuning, &in));
   WEFT_INFO(
       WEFT_INIT | WEFT_GRAPH,
@@ -209,11 +254,108 @@ static ncclResult_t setup_tuning(struct ncclComm* comm, struct weft_comm_topo* t
   return ncclSuccess;
 }
 
+/* The ranks of one communicator that share a process build the same model from the same inputs:
+ * the first to arrive builds it, the others wait and take its figures. 1,024 thread ranks each
+ * building their own did the work 1,024 times and, on 2 CPUs, held most of those models at once
+ * (1.6 GB). An entry lives until every rank of its process has taken it. */
+struct shared_model {
+  uint64_t key;
+  int remaining; /* ranks of this process still to take it */
+  int ready;
+  ncclResult_t built;
+  struct weft_topo_graph ring, tree; /* figures only: intra is NULL */
+  int min_sm, cpu_amd, comm_channels;
+  struct shared_model* next;
+};
+static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t models_ready = PTHREAD_COND_INITIALIZER;
+static struct shared_model* models;
+
+/* Everything build() reads that could differ between two communicators with one hash. */
+static uint64_t model_key(const struct ncclComm* comm, float bw) {
+  int shape[4] = {comm->nranks, comm->local_nranks, comm->nnodes, (int)comm->backend};
+  uint64_t k = weft_hash_bytes(shape, sizeof(shape), comm->comm_hash);
+  k = weft_hash_bytes(&bw, sizeof(bw), k);
+  for (int i = 0; i < comm->local_nranks; i++)
+    k = weft_hash_bytes(&comm->peers[comm->local_ranks[i]].numa_node, sizeof(int), k);
+  return k;
+}
+
+static int ranks_in_process(const struct ncclComm* comm) {
+  int n = 0;
+  for (int r = 0; r < comm->nranks; r++) n += comm->peers[r].pid_hash == comm->peers[comm->rank].pid_hash;
+  return n;
+}
+
+static void take(struct weft_comm_topo* t, const struct shared_model* m) {
+  t->ring = m->ring;
+  t->tree = m->tree;
+  t->min_sm = m->min_sm;
+  t->cpu_amd = m->cpu_amd;
+  t->comm_channels = m->comm_channels;
+}
+
+/* Called with models_lock held: this rank is done with m. */
+static void leave(struct shared_model* m) {
+  if (--m->remaining > 0) return;
+  for (struct shared_model** p = &models; *p; p = &(*p)->next)
+    if (*p == m) {
+      *p = m->next;
+      break;
+    }
+  free(m);
+}
+
+/* build() once per communicator and process; t keeps the figures (release_model has run). */
+static ncclResult_t build_shared(struct ncclComm* comm, struct weft_comm_topo* t, float bw) {
+  int mine = ranks_in_process(comm);
+  if (mine <= 1) {
+    ncclResult_t built = build(comm, t, bw);
+    release_model(t);
+    return built;
+  }
+  uint64_t key = model_key(comm, bw);
+  pthread_mutex_lock(&models_lock);
+  struct shared_model* m = models;
+  while (m && m->key != key) m = m->next;
+  if (m != NULL) {
+    while (!m->ready) pthread_cond_wait(&models_ready, &models_lock);
+    ncclResult_t built = m->built;
+    take(t, m);
+    leave(m);
+    pthread_mutex_unlock(&models_lock);
+    return built;
+  }
+  m = calloc(1, sizeof(*m));
+  if (m != NULL) {
+    m->key = key;
+    m->remaining = mine;
+    m->next = models;
+    models = m;
+  }
+  pthread_mutex_unlock(&models_lock);
+  ncclResult_t built = build(comm, t, bw);
+  release_model(t);
+  if (m == NULL) return built;
+  pthread_mutex_lock(&models_lock);
+  m->built = built;
+  m->ring = t->ring;
+  m->tree = t->tree;
+  m->min_sm = t->min_sm;
+  m->cpu_amd = t->cpu_amd;
+  m->comm_channels = t->comm_channels;
+  m->ready = 1;
+  pthread_cond_broadcast(&models_ready);
+  leave(m);
+  pthread_mutex_unlock(&models_lock);
+  return built;
+}
+
 /* Builds the model, then agrees with every rank; a rank that could not model the machine makes
  * everyone fall back to the planner's defaults (topology is advice, never a reason to fail). */
 static ncclResult_t build_agreed(struct ncclComm* comm, struct weft_comm_topo* t, int* usable) {
   float bw = slowest_copy_bw(comm);
-  ncclResult_t built = build(comm, t, bw);
+  ncclResult_t built = build_shared(comm, t, bw);
   if (built != ncclSuccess)
     WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "comm %p rank %d: topology model unavailable (%s)", (void*)comm,
               comm->rank, ncclGetErrorString(built));
@@ -222,7 +364,7 @@ static ncclResult_t build_agreed(struct ncclComm* comm, struct weft_comm_topo* t
   summarize(t, built == ncclSuccess, &all[comm->rank]);
   ncclResult_t res = weft_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
   *usable = res == ncclSuccess && agree(comm, t, all);
-  if (res == ncclSuccess) adopt_env(comm, t, all);
+  if (res == ncclSuccess) res = adopt_env(comm, t, all);
   free(all);
   if (res != ncclSuccess) return res;
   if (*usable) {
@@ -233,14 +375,6 @@ static ncclResult_t build_agreed(struct ncclComm* comm, struct weft_comm_topo* t
 }
 
 ncclResult_t weft_comm_topo_init(struct ncclComm* comm) {
-  if (comm->local_nranks > WEFT_GRAPH_MAX_LOCAL) {
-    /* Every rank knows every host's count, so all skip alike. The model holds each rank as a
-     * node with paths to every other: beyond this it would cost more than the job's init. */
-    WEFT_INFO(WEFT_INIT | WEFT_GRAPH,
-              "comm %p: %d ranks on a host, more than the topology model places (%d); planner defaults",
-              (void*)comm, comm->local_nranks, WEFT_GRAPH_MAX_LOCAL);
-    return ncclSuccess;
-  }
   if (!hosts_alike(comm)) {
     WEFT_INFO(WEFT_INIT | WEFT_GRAPH,
               "comm %p: hosts hold different numbers of ranks; no topology model, rings in rank order",
@@ -256,12 +390,6 @@ ncclResult_t weft_comm_topo_init(struct ncclComm* comm) {
     weft_comm_topo_fini(comm);
     return res;
   }
-  /* The tuning keeps what it needs; the system's all-pairs paths were most of a rank's memory at
-   * tens of ranks per host. */
-  weft_topo_system_destroy(t->sys);
-  weft_topo_channels_destroy(t->channels);
-  t->sys = NULL;
-  t->channels = NULL;
   return res;
 }
 
@@ -330,6 +458,8 @@ void weft_comm_topo_fini(struct ncclComm* comm) {
   if (t == NULL) return;
   weft_topo_channels_destroy(t->channels);
   weft_topo_system_destroy(t->sys);
+  weft_topo_graph_fini(&t->ring);
+  weft_topo_graph_fini(&t->tree);
   free(t);
   comm->topo = NULL;
 }

@@ -10,6 +10,9 @@ struct weft_comm_topo {
   struct weft_topo_system* sys;
   struct weft_topo_graph ring, tree;
   struct weft_topo_channels* channels;
+  /* What tuning needs of sys and channels, kept so both are freed right after the search (ranks
+   * of one process share one build: topology.c, build_shared). */
+  int min_sm, cpu_amd, comm_channels;
   struct weft_tuning tuning;
   int min_channels, max_channels;     /* NCCL_MIN/MAX_NCHANNELS at init, rank 0's (0: unset) */
   char algo_env[256], proto_env[256]; /* NCCL_ALGO / NCCL_PROTO, rank 0's ("" when unset) */

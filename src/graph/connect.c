@@ -72,7 +72,7 @@ static void build_ring(struct weft_topo_channels* ch, const struct weft_topo_gra
   int* order = &ch->ring[c * n];
   int k = 0, start = 0;
   for (int node = 0; node < ch->nnodes; node++)
-    for (int i = 0; i < L; i++) order[k++] = node * L + g->intra[base][i];
+    for (int i = 0; i < L; i++) order[k++] = node * L + weft_topo_graph_row(g, base)[i];
   /* Deterministic mode: one ring, in rank order, on every channel, so an element's reduction
    * order does not depend on which channel carries it (collectives/api_coll.c). */
   if (weft_param_int("WEFT_DETERMINISTIC") != 0)
@@ -103,8 +103,9 @@ static void add_down(struct weft_topo_channels* ch, int c, int r, int child) {
 /* Roles of a node's ranks in tree channel c: the chain head talks to the parent node, child0 and
  * child1 talk to the child nodes (NCCL's TREE / SPLIT_TREE / BALANCED_TREE placement). */
 static void tree_roles(const struct weft_topo_graph* g, int base, int* head, int* c0, int* c1) {
-  int second = g->nlocal > 1 ? g->intra[base][1] : g->intra[base][0];
-  *head = g->intra[base][0];
+  const int* row = weft_topo_graph_row(g, base);
+  int second = g->nlocal > 1 ? row[1] : row[0];
+  *head = row[0];
   *c0 = g->pattern == WEFT_PATTERN_TREE ? *head : second;
   *c1 = g->pattern == WEFT_PATTERN_SPLIT_TREE ? second : *head;
 }
@@ -113,13 +114,14 @@ static void build_tree(struct weft_topo_channels* ch, const struct weft_topo_gra
                        int nch_search) {
   int L = ch->nlocal, N = ch->nnodes, base = c % g->nchannels, t = (c / nch_search) % 2;
   int head, c0, c1;
+  const int* row = weft_topo_graph_row(g, base);
   tree_roles(g, base, &head, &c0, &c1);
   for (int node = 0; node < N; node++) {
     int off = node * L;
     for (int i = 0; i < L; i++) {
-      int r = off + g->intra[base][i];
-      ch->tree_up[c * ch->nranks + r] = i > 0 ? off + g->intra[base][i - 1] : -1;
-      if (i + 1 < L) add_down(ch, c, r, off + g->intra[base][i + 1]);
+      int r = off + row[i];
+      ch->tree_up[c * ch->nranks + r] = i > 0 ? off + row[i - 1] : -1;
+      if (i + 1 < L) add_down(ch, c, r, off + row[i + 1]);
     }
     int p, d0, d1;
     weft_topo_dtree(N, node, t, &p, &d0, &d1);
@@ -133,15 +135,29 @@ static void build_tree(struct weft_topo_channels* ch, const struct weft_topo_gra
   }
 }
 
+/* Deepest rank of any channel's tree. Each rank's depth is remembered, so long intra-node chains
+ * (a thousand host ranks) cost linear time, not a walk to the root per rank. */
 static int tree_depth(const struct weft_topo_channels* ch) {
-  int worst = 0;
-  for (int c = 0; c < ch->nchannels; c++)
-    for (int r = 0; r < ch->nranks; r++) {
-      int d = 0;
-      for (int x = r; ch->tree_up[c * ch->nranks + x] >= 0 && d <= ch->nranks; d++)
-        x = ch->tree_up[c * ch->nranks + x];
-      if (d > worst) worst = d;
+  int n = ch->nranks, worst = 0;
+  int* depth = malloc(2 * (size_t)n * sizeof(int));
+  if (depth == NULL) return n; /* the worst a tree can be */
+  int* stack = depth + n;
+  for (int c = 0; c < ch->nchannels; c++) {
+    const int* up = &ch->tree_up[(size_t)c * n];
+    for (int r = 0; r < n; r++) depth[r] = -1;
+    for (int r = 0; r < n; r++) {
+      int k = 0, x = r;
+      while (depth[x] < 0 && up[x] >= 0 && k < n) {
+        stack[k++] = x;
+        x = up[x];
+      }
+      int d = depth[x] < 0 ? 0 : depth[x];
+      depth[x] = d;
+      while (k > 0) depth[stack[--k]] = ++d;
+      if (depth[r] > worst) worst = depth[r];
     }
+  }
+  free(depth);
   return worst;
 }
 
@@ -164,8 +180,8 @@ ncclResult_t weft_topo_connect_channels(const struct weft_topo_graph* ring,
                                         const struct weft_topo_graph* tree, int nnodes,
                                         struct weft_topo_channels** out) {
   *out = NULL;
-  if (ring == NULL || ring->nchannels < 1 || ring->nlocal < 1 || nnodes < 1 ||
-      (tree && (tree->nchannels < 1 || tree->nlocal != ring->nlocal))) {
+  if (ring == NULL || ring->intra == NULL || ring->nchannels < 1 || ring->nlocal < 1 || nnodes < 1 ||
+      (tree && (tree->intra == NULL || tree->nchannels < 1 || tree->nlocal != ring->nlocal))) {
     WEFT_WARN("connect channels: invalid graphs (ring %d channels, %d ranks per node, %d nodes)",
               ring ? ring->nchannels : 0, ring ? ring->nlocal : 0, nnodes);
     return ncclInvalidUsage;

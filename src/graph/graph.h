@@ -71,7 +71,11 @@ enum weft_pattern {
 };
 
 #define WEFT_MAX_CHANNELS 64
-#define WEFT_GRAPH_MAX_LOCAL 64 /* ranks per node the search handles */
+/* Ranks per node the backtracking search orders one by one. Beyond it the search would cost
+ * seconds per rank (every rank of a thread-rank job builds the model), so a host with more host
+ * ranks gets a NUMA-ordered ring instead (search_numa.c), still priced by the model's links; GPU
+ * hosts never have that many ranks. */
+#define WEFT_GRAPH_SEARCH_LOCAL 64
 
 struct weft_topo_system; /* the model; layout in graph/topo.h (graph-internal) */
 
@@ -163,18 +167,34 @@ struct weft_topo_graph {
   int same_channels;          /* every channel has the same order */
   int nlocal;                 /* ranks per node */
   int inter;                  /* 1 when the graph enters and leaves the node through NETs */
-  int intra[WEFT_MAX_CHANNELS][WEFT_GRAPH_MAX_LOCAL]; /* local ranks in channel order */
-  int64_t inter_net[WEFT_MAX_CHANNELS][2];            /* NET dev in, out (-1 single node) */
+  /* Local ranks in channel order: row c is intra + c * nlocal, WEFT_MAX_CHANNELS rows (sized
+   * per node, so a thousand ranks per host cost no more than they use). Owned: a graph filled by
+   * the search or weft_topo_graph_copy is released with weft_topo_graph_fini; the search treats
+   * its output as uninitialized. NULL in the tuning model's copies (it needs only the figures). */
+  int* intra;
+  int64_t inter_net[WEFT_MAX_CHANNELS][2]; /* NET dev in, out (-1 single node) */
 };
+
+static inline int* weft_topo_graph_row(const struct weft_topo_graph* g, int c) {
+  return g->intra + (size_t)c * (size_t)g->nlocal;
+}
+/* Allocates intra for nlocal ranks (not zeroed); the other fields are left as they are. */
+ncclResult_t weft_topo_graph_alloc(struct weft_topo_graph* g, int nlocal);
+/* dst (uninitialized) becomes a copy of src with its own intra. */
+ncclResult_t weft_topo_graph_copy(struct weft_topo_graph* dst, const struct weft_topo_graph* src);
+void weft_topo_graph_fini(struct weft_topo_graph* g); /* frees intra; NULL-safe */
 
 /* Searches one pattern on host `host` for a job of nnodes identical nodes (nnodes > 1 makes
  * channels start and end at a NET). Honours NCCL_MIN/MAX_NCHANNELS, NCCL_CROSS_NIC. Always
- * produces at least one channel (fallback: rank order, bw 0.1, type SYS) unless no rank exists. */
+ * produces at least one channel (fallback: rank order, bw 0.1, type SYS) unless no rank exists.
+ * More than WEFT_GRAPH_SEARCH_LOCAL host ranks: the NUMA-ordered ring of search_numa.c. out is
+ * overwritten (not freed first); weft_topo_graph_fini releases it. */
 ncclResult_t weft_topo_search(struct weft_topo_system* sys, int host, int nnodes, int pattern,
                               struct weft_topo_graph* out);
 /* Ring and tree for a communicator: NCCL_GRAPH_FILE replaces the search, NCCL_GRAPH_DUMP_FILE
  * receives the result; the tree search tries BALANCED_TREE, SPLIT_TREE and TREE (multi-node).
- * Logs "Pattern ..." and one line per channel under NCCL_DEBUG_SUBSYS=GRAPH. */
+ * Logs "Pattern ..." and one line per channel under NCCL_DEBUG_SUBSYS=GRAPH. ring and tree are
+ * overwritten; weft_topo_graph_fini releases each. */
 ncclResult_t weft_topo_search_all(struct weft_topo_system* sys, int host, int nnodes,
                                   struct weft_topo_graph* ring, struct weft_topo_graph* tree);
 void weft_topo_graph_log(struct weft_topo_system* sys, const struct weft_topo_graph* g);

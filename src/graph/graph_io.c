@@ -19,7 +19,7 @@ void weft_topo_graph_log(struct weft_topo_system* sys, const struct weft_topo_gr
     int n = snprintf(line, sizeof(line), "%2d :", c);
     if (g->inter) n += snprintf(line + n, sizeof(line) - n, " NET/%lld", (long long)g->inter_net[c][0]);
     for (int r = 0; r < g->nlocal && n < (int)sizeof(line) - 16; r++)
-      n += snprintf(line + n, sizeof(line) - n, " GPU/%d", g->intra[c][r]);
+      n += snprintf(line + n, sizeof(line) - n, " GPU/%d", weft_topo_graph_row(g, c)[r]);
     if (g->inter && n < (int)sizeof(line) - 24)
       snprintf(line + n, sizeof(line) - n, " NET/%lld", (long long)g->inter_net[c][1]);
     WEFT_INFO(WEFT_GRAPH, "%s", line);
@@ -53,7 +53,7 @@ static ncclResult_t graph_to_xml(struct search* s, const struct weft_topo_graph*
       return ncclSystemError;
     for (int r = 0; r < g->nlocal; r++)
       if ((e = weft_xml_add_child(ch, "gpu")) == NULL ||
-          weft_xml_set_int(e, "dev", s->rank[g->intra[c][r]]->u.gpu.dev) != ncclSuccess)
+          weft_xml_set_int(e, "dev", s->rank[weft_topo_graph_row(g, c)[r]]->u.gpu.dev) != ncclSuccess)
         return ncclSystemError;
     if (g->inter &&
         ((e = weft_xml_add_child(ch, "net")) == NULL || weft_xml_set_int(e, "dev", g->inter_net[c][1])))
@@ -75,6 +75,7 @@ ncclResult_t weft_topo_graphs_to_string(struct weft_topo_system* sys, int host,
   else
     WEFT_WARN("graph dump: out of memory");
   weft_xml_free(root);
+  weft_search_fini(&s);
   return res;
 }
 
@@ -100,10 +101,11 @@ static ncclResult_t gerr(const char* what, int line, const char* msg) {
   return ncclInvalidUsage;
 }
 
+/* seen: s->n bytes of scratch. */
 static ncclResult_t channel_from_xml(struct search* s, const char* what, const struct weft_xml_node* ch,
-                                     struct weft_topo_graph* g, int c) {
-  char seen[WEFT_GRAPH_MAX_LOCAL] = {0};
+                                     struct weft_topo_graph* g, int c, char* seen) {
   int k = 0, nets = 0;
+  memset(seen, 0, (size_t)s->n);
   g->inter_net[c][0] = g->inter_net[c][1] = -1;
   for (int i = 0; i < ch->nchildren; i++) {
     const struct weft_xml_node* e = ch->children[i];
@@ -120,7 +122,7 @@ static ncclResult_t channel_from_xml(struct search* s, const char* what, const s
       if (s->rank[q]->u.gpu.dev == dev) r = q;
     if (r < 0 || seen[r] || k >= s->n) return gerr(what, e->line, "unknown or repeated <gpu dev>");
     seen[r] = 1;
-    g->intra[c][k++] = r;
+    weft_topo_graph_row(g, c)[k++] = r;
   }
   if (k != s->n) return gerr(what, ch->line, "channel does not list every GPU of the node");
   return ncclSuccess;
@@ -141,15 +143,23 @@ static ncclResult_t graph_from_xml(struct search* s, const char* what, const str
   if (g->pattern < WEFT_PATTERN_BALANCED_TREE || g->pattern > WEFT_PATTERN_RING || !(g->bw_intra > 0))
     return gerr(what, x->line, "bad pattern or speedintra");
   g->nchannels = 0;
-  g->nlocal = s->n;
   g->inter = 0;
+  if (g->nlocal != s->n) return gerr(what, x->line, "graph searched for another number of ranks");
+  char* seen = malloc((size_t)s->n);
+  if (seen == NULL) return ncclSystemError;
   for (int i = 0; i < x->nchildren; i++) {
     if (strcmp(x->children[i]->name, "channel") != 0) continue;
-    if (g->nchannels >= WEFT_MAX_CHANNELS) return gerr(what, x->children[i]->line, "too many channels");
-    WEFT_CHECK(channel_from_xml(s, what, x->children[i], g, g->nchannels));
+    ncclResult_t res = g->nchannels >= WEFT_MAX_CHANNELS
+                           ? gerr(what, x->children[i]->line, "too many channels")
+                           : channel_from_xml(s, what, x->children[i], g, g->nchannels, seen);
+    if (res != ncclSuccess) {
+      free(seen);
+      return res;
+    }
     if (g->inter_net[g->nchannels][0] >= 0) g->inter = 1;
     g->nchannels++;
   }
+  free(seen);
   if (g->nchannels == 0) return gerr(what, x->line, "graph without channels");
   return ncclSuccess;
 }
@@ -159,7 +169,11 @@ ncclResult_t weft_topo_graphs_from_string(struct weft_topo_system* sys, int host
   struct search s;
   struct weft_xml_node* root;
   WEFT_CHECK(weft_search_init(&s, sys, host, 0));
-  WEFT_CHECK(weft_xml_parse(text, len, "graph file", &root));
+  ncclResult_t parsed = weft_xml_parse(text, len, "graph file", &root);
+  if (parsed != ncclSuccess) {
+    weft_search_fini(&s);
+    return parsed;
+  }
   ncclResult_t res = ncclSuccess;
   if (strcmp(root->name, "graphs") != 0) res = gerr("", root->line, "top element is not <graphs>");
   for (int i = 0; i < root->nchildren && res == ncclSuccess; i++) {
@@ -168,18 +182,20 @@ ncclResult_t weft_topo_graphs_from_string(struct weft_topo_system* sys, int host
     long long id = weft_xml_get_int(x, "id", -1);
     for (int k = 0; k < ngraphs && res == ncclSuccess; k++) {
       if (graphs[k]->id != id) continue;
-      struct weft_topo_graph* tmp = malloc(sizeof(*tmp));
-      if (tmp == NULL) {
-        res = ncclSystemError;
-        break;
+      struct weft_topo_graph tmp;
+      res = weft_topo_graph_copy(&tmp, graphs[k]);
+      if (res == ncclSuccess && tmp.intra == NULL) res = weft_topo_graph_alloc(&tmp, s.n);
+      if (res == ncclSuccess) res = graph_from_xml(&s, "", x, &tmp);
+      if (res == ncclSuccess) {
+        weft_topo_graph_fini(graphs[k]);
+        *graphs[k] = tmp;
+      } else {
+        weft_topo_graph_fini(&tmp);
       }
-      *tmp = *graphs[k];
-      res = graph_from_xml(&s, "", x, tmp);
-      if (res == ncclSuccess) *graphs[k] = *tmp;
-      free(tmp);
     }
   }
   weft_xml_free(root);
+  weft_search_fini(&s);
   return res;
 }
 
@@ -206,37 +222,51 @@ ncclResult_t weft_topo_graphs_load(struct weft_topo_system* sys, int host, const
 
 ncclResult_t weft_topo_search_all(struct weft_topo_system* sys, int host, int nnodes,
                                   struct weft_topo_graph* ring, struct weft_topo_graph* tree) {
+  memset(tree, 0, sizeof(*tree));
   WEFT_CHECK(weft_topo_search(sys, host, nnodes, WEFT_PATTERN_RING, ring));
   int n = ring->nlocal;
   if (nnodes > 1 && n > 1) {
     /* Trees: the pattern that carries the most; ties keep the earlier (balanced first). */
     static const int pats[] = {WEFT_PATTERN_BALANCED_TREE, WEFT_PATTERN_SPLIT_TREE, WEFT_PATTERN_TREE};
-    struct weft_topo_graph* t = malloc(sizeof(*t));
-    if (t == NULL) return ncclSystemError;
-    tree->nchannels = 0;
     for (int i = 0; i < 3; i++) {
-      ncclResult_t res = weft_topo_search(sys, host, nnodes, pats[i], t);
+      struct weft_topo_graph t;
+      ncclResult_t res = weft_topo_search(sys, host, nnodes, pats[i], &t);
       if (res != ncclSuccess) {
-        free(t);
+        weft_topo_graph_fini(tree);
+        weft_topo_graph_fini(ring);
         return res;
       }
-      if (tree->nchannels == 0 || t->nchannels * t->bw_inter > tree->nchannels * tree->bw_inter + 1e-3f)
-        *tree = *t;
+      if (tree->nchannels == 0 || t.nchannels * t.bw_inter > tree->nchannels * tree->bw_inter + 1e-3f) {
+        weft_topo_graph_fini(tree);
+        *tree = t;
+      } else {
+        weft_topo_graph_fini(&t);
+      }
     }
-    free(t);
   } else {
     /* One node: the tree is a chain along the first ring (its channels are already balanced). */
-    *tree = *ring;
+    ncclResult_t res = weft_topo_graph_copy(tree, ring);
+    if (res != ncclSuccess) {
+      weft_topo_graph_fini(ring);
+      return res;
+    }
     tree->id = 1;
     tree->pattern = WEFT_PATTERN_TREE;
   }
   struct weft_topo_graph* gs[2] = {ring, tree};
   const char* in = weft_param_str("NCCL_GRAPH_FILE");
-  if (in && in[0]) WEFT_CHECK(weft_topo_graphs_load(sys, host, in, gs, 2));
-  weft_topo_graph_log(sys, ring);
-  weft_topo_graph_log(sys, tree);
+  ncclResult_t res = ncclSuccess;
+  if (in && in[0]) res = weft_topo_graphs_load(sys, host, in, gs, 2);
+  if (res == ncclSuccess) {
+    weft_topo_graph_log(sys, ring);
+    weft_topo_graph_log(sys, tree);
+  }
   const char* dump = weft_param_str("NCCL_GRAPH_DUMP_FILE");
-  if (dump && dump[0])
-    WEFT_CHECK(weft_topo_graphs_dump(sys, host, (const struct weft_topo_graph* const*)gs, 2, dump));
-  return ncclSuccess;
+  if (res == ncclSuccess && dump && dump[0])
+    res = weft_topo_graphs_dump(sys, host, (const struct weft_topo_graph* const*)gs, 2, dump);
+  if (res != ncclSuccess) {
+    weft_topo_graph_fini(ring);
+    weft_topo_graph_fini(tree);
+  }
+  return res;
 }

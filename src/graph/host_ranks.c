@@ -32,9 +32,8 @@ static ncclResult_t host_cpu(struct weft_topo_system* sys, int host, int numa, s
 
 ncclResult_t weft_topo_add_host_ranks(struct weft_topo_system* sys, int host, int nranks, const int* numa,
                                       float copy_bw_gbs) {
-  if (host < 0 || host >= sys->nhosts || nranks <= 0 || nranks > WEFT_GRAPH_MAX_LOCAL) {
-    WEFT_WARN("topology: cannot place %d host ranks on host %d (hosts %d, at most %d ranks)", nranks, host,
-              sys->nhosts, WEFT_GRAPH_MAX_LOCAL);
+  if (host < 0 || host >= sys->nhosts || nranks <= 0) {
+    WEFT_WARN("topology: cannot place %d host ranks on host %d (hosts %d)", nranks, host, sys->nhosts);
     return ncclInvalidUsage;
   }
   /* The host backend runs on CPUs: GPUs of this host stay in the graph but stop being ranks. */
@@ -47,6 +46,8 @@ ncclResult_t weft_topo_add_host_ranks(struct weft_topo_system* sys, int host, in
     }
   }
   float bw = copy_bw_gbs > 0 ? copy_bw_gbs : 10.0f;
+  /* Before any CPU is added (host_cpu may add one) or any node pointer is taken. */
+  WEFT_CHECK(weft_topo_node_reserve(sys, WEFT_NODE_GPU, nranks));
   for (int r = 0; r < nranks; r++) {
     struct weft_topo_node *cpu, *g;
     WEFT_CHECK(host_cpu(sys, host, numa ? numa[r] : 0, &cpu));
@@ -56,7 +57,7 @@ ncclResult_t weft_topo_add_host_ranks(struct weft_topo_system* sys, int host, in
     g->u.gpu.rank = r;
     g->u.gpu.dev = r;
     snprintf(g->name, sizeof(g->name), "cpu-rank-%d", r);
-    WEFT_CHECK(weft_topo_connect(g, cpu, WEFT_LINK_LOC, bw));
+    WEFT_CHECK(weft_topo_connect_new(g, cpu, WEFT_LINK_LOC, bw));
   }
   sys->host_copy_bw = bw;
   weft_topo_free_paths(sys);
@@ -97,9 +98,8 @@ static int cpu_affinity(const struct weft_topo_system* sys, const struct weft_to
 
 ncclResult_t weft_topo_place_host_ranks(const struct weft_topo_system* sys, int host, int nranks,
                                         const cpu_set_t* allowed, int* numa) {
-  if (host < 0 || host >= sys->nhosts || nranks <= 0 || nranks > WEFT_GRAPH_MAX_LOCAL) {
-    WEFT_WARN("topology: cannot place %d host ranks on host %d (hosts %d, at most %d ranks)", nranks, host,
-              sys->nhosts, WEFT_GRAPH_MAX_LOCAL);
+  if (host < 0 || host >= sys->nhosts || nranks <= 0) {
+    WEFT_WARN("topology: cannot place %d host ranks on host %d (hosts %d)", nranks, host, sys->nhosts);
     return ncclInvalidArgument;
   }
   int weight[WEFT_TOPO_CAP_CPU], ids[WEFT_TOPO_CAP_CPU], n = 0, total = 0;

@@ -191,11 +191,13 @@ static void apply_gdr(struct weft_topo_system* sys) {
     struct weft_topo_node* cpu = &sys->nodes[WEFT_NODE_CPU][g->cpu];
     for (int j = 0; j < sys->count[WEFT_NODE_NET]; j++) {
       struct weft_topo_node* n = &sys->nodes[WEFT_NODE_NET][j];
-      struct weft_topo_path* p = &g->paths[WEFT_NODE_NET][j];
+      /* Host ranks of a crowded host keep no paths of their own (host_rank_path derives them). */
+      struct weft_topo_path* p =
+          g->paths[WEFT_NODE_NET] ? &g->paths[WEFT_NODE_NET][j] : &n->paths[WEFT_NODE_GPU][i];
       if (p->type == WEFT_PATH_DIS || p->type == WEFT_PATH_PXN) continue; /* the peer does GDR */
       int gdr = !g->u.gpu.host_rank && g->u.gpu.gdr && n->u.net.gdr && p->type <= level;
       if (gdr) continue;
-      route_via(sys, p, g, cpu, n, 1);
+      if (g->paths[WEFT_NODE_NET]) route_via(sys, p, g, cpu, n, 1);
       route_via(sys, &n->paths[WEFT_NODE_GPU][i], n, cpu, g, 1);
     }
   }
@@ -205,7 +207,9 @@ static void apply_gdr(struct weft_topo_system* sys) {
 static void apply_c2c(struct weft_topo_system* sys) {
   for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
     struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
-    if (g->cpu < 0 || g->paths[WEFT_NODE_CPU][g->cpu].type != WEFT_PATH_C2C) continue;
+    if (g->cpu < 0 || g->paths[WEFT_NODE_CPU] == NULL ||
+        g->paths[WEFT_NODE_CPU][g->cpu].type != WEFT_PATH_C2C)
+      continue;
     struct weft_topo_node* cpu = &sys->nodes[WEFT_NODE_CPU][g->cpu];
     for (int j = 0; j < sys->count[WEFT_NODE_NET]; j++) {
       struct weft_topo_path* p = &g->paths[WEFT_NODE_NET][j];
@@ -228,10 +232,10 @@ static void apply_pxn(struct weft_topo_system* sys) {
       if (p->type <= WEFT_PATH_PXB || net->host != g->host || !net->u.net.gdr) continue;
       for (int k = 0; k < sys->count[WEFT_NODE_GPU]; k++) {
         struct weft_topo_node* peer = &sys->nodes[WEFT_NODE_GPU][k];
-        struct weft_topo_path* q = &peer->paths[WEFT_NODE_NET][j];
-        if (k == i || peer->host != g->host || !peer->u.gpu.gdr ||
+        if (k == i || peer->host != g->host || !peer->u.gpu.gdr || peer->paths[WEFT_NODE_NET] == NULL ||
             g->paths[WEFT_NODE_GPU][k].type != WEFT_PATH_NVL)
           continue;
+        struct weft_topo_path* q = &peer->paths[WEFT_NODE_NET][j];
         if (q->type > WEFT_PATH_PXB || (q->bw <= p->bw && p->type <= WEFT_PATH_PXN)) continue;
         if (best == NULL || q->bw > best->paths[WEFT_NODE_NET][j].bw) best = peer;
       }
@@ -277,15 +281,35 @@ static ncclResult_t paths_from(struct weft_topo_system* sys, struct bfs* b, stru
   return ncclSuccess;
 }
 
+/* Hosts with more than WEFT_GRAPH_SEARCH_LOCAL host ranks: their ranks get no paths of their
+ * own. A host rank's only link goes to its CPU, so its paths are that link followed by the CPU's
+ * (weft_topo_host_rank_path); storing them would cost ranks^2 paths (~280 MB at 1,024 ranks)
+ * and a search from each rank, in every rank of a thread-rank job. */
+static void crowded_hosts(const struct weft_topo_system* sys, char* crowded) {
+  int count[WEFT_TOPO_CAP_CPU] = {0};
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
+    const struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
+    if (g->u.gpu.host_rank && g->host >= 0 && g->host < WEFT_TOPO_CAP_CPU) count[g->host]++;
+  }
+  for (int h = 0; h < WEFT_TOPO_CAP_CPU; h++) crowded[h] = count[h] > WEFT_GRAPH_SEARCH_LOCAL;
+}
+
+static int derived(const char* crowded, const struct weft_topo_node* n) {
+  return n->type == WEFT_NODE_GPU && n->u.gpu.host_rank && n->host >= 0 && n->host < WEFT_TOPO_CAP_CPU &&
+         crowded[n->host] && n->nlinks == 1 && n->cpu >= 0;
+}
+
 ncclResult_t weft_topo_compute_paths(struct weft_topo_system* sys) {
   weft_topo_free_paths(sys);
   struct bfs b;
+  char crowded[WEFT_TOPO_CAP_CPU];
+  crowded_hosts(sys, crowded);
   int nvb = !weft_param_int("NCCL_NVB_DISABLE");
   ncclResult_t res = bfs_alloc(sys, &b);
   for (int t = 0; t < WEFT_NODE_TYPES && res == ncclSuccess; t++) {
     if (!has_paths(t)) continue;
     for (int i = 0; i < sys->count[t] && res == ncclSuccess; i++)
-      res = paths_from(sys, &b, &sys->nodes[t][i], nvb);
+      if (!derived(crowded, &sys->nodes[t][i])) res = paths_from(sys, &b, &sys->nodes[t][i], nvb);
   }
   bfs_free(&b);
   if (res != ncclSuccess) {
@@ -309,12 +333,48 @@ struct weft_topo_node* weft_topo_rank_node(struct weft_topo_system* sys, int hos
   return NULL;
 }
 
+int weft_topo_host_rank_path(struct weft_topo_system* sys, const struct weft_topo_node* from, int type,
+                             int index, struct weft_topo_path* out) {
+  if (!sys->paths_ready || from->nlinks < 1 || from->cpu < 0 || index < 0 || index >= sys->count[type])
+    return 0;
+  struct weft_topo_node* cpu = &sys->nodes[WEFT_NODE_CPU][from->cpu];
+  const struct weft_topo_path* q = cpu->paths[type] ? &cpu->paths[type][index] : NULL;
+  if (type == WEFT_NODE_GPU && &sys->nodes[type][index] == from) {
+    *out = (struct weft_topo_path){.type = WEFT_PATH_LOC, .bw = WEFT_TOPO_LOC_BW, .nhops = 0};
+    return 1;
+  }
+  if (q == NULL || q->type == WEFT_PATH_DIS || q->nhops + 2 > WEFT_TOPO_MAX_HOPS) {
+    *out = (struct weft_topo_path){.type = WEFT_PATH_DIS, .bw = 0, .nhops = 0};
+    return 1;
+  }
+  struct weft_topo_link* up = &((struct weft_topo_node*)from)->links[0];
+  out->hops[0] = up;
+  memcpy(out->hops + 1, q->hops, q->nhops * sizeof(q->hops[0]));
+  out->nhops = q->nhops + 1;
+  out->bw = q->bw < up->bw_full ? q->bw : up->bw_full;
+  out->type = q->type;
+  /* To a NIC a host rank has no GPUDirect: the bytes are staged in its CPU's memory. */
+  if (type == WEFT_NODE_NET) {
+    if (cpu->mem.remote != NULL) {
+      out->hops[out->nhops++] = &cpu->mem;
+      if (cpu->mem.bw_full < out->bw) out->bw = cpu->mem.bw_full;
+    }
+    if (out->type < WEFT_PATH_PHB) out->type = WEFT_PATH_PHB;
+  }
+  return 1;
+}
+
 int weft_topo_rank_path(struct weft_topo_system* sys, int host, int local_a, int local_b, float* bw) {
   if (!sys->paths_ready && weft_topo_compute_paths(sys) != ncclSuccess) return -1;
   struct weft_topo_node* a = weft_topo_rank_node(sys, host, local_a);
   struct weft_topo_node* b = weft_topo_rank_node(sys, host, local_b);
   if (a == NULL || b == NULL) return -1;
-  struct weft_topo_path* p = &a->paths[WEFT_NODE_GPU][b->index];
+  struct weft_topo_path derived_path;
+  struct weft_topo_path* p = &derived_path;
+  if (a->paths[WEFT_NODE_GPU] != NULL)
+    p = &a->paths[WEFT_NODE_GPU][b->index];
+  else if (!weft_topo_host_rank_path(sys, a, WEFT_NODE_GPU, b->index, p))
+    return -1;
   if (bw) *bw = p->bw;
   return p->type;
 }

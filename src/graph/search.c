@@ -24,7 +24,7 @@ static const float speeds_sm100_inter[] = {96,    48, 45.1f, 42, 40, 30,   24,  
 /* What hop i of p costs for bw of traffic. Peer traffic through an Intel CPU's root complex moves
  * less than the link rate, so PCIe links past such a CPU on a PHB path cost 20% more (NCCL's
  * factor; staged paths through the CPU's memory are PHB or SYS). */
-static float hop_cost(const struct weft_topo_path* p, int i, float bw) {
+float weft_search_hop_cost(const struct weft_topo_path* p, int i, float bw) {
   if (p->type != WEFT_PATH_PHB || p->hops[i]->type != WEFT_LINK_PCI) return bw;
   for (int k = 0; k < i; k++) {
     const struct weft_topo_node* n = p->hops[k]->remote;
@@ -37,13 +37,13 @@ static float hop_cost(const struct weft_topo_path* p, int i, float bw) {
 
 static int follow(struct weft_topo_path* p, float bw) {
   for (int i = 0; i < p->nhops; i++)
-    if (p->hops[i]->bw < hop_cost(p, i, bw) - 1e-3f) return 0;
-  for (int i = 0; i < p->nhops; i++) p->hops[i]->bw -= hop_cost(p, i, bw);
+    if (p->hops[i]->bw < weft_search_hop_cost(p, i, bw) - 1e-3f) return 0;
+  for (int i = 0; i < p->nhops; i++) p->hops[i]->bw -= weft_search_hop_cost(p, i, bw);
   return 1;
 }
 
 static void unfollow(struct weft_topo_path* p, float bw) {
-  for (int i = 0; i < p->nhops; i++) p->hops[i]->bw += hop_cost(p, i, bw);
+  for (int i = 0; i < p->nhops; i++) p->hops[i]->bw += weft_search_hop_cost(p, i, bw);
 }
 
 static struct weft_topo_path* rpath(struct search* s, int a, int b) {
@@ -124,7 +124,7 @@ static int place(struct search* s, int* order, char* used, int k) {
   if (++s->steps > s->step_limit) return 0;
   if (k == s->n) return finish(s, order);
   int cur = order[k - 1], nc = 0;
-  struct cand c[WEFT_GRAPH_MAX_LOCAL];
+  struct cand c[WEFT_GRAPH_SEARCH_LOCAL];
   for (int r = 0; r < s->n; r++) {
     if (used[r]) continue;
     c[nc].r = r;
@@ -162,7 +162,7 @@ static int enter_from_net(struct search* s, int* order, char* used) {
   int nn = net_order(s, nets);
   float in_bw = s->pattern == WEFT_PATTERN_BALANCED_TREE && s->n > 1 ? s->speed / 2 : s->speed;
   for (int i = 0; i < nn; i++) {
-    struct cand c[WEFT_GRAPH_MAX_LOCAL];
+    struct cand c[WEFT_GRAPH_SEARCH_LOCAL];
     for (int r = 0; r < s->n; r++) {
       c[r].r = r;
       c[r].bw = (s->replay && s->replay[0] == r) ? 1e30f : residual(from_net(s, nets[i], r));
@@ -185,7 +185,7 @@ static int enter_from_net(struct search* s, int* order, char* used) {
 }
 
 static int one_channel(struct search* s, int* order) {
-  char used[WEFT_GRAPH_MAX_LOCAL] = {0};
+  char used[WEFT_GRAPH_SEARCH_LOCAL] = {0};
   s->step_limit = s->steps + STEPS_PER_CHANNEL;
   if (s->step_limit > s->total_limit) s->step_limit = s->total_limit;
   if (s->inter) return s->nnet > 0 && enter_from_net(s, order, used);
@@ -205,11 +205,11 @@ static void measure_types(struct search* s, struct weft_topo_graph* g) {
   int ti = WEFT_PATH_LOC, tn = WEFT_PATH_LOC;
   for (int c = 0; c < g->nchannels; c++) {
     for (int i = 0; i + 1 < s->n; i++) {
-      int t = rpath(s, g->intra[c][i], g->intra[c][i + 1])->type;
+      int t = rpath(s, weft_topo_graph_row(g, c)[i], weft_topo_graph_row(g, c)[i + 1])->type;
       if (t > ti) ti = t;
     }
     if (g->pattern == WEFT_PATTERN_RING && !s->inter && s->n > 1) {
-      int t = rpath(s, g->intra[c][s->n - 1], g->intra[c][0])->type;
+      int t = rpath(s, weft_topo_graph_row(g, c)[s->n - 1], weft_topo_graph_row(g, c)[0])->type;
       if (t > ti) ti = t;
     }
   }
@@ -219,7 +219,8 @@ static void measure_types(struct search* s, struct weft_topo_graph* g) {
       int in = net_index(s, g->inter_net[c][0]), out = net_index(s, g->inter_net[c][1]);
       int last = g->pattern == WEFT_PATTERN_RING ? s->n - 1 : (g->pattern == WEFT_PATTERN_TREE ? 0 : 1);
       if (last >= s->n) last = s->n - 1;
-      int t1 = from_net(s, in, g->intra[c][0])->type, t2 = to_net(s, g->intra[c][last], out)->type;
+      const int* row = weft_topo_graph_row(g, c);
+      int t1 = from_net(s, in, row[0])->type, t2 = to_net(s, row[last], out)->type;
       if (t1 > tn) tn = t1;
       if (t2 > tn) tn = t2;
     }
@@ -233,23 +234,56 @@ static int try_graph(struct search* s, struct weft_topo_graph* g) {
   g->nchannels = 0;
   s->replay = NULL;
   while (g->nchannels < g->max_channels && s->steps < s->total_limit) {
-    int order[WEFT_GRAPH_MAX_LOCAL];
+    int order[WEFT_GRAPH_SEARCH_LOCAL];
     s->channel = g->nchannels;
     if (!one_channel(s, order)) break;
     int c = g->nchannels++;
-    memcpy(g->intra[c], order, s->n * sizeof(int));
+    memcpy(weft_topo_graph_row(g, c), order, s->n * sizeof(int));
     g->inter_net[c][0] = s->inter ? s->net[s->cur_net_in]->u.net.dev : -1;
     g->inter_net[c][1] = s->inter ? s->net[s->cur_net_out]->u.net.dev : -1;
-    s->replay = g->intra[c];
+    s->replay = weft_topo_graph_row(g, c);
   }
   g->bw_intra = g->bw_inter = s->speed;
   g->cross_nic = s->cross_nic;
   g->same_channels = 1;
   for (int c = 1; c < g->nchannels; c++)
-    if (memcmp(g->intra[c], g->intra[0], s->n * sizeof(int)) != 0) g->same_channels = 0;
+    if (memcmp(weft_topo_graph_row(g, c), g->intra, s->n * sizeof(int)) != 0) g->same_channels = 0;
   if (g->nchannels) measure_types(s, g);
   weft_topo_reset_bw(s->sys);
   return g->nchannels;
+}
+
+static ncclResult_t search_ranks(struct search* s, struct weft_topo_system* sys, int host) {
+  s->rank = calloc((size_t)s->n, sizeof(*s->rank));
+  if (s->rank == NULL) {
+    WEFT_WARN("topology search: out of memory");
+    return ncclSystemError;
+  }
+  /* One pass over the nodes (a lookup per rank would be quadratic at a thousand host ranks). */
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
+    struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
+    int r = g->u.gpu.rank;
+    if (g->host == host && r >= 0 && r < s->n && s->rank[r] == NULL) s->rank[r] = g;
+  }
+  s->min_sm = 1 << 30;
+  for (int r = 0; r < s->n; r++) {
+    if (s->rank[r] == NULL) {
+      WEFT_WARN("topology search: host %d has no rank %d", host, r);
+      return ncclInvalidUsage;
+    }
+    if (s->rank[r]->u.gpu.host_rank) s->host_ranks = 1;
+    if (s->rank[r]->u.gpu.sm < s->min_sm) s->min_sm = s->rank[r]->u.gpu.sm;
+  }
+  if (s->n > WEFT_GRAPH_SEARCH_LOCAL && !s->host_ranks) {
+    WEFT_WARN("topology search: host %d has %d GPU ranks (at most %d)", host, s->n, WEFT_GRAPH_SEARCH_LOCAL);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+void weft_search_fini(struct search* s) {
+  free(s->rank);
+  s->rank = NULL;
 }
 
 ncclResult_t weft_search_init(struct search* s, struct weft_topo_system* sys, int host, int inter) {
@@ -258,20 +292,15 @@ ncclResult_t weft_search_init(struct search* s, struct weft_topo_system* sys, in
   s->host = host;
   s->inter = inter;
   s->n = weft_topo_nlocal(sys, host);
-  if (s->n <= 0 || s->n > WEFT_GRAPH_MAX_LOCAL) {
-    WEFT_WARN("topology search: host %d has %d ranks (need 1..%d)", host, s->n, WEFT_GRAPH_MAX_LOCAL);
+  if (s->n <= 0) {
+    WEFT_WARN("topology search: host %d has no ranks", host);
     return ncclInvalidUsage;
   }
-  if (!sys->paths_ready) WEFT_CHECK(weft_topo_compute_paths(sys));
-  s->min_sm = 1 << 30;
-  for (int r = 0; r < s->n; r++) {
-    s->rank[r] = weft_topo_rank_node(sys, host, r);
-    if (s->rank[r] == NULL) {
-      WEFT_WARN("topology search: host %d has no rank %d", host, r);
-      return ncclInvalidUsage;
-    }
-    if (s->rank[r]->u.gpu.host_rank) s->host_ranks = 1;
-    if (s->rank[r]->u.gpu.sm < s->min_sm) s->min_sm = s->rank[r]->u.gpu.sm;
+  ncclResult_t res = search_ranks(s, sys, host);
+  if (res == ncclSuccess && !sys->paths_ready) res = weft_topo_compute_paths(sys);
+  if (res != ncclSuccess) {
+    weft_search_fini(s);
+    return res;
   }
   for (int i = 0; i < sys->count[WEFT_NODE_NET]; i++) {
     struct weft_topo_node* n = &sys->nodes[WEFT_NODE_NET][i];
@@ -368,7 +397,7 @@ static int better(const struct weft_topo_graph* a, const struct weft_topo_graph*
 
 static void fallback(struct search* s, struct weft_topo_graph* g) {
   g->nchannels = 1;
-  for (int r = 0; r < s->n; r++) g->intra[0][r] = r;
+  for (int r = 0; r < s->n; r++) g->intra[r] = r;
   g->inter_net[0][0] = g->inter_net[0][1] = s->inter && s->nnet ? s->net[0]->u.net.dev : -1;
   g->bw_intra = g->bw_inter = 0.1f;
   g->type_intra = g->type_inter = WEFT_PATH_SYS;
@@ -382,11 +411,19 @@ static void dup_channels(struct search* s, struct weft_topo_graph* g) {
   if (s->host_ranks || g->bw_intra < 25 || g->nchannels * 2 > g->max_channels) return;
   if (s->min_sm > 80 && g->bw_intra < 50 && g->nchannels > 4) return;
   int n = g->nchannels;
-  memcpy(g->intra[n], g->intra[0], n * sizeof(g->intra[0]));
+  memcpy(weft_topo_graph_row(g, n), g->intra, (size_t)n * s->n * sizeof(int));
   memcpy(g->inter_net[n], g->inter_net[0], n * sizeof(g->inter_net[0]));
   g->nchannels = 2 * n;
   g->bw_intra /= 2;
   g->bw_inter /= 2;
+}
+
+/* *dst = *src, dst keeping its own intra (both sized for the same node). */
+static void graph_assign(struct weft_topo_graph* dst, const struct weft_topo_graph* src) {
+  int* keep = dst->intra;
+  *dst = *src;
+  dst->intra = keep;
+  memcpy(keep, src->intra, (size_t)src->nchannels * src->nlocal * sizeof(int));
 }
 
 static void search_loop(struct search* s, struct weft_topo_graph* g, struct weft_topo_graph* tmp,
@@ -406,33 +443,75 @@ static void search_loop(struct search* s, struct weft_topo_graph* g, struct weft
     for (int a = 0; a < nti && !found; a++)
       for (int b = 0; b < ntn && !found; b++)
         for (int x = cross_min; x <= cross_max && !found; x++) {
-          *tmp = *g;
+          graph_assign(tmp, g);
           s->type_intra = ti[a];
           s->type_inter = s->inter ? tn[b] : WEFT_PATH_LOC;
           s->cross_nic = x;
           int got = try_graph(s, tmp);
           if (got == 0) continue;
           found = 1;
-          if (g->nchannels == 0 || better(tmp, g)) *g = *tmp;
+          if (g->nchannels == 0 || better(tmp, g)) graph_assign(g, tmp);
         }
     if (g->nchannels && g->nchannels * g->bw_intra >= total_bw - 1e-3f) break; /* links are full */
+  }
+}
+
+ncclResult_t weft_topo_graph_alloc(struct weft_topo_graph* g, int nlocal) {
+  g->nlocal = nlocal;
+  /* Not zeroed: only rows below nchannels are read, and untouched rows cost no memory. */
+  g->intra = malloc((size_t)WEFT_MAX_CHANNELS * (nlocal > 0 ? nlocal : 1) * sizeof(int));
+  if (g->intra != NULL) return ncclSuccess;
+  WEFT_WARN("topology search: out of memory for a graph of %d ranks", nlocal);
+  return ncclSystemError;
+}
+
+ncclResult_t weft_topo_graph_copy(struct weft_topo_graph* dst, const struct weft_topo_graph* src) {
+  *dst = *src;
+  dst->intra = NULL;
+  if (src->intra == NULL) return ncclSuccess;
+  WEFT_CHECK(weft_topo_graph_alloc(dst, src->nlocal));
+  memcpy(dst->intra, src->intra, (size_t)src->nchannels * src->nlocal * sizeof(int));
+  return ncclSuccess;
+}
+
+void weft_topo_graph_fini(struct weft_topo_graph* g) {
+  if (g == NULL) return;
+  free(g->intra);
+  g->intra = NULL;
+}
+
+static void search_graph(struct search* s, struct weft_topo_graph* out, struct weft_topo_graph* tmp, int xnic,
+                         int cross_max) {
+  if (s->n == 1 && !s->inter) {
+    out->nchannels = 1;
+    out->intra[0] = 0;
+    out->inter_net[0][0] = out->inter_net[0][1] = -1;
+    out->bw_intra = out->bw_inter = s->host_ranks ? s->rank[0]->links[0].bw_full : speeds_sm90_intra[0];
+    out->same_channels = 1;
+  } else if (s->n > WEFT_GRAPH_SEARCH_LOCAL) {
+    weft_search_numa(s, out);
+  } else {
+    search_loop(s, out, tmp, xnic == 1 && cross_max ? 1 : 0, cross_max);
+    if (out->nchannels) dup_channels(s, out);
   }
 }
 
 ncclResult_t weft_topo_search(struct weft_topo_system* sys, int host, int nnodes, int pattern,
                               struct weft_topo_graph* out) {
   struct search s;
+  struct weft_topo_graph tmp = {0};
+  memset(out, 0, sizeof(*out));
   WEFT_CHECK(weft_search_init(&s, sys, host, nnodes > 1));
   s.pattern = pattern;
-  struct weft_topo_graph* tmp = malloc(sizeof(*tmp));
-  if (tmp == NULL) {
-    WEFT_WARN("topology search: out of memory");
-    return ncclSystemError;
+  ncclResult_t res = weft_topo_graph_alloc(out, s.n);
+  if (res == ncclSuccess && s.n <= WEFT_GRAPH_SEARCH_LOCAL) res = weft_topo_graph_alloc(&tmp, s.n);
+  if (res != ncclSuccess) {
+    weft_topo_graph_fini(out);
+    weft_search_fini(&s);
+    return res;
   }
-  memset(out, 0, sizeof(*out));
   out->id = pattern == WEFT_PATTERN_RING ? 0 : 1;
   out->pattern = pattern;
-  out->nlocal = s.n;
   out->inter = s.inter;
   out->min_channels = 1;
   out->max_channels = WEFT_MAX_CHANNELS / 2;
@@ -442,22 +521,15 @@ ncclResult_t weft_topo_search(struct weft_topo_system* sys, int host, int nnodes
   int64_t xnic = weft_param_int("NCCL_CROSS_NIC");
   int cross_max = (s.nnet > 1 && (pattern == WEFT_PATTERN_RING) && xnic != 0) ? 1 : 0;
   s.total_limit = STEPS_TOTAL;
-  if (s.inter && s.nnet == 0) {
+  if (s.inter && s.nnet == 0)
     WEFT_INFO(WEFT_GRAPH, "Search: host %d has no NET for a %d-node job", host, nnodes);
-  } else if (s.n == 1 && !s.inter) {
-    out->nchannels = 1;
-    out->intra[0][0] = 0;
-    out->inter_net[0][0] = out->inter_net[0][1] = -1;
-    out->bw_intra = out->bw_inter = s.host_ranks ? s.rank[0]->links[0].bw_full : speeds_sm90_intra[0];
-    out->same_channels = 1;
-  } else {
-    search_loop(&s, out, tmp, xnic == 1 && cross_max ? 1 : 0, cross_max);
-    if (out->nchannels) dup_channels(&s, out);
-  }
+  else
+    search_graph(&s, out, &tmp, (int)xnic, cross_max);
   if (out->nchannels == 0) fallback(&s, out);
   out->latency_inter = 0;
   for (int i = 0; i < s.nnet; i++)
     if (s.net[i]->u.net.latency > out->latency_inter) out->latency_inter = s.net[i]->u.net.latency;
-  free(tmp);
+  weft_topo_graph_fini(&tmp);
+  weft_search_fini(&s);
   return ncclSuccess;
 }

@@ -56,7 +56,10 @@ oom:
 void weft_topo_system_destroy(struct weft_topo_system* sys) {
   if (sys == NULL) return;
   weft_topo_free_paths(sys);
-  for (int t = 0; t < WEFT_NODE_TYPES; t++) free(sys->nodes[t]);
+  for (int t = 0; t < WEFT_NODE_TYPES; t++) {
+    for (int i = 0; sys->nodes[t] && i < sys->count[t]; i++) free(sys->nodes[t][i].links);
+    free(sys->nodes[t]);
+  }
   weft_xml_free(sys->xml);
   free(sys);
 }
@@ -78,6 +81,34 @@ ncclResult_t weft_topo_node_add(struct weft_topo_system* sys, int type, int host
   return ncclSuccess;
 }
 
+ncclResult_t weft_topo_node_reserve(struct weft_topo_system* sys, int type, int n) {
+  if (sys->count[type] + n <= sys->cap[type]) return ncclSuccess;
+  int cap = sys->count[type] + n;
+  struct weft_topo_node* old = sys->nodes[type];
+  struct weft_topo_node* grown = calloc((size_t)cap, sizeof(*grown));
+  if (grown == NULL) {
+    WEFT_WARN("topology: out of memory for %d %s nodes", cap, node_names[type]);
+    return ncclSystemError;
+  }
+  weft_topo_free_paths(sys);
+  memcpy(grown, old, (size_t)sys->count[type] * sizeof(*grown));
+  /* Links name their remote by address: move the ones into this array. */
+  for (int t = 0; t < WEFT_NODE_TYPES; t++) {
+    struct weft_topo_node* nodes = t == type ? grown : sys->nodes[t];
+    for (int i = 0; i < sys->count[t]; i++) {
+      struct weft_topo_node* x = &nodes[i];
+      for (int l = 0; l < x->nlinks; l++)
+        if (x->links[l].remote >= old && x->links[l].remote < old + sys->count[type])
+          x->links[l].remote = grown + (x->links[l].remote - old);
+      if (x->mem.remote >= old && x->mem.remote < old + sys->count[type]) x->mem.remote = x;
+    }
+  }
+  free(old);
+  sys->nodes[type] = grown;
+  sys->cap[type] = cap;
+  return ncclSuccess;
+}
+
 struct weft_topo_node* weft_topo_node_find(struct weft_topo_system* sys, int type, int host, int64_t id) {
   for (int i = 0; i < sys->count[type]; i++) {
     struct weft_topo_node* n = &sys->nodes[type][i];
@@ -86,24 +117,36 @@ struct weft_topo_node* weft_topo_node_find(struct weft_topo_system* sys, int typ
   return NULL;
 }
 
-ncclResult_t weft_topo_connect_one(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw) {
-  struct weft_topo_link* l = NULL;
-  for (int i = 0; i < a->nlinks; i++)
-    if (a->links[i].remote == b && a->links[i].type == type) l = &a->links[i];
-  if (l == NULL) {
-    if (a->nlinks >= WEFT_TOPO_MAX_LINKS) {
-      WEFT_WARN("topology: %s %s has more than %d links", node_names[a->type], a->name, WEFT_TOPO_MAX_LINKS);
-      return ncclInvalidUsage;
+/* Appends link a->b (none of that type exists), kept sorted by bandwidth. */
+static ncclResult_t link_add(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw) {
+  if (a->nlinks == a->max_links) {
+    int cap = a->max_links ? 2 * a->max_links : 4;
+    struct weft_topo_link* grown = realloc(a->links, (size_t)cap * sizeof(*grown));
+    if (grown == NULL) {
+      WEFT_WARN("topology: out of memory for the links of %s %s", node_names[a->type], a->name);
+      return ncclSystemError;
     }
-    l = &a->links[a->nlinks++];
-    l->type = type;
-    l->remote = b;
-    l->bw_full = 0;
+    a->links = grown;
+    a->max_links = cap;
   }
-  l->bw_full += bw;
-  l->bw = l->bw_full;
+  struct weft_topo_link* l = &a->links[a->nlinks++];
+  *l = (struct weft_topo_link){.type = type, .bw = bw, .bw_full = bw, .remote = b};
   /* Keep links sorted by bandwidth, highest first: searches try the fastest neighbours first. */
-  for (int i = (int)(l - a->links); i > 0 && a->links[i].bw_full > a->links[i - 1].bw_full; i--) {
+  for (int i = a->nlinks - 1; i > 0 && a->links[i].bw_full > a->links[i - 1].bw_full; i--) {
+    struct weft_topo_link tmp = a->links[i];
+    a->links[i] = a->links[i - 1];
+    a->links[i - 1] = tmp;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t weft_topo_connect_one(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw) {
+  int i = 0;
+  while (i < a->nlinks && !(a->links[i].remote == b && a->links[i].type == type)) i++;
+  if (i == a->nlinks) return link_add(a, b, type, bw);
+  a->links[i].bw_full += bw;
+  a->links[i].bw = a->links[i].bw_full;
+  for (; i > 0 && a->links[i].bw_full > a->links[i - 1].bw_full; i--) {
     struct weft_topo_link tmp = a->links[i];
     a->links[i] = a->links[i - 1];
     a->links[i - 1] = tmp;
@@ -114,6 +157,11 @@ ncclResult_t weft_topo_connect_one(struct weft_topo_node* a, struct weft_topo_no
 ncclResult_t weft_topo_connect(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw) {
   WEFT_CHECK(weft_topo_connect_one(a, b, type, bw));
   return weft_topo_connect_one(b, a, type, bw);
+}
+
+ncclResult_t weft_topo_connect_new(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw) {
+  WEFT_CHECK(link_add(a, b, type, bw));
+  return link_add(b, a, type, bw);
 }
 
 void weft_topo_reset_bw(struct weft_topo_system* sys) {

@@ -8,12 +8,11 @@
 #include "graph/graph.h"
 #include "graph/xml.h"
 
-#define WEFT_TOPO_MAX_LINKS 160
 #define WEFT_TOPO_MAX_HOPS 32
 #define WEFT_TOPO_LOC_BW 5000.0f
 
 /* Capacity per node type (GPU, PCI, NVS, CPU, NIC, NET). */
-#define WEFT_TOPO_CAP_GPU 128
+#define WEFT_TOPO_CAP_GPU 128 /* GPUs in a file; host ranks grow it (weft_topo_node_reserve) */
 #define WEFT_TOPO_CAP_PCI 512
 #define WEFT_TOPO_CAP_NVS 32
 #define WEFT_TOPO_CAP_CPU 64
@@ -60,8 +59,10 @@ struct weft_topo_node {
     } cpu;
   } u;
   char name[64]; /* NET: device name; others: bus id text */
-  struct weft_topo_link links[WEFT_TOPO_MAX_LINKS];
-  int nlinks;
+  /* Grown as links are added (a CPU under a thousand host ranks has a thousand): paths point
+   * into it, so links are only added before paths are computed. */
+  struct weft_topo_link* links;
+  int nlinks, max_links;
   /* CPU only: its memory as a resource of traffic staged there (GPU pairs without P2P, NICs
    * without GPUDirect); every staged byte is written and read once, so bw is half the memory's
    * DMA bandwidth. Not in links[]: paths never go through it, staged paths end with it. */
@@ -88,9 +89,15 @@ enum { WEFT_CPU_VENDOR_INTEL, WEFT_CPU_VENDOR_AMD, WEFT_CPU_VENDOR_ZHAOXIN, WEFT
 ncclResult_t weft_topo_system_alloc(struct weft_topo_system** out);
 ncclResult_t weft_topo_node_add(struct weft_topo_system* sys, int type, int host, int64_t id,
                                 struct weft_topo_node** out);
+/* Room for n more nodes of a type: a larger array when needed, every link, path and CPU memory
+ * link moved over (paths are freed). Pointers to nodes held elsewhere go stale. */
+ncclResult_t weft_topo_node_reserve(struct weft_topo_system* sys, int type, int n);
 struct weft_topo_node* weft_topo_node_find(struct weft_topo_system* sys, int type, int host, int64_t id);
 /* Adds or widens the link a->b and b->a (bandwidths add up per (remote, type)). */
 ncclResult_t weft_topo_connect(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw);
+/* The same for a node just added (no link to or from it yet): no search of b's links for one to
+ * widen, which a CPU under a thousand host ranks would do for each. */
+ncclResult_t weft_topo_connect_new(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw);
 ncclResult_t weft_topo_connect_one(struct weft_topo_node* a, struct weft_topo_node* b, int type, float bw);
 /* Restores every link's available bandwidth (after a search). */
 void weft_topo_reset_bw(struct weft_topo_system* sys);
@@ -109,8 +116,13 @@ ncclResult_t weft_topo_from_xml(struct weft_topo_system* sys);
 
 /* paths.c */
 struct weft_topo_node* weft_topo_rank_node(struct weft_topo_system* sys, int host, int local);
-struct weft_topo_node* weft_topo_rank_node(struct weft_topo_system* sys, int host, int local);
 void weft_topo_free_paths(struct weft_topo_system* sys);
+/* The path from a host rank that keeps none of its own (a host with more than
+ * WEFT_GRAPH_SEARCH_LOCAL host ranks) to node index of type: its link to its CPU, then the CPU's
+ * path; to a NET staged in the CPU's memory (type at least PHB), as weft_topo_compute_paths
+ * routes host ranks. Returns 0 when paths are not ready. */
+int weft_topo_host_rank_path(struct weft_topo_system* sys, const struct weft_topo_node* from, int type,
+                             int index, struct weft_topo_path* out);
 struct weft_topo_path* weft_topo_path(struct weft_topo_system* sys, const struct weft_topo_node* from,
                                       int type, int index);
 

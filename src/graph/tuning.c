@@ -282,8 +282,10 @@ ncclResult_t weft_tuning_init(struct weft_tuning* t, const struct weft_tuning_in
   memset(t, 0, sizeof(*t));
   t->in = *in;
   t->ring = *in->ring;
+  t->ring.intra = NULL; /* the model needs the figures, not the orders (the caller owns those) */
   t->has_tree = in->tree != NULL;
   if (t->has_tree) t->tree = *in->tree;
+  t->tree.intra = NULL;
   if (t->in.nchannels < 1) t->in.nchannels = 2 * t->ring.nchannels;
   int host = in->arch == WEFT_ARCH_HOST;
   unsigned aimpl = in->algo_impl ? in->algo_impl : (1u << WEFT_ALGO_RING) | (1u << WEFT_ALGO_TREE);

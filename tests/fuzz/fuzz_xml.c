@@ -31,6 +31,10 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       free(text);
     }
+    if (g) {
+      weft_topo_graph_fini(&g[0]);
+      weft_topo_graph_fini(&g[1]);
+    }
     free(g);
   }
   weft_topo_system_destroy(sys);

@@ -23,10 +23,10 @@ static int near(float a, float b) { return fabsf(a - b) < 0.01f; }
 /* Each channel lists each local rank exactly once. */
 static int channels_valid(const struct weft_topo_graph* g) {
   for (int c = 0; c < g->nchannels; c++) {
-    char seen[WEFT_GRAPH_MAX_LOCAL] = {0};
+    char seen[256] = {0};
     for (int i = 0; i < g->nlocal; i++) {
-      int r = g->intra[c][i];
-      if (r < 0 || r >= g->nlocal || seen[r]) return 0;
+      int r = weft_topo_graph_row(g, c)[i];
+      if (r < 0 || r >= g->nlocal || r >= (int)sizeof(seen) || seen[r]) return 0;
       seen[r] = 1;
     }
   }
@@ -37,7 +37,8 @@ static int channels_valid(const struct weft_topo_graph* g) {
 static int sys_hops(struct weft_topo_system* sys, const struct weft_topo_graph* g, int c) {
   int n = 0;
   for (int i = 0; i < g->nlocal; i++)
-    n += weft_topo_rank_path(sys, 0, g->intra[c][i], g->intra[c][(i + 1) % g->nlocal], NULL) == WEFT_PATH_SYS;
+    n += weft_topo_rank_path(sys, 0, weft_topo_graph_row(g, c)[i],
+                             weft_topo_graph_row(g, c)[(i + 1) % g->nlocal], NULL) == WEFT_PATH_SYS;
   return n;
 }
 
@@ -101,17 +102,21 @@ static void check_case(const struct expect* e) {
   char *t1 = NULL, *t2 = NULL;
   EXPECT(weft_topo_graphs_to_string(sys, 0, gs, 2, &t1) == ncclSuccess);
   struct weft_topo_graph *r2 = malloc(sizeof(*r2)), *tr2 = malloc(sizeof(*tr2));
-  *r2 = *ring;
-  *tr2 = *tree;
-  memset(r2->intra, 0, sizeof(r2->intra));
+  EXPECT(weft_topo_graph_copy(r2, ring) == ncclSuccess && weft_topo_graph_copy(tr2, tree) == ncclSuccess);
+  size_t cells = (size_t)ring->nchannels * ring->nlocal;
+  memset(r2->intra, 0, cells * sizeof(int));
   struct weft_topo_graph* back[2] = {r2, tr2};
   EXPECT(t1 && weft_topo_graphs_from_string(sys, 0, t1, strlen(t1), back, 2) == ncclSuccess);
-  EXPECT(memcmp(r2->intra, ring->intra, sizeof(ring->intra)) == 0 && r2->nchannels == ring->nchannels);
+  EXPECT(memcmp(r2->intra, ring->intra, cells * sizeof(int)) == 0 && r2->nchannels == ring->nchannels);
   const struct weft_topo_graph* gs2[2] = {r2, tr2};
   EXPECT(weft_topo_graphs_to_string(sys, 0, gs2, 2, &t2) == ncclSuccess);
   EXPECT(t1 && t2 && strcmp(t1, t2) == 0);
   free(t1);
   free(t2);
+  weft_topo_graph_fini(r2);
+  weft_topo_graph_fini(tr2);
+  weft_topo_graph_fini(ring);
+  weft_topo_graph_fini(tree);
   free(r2);
   free(tr2);
   free(ring);
@@ -186,10 +191,13 @@ static void check_host_ranks(void) {
   EXPECT_EQ_INT(weft_topo_rank_path(sys, 0, 0, 1, NULL), WEFT_PATH_LOC);
   EXPECT_EQ_INT(weft_topo_rank_path(sys, 0, 0, 5, NULL), WEFT_PATH_SYS);
   /* Multi-node host ranks leave through the NICs (200G under socket 0, 25G under socket 1). */
+  weft_topo_graph_fini(ring);
   EXPECT(weft_topo_search(sys, 0, 2, WEFT_PATTERN_RING, ring) == ncclSuccess);
   EXPECT(ring->nchannels >= 1 && ring->bw_inter > 0.1f && channels_valid(ring));
   EXPECT(weft_topo_add_host_ranks(sys, 0, 2, NULL, 10) == ncclInvalidUsage); /* already placed */
+  weft_topo_graph_fini(ring);
   free(ring);
+  weft_topo_graph_fini(tree);
   free(tree);
   weft_topo_system_destroy(sys);
   /* Host backend on a GPU machine: the CPUs carry the ranks, the GPUs are left out. */
@@ -201,7 +209,9 @@ static void check_host_ranks(void) {
   EXPECT(sys && weft_topo_nlocal(sys, 0) == 3);
   EXPECT(sys && weft_topo_search_all(sys, 0, 1, ring, tree) == ncclSuccess);
   EXPECT(ring->nlocal == 3 && ring->nchannels == 1 && near(ring->bw_intra, 6) && channels_valid(ring));
+  weft_topo_graph_fini(ring);
   free(ring);
+  weft_topo_graph_fini(tree);
   free(tree);
   weft_topo_system_destroy(sys);
 }
@@ -215,9 +225,11 @@ static void check_channel_limits(void) {
   EXPECT_MSG(g->nchannels <= 4 && g->nchannels >= 1, "max 4 channels gave %d", g->nchannels);
   unsetenv("NCCL_MAX_NCHANNELS");
   setenv("NCCL_CROSS_NIC", "0", 1);
+  weft_topo_graph_fini(g);
   EXPECT(weft_topo_search(sys, 0, 2, WEFT_PATTERN_RING, g) == ncclSuccess);
   for (int c = 0; c < g->nchannels; c++) EXPECT(g->inter_net[c][0] == g->inter_net[c][1]);
   unsetenv("NCCL_CROSS_NIC");
+  weft_topo_graph_fini(g);
   free(g);
   weft_topo_system_destroy(sys);
 }
@@ -232,7 +244,7 @@ static void check_real_files(void) {
   }
   struct dirent* e;
   int n = 0;
-  struct weft_topo_graph *ring = malloc(sizeof(*ring)), *tree = malloc(sizeof(*tree));
+  struct weft_topo_graph *ring = calloc(1, sizeof(*ring)), *tree = calloc(1, sizeof(*tree));
   while ((e = readdir(d)) != NULL) {
     if (!strstr(e->d_name, ".xml")) continue;
     char path[1024];
@@ -249,6 +261,8 @@ static void check_real_files(void) {
       EXPECT_MSG(channels_valid(ring) && channels_valid(tree), "%s x%d", path, nodes);
       EXPECT(weft_topo_connect_channels(ring, tree, nodes, &ch) == ncclSuccess && ch);
       weft_topo_channels_destroy(ch);
+      weft_topo_graph_fini(ring);
+      weft_topo_graph_fini(tree);
     }
     /* NVLink machines keep their rings on NVLink. */
     int nvl = 0;
@@ -260,12 +274,16 @@ static void check_real_files(void) {
       EXPECT(weft_topo_search_all(sys, 0, 1, ring, tree) == ncclSuccess);
       EXPECT_MSG(ring->type_intra == WEFT_PATH_NVL, "%s: ring type %s", path,
                  weft_topo_path_name(ring->type_intra));
+      weft_topo_graph_fini(ring);
+      weft_topo_graph_fini(tree);
     }
     weft_topo_system_destroy(sys);
     n++;
   }
   closedir(d);
+  weft_topo_graph_fini(ring);
   free(ring);
+  weft_topo_graph_fini(tree);
   free(tree);
   printf("searched %d real files\n", n);
 }

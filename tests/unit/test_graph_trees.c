@@ -117,7 +117,9 @@ static void check_channels(const char* file, int nnodes) {
                ch->tree_depth);
   }
   weft_topo_channels_destroy(ch);
+  weft_topo_graph_fini(ring);
   free(ring);
+  weft_topo_graph_fini(tree);
   free(tree);
   weft_topo_system_destroy(sys);
 }
@@ -136,8 +138,11 @@ int main(void) {
   setenv("NCCL_MAX_NCHANNELS", "3", 1);
   struct weft_topo_graph* g = calloc(1, sizeof(*g));
   g->nchannels = 4;
-  g->nlocal = 2;
-  g->intra[0][1] = g->intra[1][1] = g->intra[2][1] = g->intra[3][1] = 1;
+  EXPECT(weft_topo_graph_alloc(g, 2) == ncclSuccess);
+  for (int c = 0; c < 4; c++) {
+    weft_topo_graph_row(g, c)[0] = 0;
+    weft_topo_graph_row(g, c)[1] = 1;
+  }
   struct weft_topo_channels* ch = NULL;
   EXPECT(weft_topo_connect_channels(g, NULL, 3, &ch) == ncclSuccess && ch && ch->nchannels == 3);
   weft_topo_channels_destroy(ch);
@@ -146,6 +151,7 @@ int main(void) {
   EXPECT(weft_topo_connect_channels(g, NULL, 3, &ch) == ncclSuccess && ch && ch->nchannels == 20);
   weft_topo_channels_destroy(ch);
   unsetenv("NCCL_MIN_NCHANNELS");
+  weft_topo_graph_fini(g);
   free(g);
   return test_finish("test_graph_trees");
 }

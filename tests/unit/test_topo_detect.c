@@ -160,6 +160,7 @@ static void check_real(void) {
     struct weft_topo_graph* g = malloc(sizeof(*g));
     EXPECT(weft_topo_add_host_ranks(sys, 0, 2, numa, 5) == ncclSuccess);
     EXPECT(weft_topo_search(sys, 0, 1, WEFT_PATTERN_RING, g) == ncclSuccess && g->nchannels >= 1);
+    weft_topo_graph_fini(g);
     free(g);
   }
   /* NCCL_TOPO_DUMP_FILE through the communicator entry point. */

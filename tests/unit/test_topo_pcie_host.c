@@ -51,6 +51,7 @@ static void ring_nodes(struct weft_topo_system* sys, int nnodes, int* nch, float
   *nch = g->nchannels;
   *bw = g->bw_intra;
   *type = g->type_intra;
+  weft_topo_graph_fini(g);
   free(g);
 }
 

@@ -118,7 +118,9 @@ static void check_gpu_model(void) {
   EXPECT(weft_tuning_init(t, &in) == ncclInvalidUsage);
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
+  weft_topo_graph_fini(ring);
   free(ring);
+  weft_topo_graph_fini(tree);
   free(tree);
   /* Across nodes through a PCI path that crosses the CPU, LL128 is off (auto rule). */
   ring = search("pcie-8gpu-2switch-2socket.xml", 2, &tree);
@@ -127,7 +129,9 @@ static void check_gpu_model(void) {
   EXPECT(weft_tuning_choose(t, WEFT_FUNC_ALLGATHER, (size_t)1 << 30, &c) == ncclSuccess);
   EXPECT(c.algo == WEFT_ALGO_RING && c.busbw_gbs > 0 &&
          c.busbw_gbs <= ring->nchannels * ring->bw_inter + 1e-3f);
+  weft_topo_graph_fini(ring);
   free(ring);
+  weft_topo_graph_fini(tree);
   free(tree);
   free(t);
 }
@@ -155,6 +159,8 @@ static void check_host_model(void) {
       weft_tuning_predict(t, WEFT_FUNC_ALLREDUCE, WEFT_ALGO_RING, WEFT_PROTO_SIMPLE, 1 << 26, 4, 1, 2);
   weft_topo_system_destroy(sys);
   sys = NULL;
+  weft_topo_graph_fini(ring);
+  weft_topo_graph_fini(tree);
   EXPECT(weft_topo_load_file("tests/data/topo/cpu-2numa-2nic.xml", &sys) == ncclSuccess);
   EXPECT(sys && weft_topo_add_host_ranks(sys, 0, 4, numa, 16.0f) == ncclSuccess);
   EXPECT(sys && weft_topo_search_all(sys, 0, 1, ring, tree) == ncclSuccess);
@@ -163,7 +169,9 @@ static void check_host_model(void) {
       weft_tuning_predict(t, WEFT_FUNC_ALLREDUCE, WEFT_ALGO_RING, WEFT_PROTO_SIMPLE, 1 << 26, 4, 1, 2);
   EXPECT_MSG(fast < slow, "copy 16 GB/s %.1f us vs 8 GB/s %.1f us", fast, slow);
   weft_topo_system_destroy(sys);
+  weft_topo_graph_fini(ring);
   free(ring);
+  weft_topo_graph_fini(tree);
   free(tree);
   free(t);
 }

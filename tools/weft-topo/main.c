@@ -33,7 +33,6 @@ static void usage(FILE* f) {
 static int place_host_ranks(struct report* r, int nranks) {
   int ncpu = weft_topo_count(r->sys, WEFT_NODE_CPU);
   if (nranks <= 0) nranks = 2 * (ncpu > 0 ? ncpu : 1);
-  if (nranks > WEFT_GRAPH_MAX_LOCAL) nranks = WEFT_GRAPH_MAX_LOCAL;
   int* numa = calloc(nranks, sizeof(int));
   if (numa == NULL) return -1;
   cpu_set_t mine;
@@ -174,6 +173,8 @@ int main(int argc, char** argv) {
   }
   weft_topo_channels_destroy(r->ch);
   weft_topo_system_destroy(r->sys);
+  weft_topo_graph_fini(&r->ring);
+  weft_topo_graph_fini(&r->tree);
   free(r);
   return rc == 0 ? 0 : 1;
 }

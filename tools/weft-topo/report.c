@@ -19,7 +19,7 @@ static void text_graph(const char* what, const struct weft_topo_graph* g, FILE* 
   for (int c = 0; c < g->nchannels; c++) {
     fprintf(f, "  %2d :", c);
     if (g->inter) fprintf(f, " NET/%lld", (long long)g->inter_net[c][0]);
-    for (int i = 0; i < g->nlocal; i++) fprintf(f, " %d", g->intra[c][i]);
+    for (int i = 0; i < g->nlocal; i++) fprintf(f, " %d", weft_topo_graph_row(g, c)[i]);
     if (g->inter) fprintf(f, " NET/%lld", (long long)g->inter_net[c][1]);
     fprintf(f, "\n");
   }
@@ -84,7 +84,7 @@ static void json_graph(const struct weft_topo_graph* g, FILE* f) {
   for (int c = 0; c < g->nchannels; c++) {
     fprintf(f, "%s{\"net_in\": %lld, \"ranks\": [", c ? ", " : "",
             (long long)(g->inter ? g->inter_net[c][0] : -1));
-    for (int i = 0; i < g->nlocal; i++) fprintf(f, "%s%d", i ? ", " : "", g->intra[c][i]);
+    for (int i = 0; i < g->nlocal; i++) fprintf(f, "%s%d", i ? ", " : "", weft_topo_graph_row(g, c)[i]);
     fprintf(f, "], \"net_out\": %lld}", (long long)(g->inter ? g->inter_net[c][1] : -1));
   }
   fprintf(f, "]}");
