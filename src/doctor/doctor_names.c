@@ -151,6 +151,7 @@ const char* const weft_doctor_foreign_names[] = {
     "WEFT_EMU_BLOCKS_PER_SM",
     "WEFT_EMU_REGS_PER_THREAD",
     "WEFT_EMU_NO_PEER_ACCESS",
+    "WEFT_EMU_PEER_ENABLE_FAILS",
     "WEFT_TOPO_REAL_DIR",
     "WEFT_FUZZ_SEEDS",
     NULL,

@@ -187,8 +187,8 @@ static ncclResult_t enable_peer(int my_dev, int owner_dev) {
   WEFT_CUDACHECK(cudaDeviceCanAccessPeer(&ok, my_dev, owner_dev));
   if (!ok) {
     WEFT_WARN(
-        "Device %d cannot access device %d directly (no P2P); the CUDA backend has no shared-memory "
-        "fallback yet",
+        "Device %d cannot access device %d directly (no P2P), but the peer offered a P2P connector (do "
+        "the ranks number the host's devices alike, e.g. the same CUDA_VISIBLE_DEVICES?)",
         my_dev, owner_dev);
     return ncclSystemError;
   }

@@ -1,7 +1,7 @@
 /* The CUDA backend with more than one GPU in a process: init gives the caller back its current
  * device (ncclCommInitAll over devices {1, 0} from a thread on device 1), one thread drives a
- * group across both devices, a failed init leaks no device memory (GPUs that cannot map each
- * other: WEFT_EMU_NO_PEER_ACCESS, emulated GPU only), and a send/recv whose connector cannot be
+ * group across both devices, a failed init leaks no device memory (GPUs whose peer mapping
+ * fails: WEFT_EMU_PEER_ENABLE_FAILS, emulated GPU only), and a send/recv whose connector cannot be
  * allocated (a full device) leaves no error for the application's next cudaGetLastError. SKIP
  * with fewer than 2 GPUs. */
 #include <string.h>
@@ -89,12 +89,15 @@ static int failing_init_all(void) {
   return 0;
 }
 
-static int no_peer_access_leaks_nothing(void) {
+/* GPUs that can map each other but fail to (the peer mapping runs out when the P2P connector is
+ * attached): init fails, and leaks nothing. (GPUs that cannot map each other at all connect
+ * through shared memory instead: test_emu_coll.sh.) */
+static int failed_attach_leaks_nothing(void) {
   size_t before0 = used_on(0), before1 = used_on(1);
-  setenv("WEFT_EMU_NO_PEER_ACCESS", "1", 1);
+  setenv("WEFT_EMU_PEER_ENABLE_FAILS", "1", 1);
   int bad = failing_init_all();
-  unsetenv("WEFT_EMU_NO_PEER_ACCESS");
-  if (bad) fprintf(stderr, "FAILED: init succeeded on GPUs that cannot map each other\n");
+  unsetenv("WEFT_EMU_PEER_ENABLE_FAILS");
+  if (bad) fprintf(stderr, "FAILED: init succeeded on GPUs whose peer mapping failed\n");
   size_t after0 = used_on(0), after1 = used_on(1);
   if (after0 != before0 || after1 != before1) {
     fprintf(stderr, "FAILED: a failed init left %zd + %zd bytes allocated on devices 0 and 1\n",
@@ -172,7 +175,7 @@ int main(void) {
   }
   setenv("WEFT_TIMEOUT", "20", 1);
   int failed = init_all_keeps_device() + init_inline_keeps_device();
-  if (emulated()) failed += no_peer_access_leaks_nothing();
+  if (emulated()) failed += failed_attach_leaks_nothing();
   failed += failed_malloc_leaves_no_error();
   printf("%s\n", failed ? "FAILED" : "two GPUs: devices kept, failed inits clean up");
   return failed ? 1 : 0;

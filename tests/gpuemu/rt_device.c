@@ -267,6 +267,10 @@ RT_API cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
   int dev = current_device;
   if (flags) return rt_error(cudaErrorInvalidValue);
   if (!rt_device_valid(peer) || peer == dev) return rt_error(cudaErrorInvalidDevice);
+  /* WEFT_EMU_PEER_ENABLE_FAILS=1: devices that could map each other but have run out of peer
+   * mappings (a real driver's answer past its limit of peers), so a P2P attach fails. */
+  const char* fails = getenv("WEFT_EMU_PEER_ENABLE_FAILS");
+  if (fails && strcmp(fails, "1") == 0) return rt_error(cudaErrorTooManyPeers);
   pthread_mutex_lock(&peer_lock);
   int was = peer_enabled[dev][peer];
   peer_enabled[dev][peer] = 1;
