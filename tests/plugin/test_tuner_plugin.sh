@@ -135,8 +135,8 @@ case "$(pairs differ)" in "" | *Tree*LL\ *) err "differ: want the model's choice
 # The CUDA backend plans through the same planner (collectives/plan.c): on the emulated GPU
 # (make emu) every collective of test_gpu_coll (2 thread ranks, each type and op, counts up to
 # 3000: the defaults pick LL on 1 channel there) runs the plugin's pair and channel count, and the
-# results match the reference. The kernel runs Ring only, so a Tree the plugin makes free is not on
-# offer and the choice stays the planner's.
+# results match the reference. The kernel runs Tree for all-reduce only: a Tree the plugin makes
+# free is taken there (a chain of the two ranks), and stays off the other collectives' tables.
 EMU=${EMU_BUILD:-build-emu}
 if [ -x "$EMU/tests/gpu/test_gpu_coll" ] && [ -f "$EMU/tests/plugin/libnccl-tuner-force6.so" ]; then
   cuda() { # NAME env...
@@ -165,7 +165,11 @@ if [ -x "$EMU/tests/gpu/test_gpu_coll" ] && [ -f "$EMU/tests/plugin/libnccl-tune
     err "cudaforce: rank 0's explanation does not name the plugin and its channels"
   grep -q "WARN.*tuner" "$tmp/cudaforce.log" && err "cudaforce: a WARN about the tuner: $(grep 'WARN.*tuner' "$tmp/cudaforce.log" | head -1)"
   cuda cudatree NCCL_TUNER_PLUGIN=force6 TEST_TUNER_FORCE=tree,ll TEST_TUNER_RAISE=1 TEST_TUNER_NCHANNELS=2
-  grep -q "algo Tree" "$tmp/cudatree.log" && err "cudatree: a Tree planned on the CUDA backend"
+  ar=$(grep -c 'AllReduce seq [0-9]*: .* (CUDA)' "$tmp/cudatree.log")
+  [ "$ar" -gt 0 ] && [ "$(grep -c 'AllReduce seq [0-9]*: [0-9]* bytes, algo Tree proto LL, 2 channel' "$tmp/cudatree.log")" = "$ar" ] ||
+    err "cudatree: want all $ar all-reduce plans Tree/LL on 2 channels"
+  grep -v 'AllReduce seq' "$tmp/cudatree.log" | grep -q 'algo Tree.* (CUDA)' &&
+    err "cudatree: a Tree planned for a collective other than all-reduce"
   [ "$(grep -c '^v6 calls [1-9]' "$tmp/cudatree.count" 2>/dev/null)" = 2 ] || err "cudatree: the plugin was not asked"
 else
   echo "SKIP the CUDA backend's cases: $EMU/tests/gpu/test_gpu_coll or its plugins not built (make emu)"

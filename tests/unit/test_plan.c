@@ -1,7 +1,9 @@
 /* The one planner (collectives/plan.c) for both executors: NCCL_PROTO / NCCL_ALGO / channel bounds
- * as weft_plan_read_env reads them, a call's selection, the executor's algorithms (the CUDA kernel
- * runs Ring only: never Tree, whatever NCCL_ALGO, the call or the tuning model prefer), each
- * backend's channel rule, and the chunk and channel split both executors use. The model is a real
+ * as weft_plan_read_env reads them, a call's selection, the executor's algorithms (an executor
+ * that runs Ring only gets never Tree, whatever NCCL_ALGO, the call or the tuning model prefer;
+ * cuda_params is the CUDA backend's channel rule with such an executor, as the CUDA kernel was
+ * before it ran trees), each backend's channel rule, and the chunk and channel split both
+ * executors use. The model is a real
  * one (graph/tuning.c over a topology file) behind a communicator that holds nothing else. */
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +47,7 @@ static struct weft_plan_params host_params(int nchannels) {
 
 static struct weft_plan_params cuda_params(int nchannels) {
   struct weft_plan_params pp = host_params(nchannels);
-  pp.impl_algos = RING; /* as engine_cuda.c read_sizes sets it */
+  pp.impl_algos = RING; /* an executor without Tree (the CUDA kernel's, before it ran trees) */
   pp.bytes_per_channel = 256 * KIB;
   return pp;
 }
@@ -92,7 +94,7 @@ static void test_defaults(void) {
   expect_choice("cuda PROTO=LL", &cuda, WEFT_COLL_REDUCE, 8 * MIB, NULL, WEFT_PLAN_RING, WEFT_PROTO_LL, 16);
   unsetenv("NCCL_PROTO");
 
-  /* NCCL_ALGO: Tree runs on the host; the CUDA kernel has only Ring, so Ring it is. */
+  /* NCCL_ALGO: Tree runs on the host; an executor with only Ring gets Ring. */
   setenv("NCCL_ALGO", "Tree", 1);
   host = host_params(4), cuda = cuda_params(16);
   expect_choice("host ALGO=Tree", &host, WEFT_COLL_ALLREDUCE, 1 * KIB, NULL, WEFT_PLAN_TREE, WEFT_PROTO_LL,
