@@ -49,18 +49,19 @@
 #   test_gpu_special threads 2 3 4 (Simple and LL)          25
 #   test_gpu_abort (sleeps 8 s by design)                   15
 #   test_gpu_devices (SKIP with one GPU)                    10
-#   test_gpu_graph                                          10
 #   test_gpu_groups                                         20
 #   test_gpu_llwrap                                         12
-#   test_gpu_share                                          10
-#   any other tests/gpu/test_*.c                    LIMIT_OTHER = 15 each (none today)
+#   every other tests/gpu/test_*.c, one step    SMALL_BASE 10 + SMALL_EACH 3 each
+#                                                  (11 programs today: 43)
 #   compute-sanitizer {memcheck, racecheck, synccheck,
 #     initcheck} x {Simple, LL}, test_gpu_coll procs 2
-#     4096 AllReduce                                   8 x 17 = 136
+#     4096 AllReduce                                   8 x 14 = 112
 #   gpu_bw 2 and 4 ranks                               2 x 10 = 20
 #   all_reduce_perf threads 2, 4; procs 2           10 + 10 + 12 = 32
 #   RESERVE_S: nvidia-smi, parsing, summary                 15
-#   total                                                  477 <= 480
+#   total                                                  476 <= 480
+#   (tests/gpu/test_device_check_plan.sh checks this sum in make test, so a new GPU test that
+#   overflows the budget is seen before a GPU session, which would refuse to start)
 #   (nccl-tests, only with NCCL_TESTS_DIR: build 60 + run 15 more: raise WEFT_CHECK_BUDGET)
 #
 # DEVICE_CHECK_DRY=1 prints the steps, their limits and the sum, and runs nothing (no GPU needed).
@@ -71,9 +72,30 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 
+# --run-small BIN NAME...: each program in turn (the small tests' step); exit 1 if one did not pass.
+run_small() {
+  local bin=$1 bad=0 n rc
+  shift
+  for n in "$@"; do
+    echo "--- $n"
+    "$bin/$n"
+    rc=$?
+    echo "--- $n: exit $rc"
+    [ $rc = 0 ] || bad=1
+  done
+  return $bad
+}
+if [ "${1:-}" = --run-small ]; then
+  shift
+  run_small "$@"
+  exit
+fi
+
 BUDGET=${WEFT_CHECK_BUDGET:-480}
 RESERVE_S=15
-LIMIT_OTHER=15
+SMALL_BASE=10 # the small test programs' one step: this, plus SMALL_EACH per program
+SMALL_EACH=3
+SAN_LIMIT=14 # each compute-sanitizer run
 DRY=${DEVICE_CHECK_DRY:-0}
 EMU=${DEVICE_CHECK_EMU:-0}
 if [ "$EMU" = 1 ]; then BUILD=${DEVICE_CHECK_BUILD:-build-emu}; else BUILD=${DEVICE_CHECK_BUILD:-build}; fi
@@ -180,7 +202,7 @@ na() {
 }
 
 # Each tests/gpu/test_*.c program and its runs, as "name|limit|arguments" lines: the known ones
-# with arguments sized for the budget, any other with none and LIMIT_OTHER.
+# with arguments sized for the budget; the others are small_tests.
 gpu_test_runs() {
   local f n
   for f in tests/gpu/test_*.c; do
@@ -194,12 +216,25 @@ gpu_test_runs() {
       test_gpu_special) echo "$n|25|threads 2 3 4" ;;
       test_gpu_abort) echo "$n|15|" ;; # waits out WEFT_TIMEOUT=3 and a 6 s sleep by design
       test_gpu_llwrap) echo "$n|12|" ;;
-      test_gpu_devices | test_gpu_graph | test_gpu_share) echo "$n|10|" ;;
+      test_gpu_devices) echo "$n|10|" ;; # its SKIP (one GPU) is judged by step
       test_gpu_groups) echo "$n|20|" ;;
-      *) echo "$n|$LIMIT_OTHER|" ;;
+      *) ;; # small_tests
     esac
   done
 }
+
+# The other test programs run as one step: each takes seconds (0-4 s each on the emulated GPU,
+# CUDA's context creation most of it on a real one), and a limit each would spend the budget on
+# time they never use. Any of them failing, or skipping, fails the step.
+small_tests() {
+  local f n
+  for f in tests/gpu/test_*.c; do
+    n=${f##*/}
+    n=${n%.c}
+    case $(gpu_test_runs | grep -c "^$n|") in 0) echo "$n" ;; esac
+  done
+}
+small_limit() { echo $((SMALL_BASE + SMALL_EACH * $(small_tests | wc -l))); }
 
 # busbw SIZE FROM FIELD FILTER: busbw (column FIELD) of the SIZE row logged since line FROM.
 busbw_at() {
@@ -236,6 +271,9 @@ all_steps() {
     # shellcheck disable=SC2086
     gpu_step "$name${args:+ $args}" "$lim" "$BIN/$name" "$BIN/$name" $args
   done 3< <(gpu_test_runs)
+  # shellcheck disable=SC2046
+  step "small GPU tests ($(small_tests | wc -l) programs)" "$(small_limit)" bash tests/gpu/device_check.sh \
+    --run-small "$BIN" $(small_tests)
   if [ $PLANNING = 0 ] && grep -q '^cudaGetDeviceCount:' "$LOG"; then
     row "  the CUDA runtime cannot use the GPU" INFO "$(grep -m1 '^cudaGetDeviceCount:' "$LOG")"
   fi
@@ -247,11 +285,11 @@ all_steps() {
     for proto in Simple LL; do
       name="compute-sanitizer $tool, $proto (all-reduce, 2 procs)"
       if [ "$EMU" = 1 ]; then
-        na "$name" 17 "emulator: no compute-sanitizer"
+        na "$name" "$SAN_LIMIT" "emulator: no compute-sanitizer"
       elif [ -z "$SAN" ] && [ $PLANNING = 0 ]; then
         row "$name" FAIL "compute-sanitizer not found (PATH, \$CUDA_HOME/bin)"
       else
-        gpu_step "$name" 17 "$BIN/test_gpu_coll" env NCCL_PROTO=$proto "${SAN:-compute-sanitizer}" --tool $tool \
+        gpu_step "$name" "$SAN_LIMIT" "$BIN/test_gpu_coll" env NCCL_PROTO=$proto "${SAN:-compute-sanitizer}" --tool $tool \
           --target-processes all --error-exitcode 9 --print-limit 20 "$BIN/test_gpu_coll" procs 2 4096 AllReduce
       fi
     done

@@ -215,6 +215,8 @@ static void test_model(void) {
                 WEFT_PROTO_LL, 1);
   /* NCCL_ALGO=Tree in the model too (read at its init): still Ring on the CUDA backend. */
   setenv("NCCL_ALGO", "Tree", 1);
+  weft_topo_graph_fini(ring); /* searched into anew: the search takes its output as uninitialized */
+  weft_topo_graph_fini(tree);
   struct ncclComm* tree_comm = model_comm(ring, tree);
   cuda = cuda_params(16);
   cuda.comm = tree_comm;
@@ -226,6 +228,8 @@ static void test_model(void) {
   free(tree_comm);
   free(comm->topo);
   free(comm);
+  weft_topo_graph_fini(ring);
+  weft_topo_graph_fini(tree);
   free(ring);
   free(tree);
 }
