@@ -52,8 +52,7 @@ static ncclResult_t build_deterministic_allreduce(const struct weft_call* call, 
 }
 
 static ncclResult_t build_allreduce(const struct weft_call* call, const struct weft_redop* op) {
-  int tree_impl;
-  const struct weft_plan_params* pp = weft_engine_plan_params(call->comm, &tree_impl);
+  const struct weft_plan_params* pp = weft_engine_plan_params(call->comm);
   if (pp != NULL && pp->deterministic) return build_deterministic_allreduce(call, op);
   return build_one(call, op, WEFT_COLL_ALLREDUCE);
 }

@@ -189,13 +189,12 @@ static ncclResult_t check_ctas(const ncclCollConfig_t* c, const struct ncclComm*
 }
 
 /* What the planner could run coll with here, for the WARN of a selection it cannot meet. */
-static void possible_text(const struct weft_plan_params* pp, int coll, int tree_impl, char* buf,
-                          size_t size) {
+static void possible_text(const struct weft_plan_params* pp, int coll, char* buf, size_t size) {
   unsigned a = 0, p = 0;
   for (int i = 0; i < NALGOS; i++)
-    if (weft_plan_can_meet(pp, coll, tree_impl, 1u << i, WEFT_TUNED_PROTO_ALL)) a |= 1u << i;
+    if (weft_plan_can_meet(pp, coll, 1u << i, WEFT_TUNED_PROTO_ALL)) a |= 1u << i;
   for (int i = 0; i < NPROTOS; i++)
-    if (weft_plan_can_meet(pp, coll, tree_impl, WEFT_TUNED_ALGO_ALL, 1u << i)) p |= 1u << i;
+    if (weft_plan_can_meet(pp, coll, WEFT_TUNED_ALGO_ALL, 1u << i)) p |= 1u << i;
   char at[96], ptx[32];
   mask_text(a, algo_names, NALGOS, at, sizeof(at));
   mask_text(p, proto_names, NPROTOS, ptx, sizeof(ptx));
@@ -208,15 +207,14 @@ static void possible_text(const struct weft_plan_params* pp, int coll, int tree_
 static ncclResult_t resolve_selection(const struct parsed* p, const struct weft_call* call, int coll,
                                       struct weft_call_opts* o) {
   if (p->algos == WEFT_TUNED_ALGO_ALL && p->protos == WEFT_TUNED_PROTO_ALL) return ncclSuccess;
-  int tree_impl = 0;
-  const struct weft_plan_params* pp = weft_engine_plan_params(call->comm, &tree_impl);
-  if (pp != NULL && weft_plan_can_meet(pp, coll, tree_impl, p->algos, p->protos)) {
+  const struct weft_plan_params* pp = weft_engine_plan_params(call->comm);
+  if (pp != NULL && weft_plan_can_meet(pp, coll, p->algos, p->protos)) {
     o->algos = p->algos;
     o->protos = p->protos;
     return ncclSuccess;
   }
   char can[160] = "nothing to select: it runs as sends and receives";
-  if (pp != NULL && coll != WEFT_COLL_SEND) possible_text(pp, coll, tree_impl, can, sizeof(can));
+  if (pp != NULL && coll != WEFT_COLL_SEND) possible_text(pp, coll, can, sizeof(can));
   WEFT_ARG_CHECK(!p->c.forceAlgSelection,
                  "%s: config algSelection \"%s\" cannot be met on this communicator (%s) (comm %p rank %d); "
                  "forceAlgSelection 0 falls back to automatic",

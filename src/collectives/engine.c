@@ -39,9 +39,7 @@
 #define TAG_P2P_ACK 0x57450400
 #define DEFAULT_LL_BYTES (256 * 1024)
 
-/* Who is at the other end of a connector: peers on other hosts (host_hash, i.e. WEFT_HOSTID)
- * are reached over the network. */
-static void link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp) {
+void weft_engine_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp) {
   lp->net =
       (struct weft_net_peer){comm->bootstrap,   comm->rank,          peer,        comm->peers[peer].host_name,
                              &comm->abort_flag, &comm->async_result, &comm->cause};
@@ -53,19 +51,19 @@ static void link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp
 static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, size_t simple, size_t ll,
                           struct weft_conn_mem** mem) {
   struct weft_link_peer lp;
-  link_peer(comm, peer, &lp);
+  weft_engine_link_peer(comm, peer, &lp);
   return weft_link_offer(&lp, tag, simple, ll, mem);
 }
 
 static ncclResult_t take(struct ncclComm* comm, int peer, int tag, int ack_tag, struct weft_conn_mem** mem) {
   struct weft_link_peer lp;
-  link_peer(comm, peer, &lp);
+  weft_engine_link_peer(comm, peer, &lp);
   return weft_link_take(&lp, tag, ack_tag, mem);
 }
 
 static ncclResult_t finish_offer(struct ncclComm* comm, int peer, int ack_tag, struct weft_conn_mem* mem) {
   struct weft_link_peer lp;
-  link_peer(comm, peer, &lp);
+  weft_engine_link_peer(comm, peer, &lp);
   return weft_link_finish_offer(&lp, ack_tag, mem);
 }
 
@@ -303,8 +301,7 @@ out:
   return res;
 }
 
-const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* comm, int* tree_impl) {
-  *tree_impl = comm->backend != WEFT_BACKEND_CUDA;
+const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* comm) {
   if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_plan_params(comm);
   return comm->coll ? &comm->coll->pp : NULL;
 }

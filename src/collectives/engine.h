@@ -51,9 +51,13 @@ ncclResult_t weft_engine_connect_peers(struct ncclComm* comm, int n, const int* 
 /* Run the launch's send/recv tasks (call order) to completion, all progressing together. */
 struct weft_waiter;
 ncclResult_t weft_host_p2p_run(struct ncclComm* comm, struct weft_task** tasks, int n, struct weft_waiter* w);
+/* Who is at the other end of a connector to peer, for transport/link.c: peers on other hosts
+ * (host_hash, i.e. WEFT_HOSTID) are reached over the network; errors go to comm. */
+struct weft_link_peer;
+void weft_engine_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp);
 /* The planner settings comm's collectives are planned with (host: the engine's; CUDA: the CUDA
- * backend's) and whether that backend runs Tree; NULL before the engine is set up. */
-const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* comm, int* tree_impl);
+ * backend's; what each executor runs is in them); NULL before the engine is set up. */
+const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* comm);
 /* The waiter a launch of comm starts from: the comm's parameters, its peers and their causes. */
 void weft_engine_waiter(struct ncclComm* comm, struct weft_waiter* w);
 

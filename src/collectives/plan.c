@@ -1,5 +1,5 @@
 /* Planning of collectives for both backends: the tuning model's pick among what the executor
- * runs (the CUDA kernel: Ring only), or without a model ring, LL for small and Simple for large
+ * runs (both run Ring, and Tree for all-reduce), or without a model ring, LL for small and Simple for large
  * operations; NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS override, and a nccl*Config call's
  * selection narrows that further for the one call; a tuner plugin (NCCL_TUNER_PLUGIN) may reprice
  * the model's cost table first. The host backend's work items are split here too. */
@@ -88,6 +88,11 @@ static unsigned protos_of(const struct weft_call_opts* o) {
 static unsigned impl_of(const struct weft_plan_params* pp) {
   return WEFT_TUNED_ALGO_RING | (pp->impl_algos ? pp->impl_algos : WEFT_TUNED_ALGO_TREE);
 }
+/* Channels algo has connectors on: every ring channel, or the tree channels. */
+static int connected_for(const struct weft_plan_params* pp, int algo) {
+  int trees = pp->tree_channels;
+  return algo == WEFT_PLAN_TREE && trees > 0 && trees < pp->nchannels ? trees : pp->nchannels;
+}
 static size_t per_channel_of(const struct weft_plan_params* pp) {
   return pp->bytes_per_channel ? pp->bytes_per_channel : BYTES_PER_CHANNEL;
 }
@@ -117,11 +122,10 @@ static unsigned default_algos(const struct weft_plan_params* pp, int coll, int t
   return m;
 }
 
-int weft_plan_can_meet(const struct weft_plan_params* pp, int coll, int tree_impl, unsigned algos,
-                       unsigned protos) {
+int weft_plan_can_meet(const struct weft_plan_params* pp, int coll, unsigned algos, unsigned protos) {
   if (coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV) return 0;
-  unsigned impl = impl_of(pp) & (tree_impl ? ~0u : ~WEFT_TUNED_ALGO_TREE);
-  tree_impl = (impl & WEFT_TUNED_ALGO_TREE) != 0;
+  unsigned impl = impl_of(pp);
+  int tree_impl = (impl & WEFT_TUNED_ALGO_TREE) != 0;
   if (pp->comm != NULL) {
     int tuned = weft_comm_tuned_allows(pp->comm, coll, algos & impl, protos);
     if (tuned >= 0) return tuned;
@@ -247,9 +251,7 @@ static int plan_proto_of(int p) { return p == WEFT_TUNER_PROTO_LL ? WEFT_PROTO_L
 static int choose_pair(const struct weft_plan_params* pp, int coll, size_t bytes,
                        const struct weft_call_opts* o, int a, int p, int* n, int* model_n, float* us) {
   unsigned abit = 1u << a, pbit = 1u << p;
-  if (!(algos_of(o) & abit) || !(protos_of(o) & pbit) || !(impl_of(pp) & abit) ||
-      !weft_plan_can_meet(pp, coll, 1, abit, pbit))
-    return 0;
+  if (!(algos_of(o) & abit) || !(protos_of(o) & pbit) || !weft_plan_can_meet(pp, coll, abit, pbit)) return 0;
   struct weft_call_opts one = o ? *o : (struct weft_call_opts){0};
   one.algos = abit;
   one.protos = pbit;
@@ -322,7 +324,7 @@ ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_
   if (!tuned) choose_default(pp, coll, bytes, opts, algo, proto, nchannels);
   struct tuner_outcome tu = {0, 0};
   if (pp->tuner != NULL) apply_tuner(pp, coll, bytes, opts, algo, proto, nchannels, &model_n, &tu);
-  *nchannels = weft_plan_bound_channels(opts, *nchannels, pp->nchannels);
+  *nchannels = weft_plan_bound_channels(opts, *nchannels, connected_for(pp, *algo));
   if (pp->tune_log) log_choice(pp, coll, bytes, opts, tuned, model_n, *algo, *proto, *nchannels, &tu);
   return ncclSuccess;
 }
@@ -338,7 +340,7 @@ int weft_plan_predict(const struct weft_plan_params* pp, const struct weft_task*
   struct tuner_outcome tu = {0, 0};
   if (pp->tuner == NULL) return 1;
   apply_tuner(pp, task->coll, bytes, &task->opts, &algo, &proto, &nchannels, &model_n, &tu);
-  nchannels = weft_plan_bound_channels(&task->opts, nchannels, pp->nchannels);
+  nchannels = weft_plan_bound_channels(&task->opts, nchannels, connected_for(pp, algo));
   *time_us = weft_comm_tuned_time(pp->comm, task->coll, bytes, algo == WEFT_PLAN_TREE, proto == WEFT_PROTO_LL,
                                   nchannels);
   return 1;

@@ -32,6 +32,7 @@ struct weft_plan_params {
   /* What the executor runs, set by its backend at init (0: the host executor's values). */
   unsigned impl_algos;      /* core/tuned.h algorithm bits; Ring is always run (0: Ring and Tree) */
   size_t bytes_per_channel; /* the defaults add a channel per this many bytes (0: 1 MiB) */
+  int tree_channels;        /* channels with tree connectors, at most (0: nchannels) */
 };
 
 struct weft_plan {
@@ -49,10 +50,8 @@ ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_
                               const struct weft_call_opts* opts, int* algo, int* proto, int* nchannels);
 /* Whether the planner can meet a selection of algorithms and protocols (core/tuned.h bits) for
  * coll on this comm: what its tuning model or NCCL_ALGO / NCCL_PROTO enable, and what the
- * executor implements (pp->impl_algos; tree_impl 0 rules Tree out too). Send/receive have nothing
- * to choose. */
-int weft_plan_can_meet(const struct weft_plan_params* pp, int coll, int tree_impl, unsigned algos,
-                       unsigned protos);
+ * executor implements (pp->impl_algos). Send/receive have nothing to choose. */
+int weft_plan_can_meet(const struct weft_plan_params* pp, int coll, unsigned algos, unsigned protos);
 /* pp's algorithm and protocol switches narrowed to a call's selection (both planners use it). */
 void weft_plan_narrow(struct weft_plan_params* pp, const struct weft_call_opts* opts);
 /* n channels bounded by a call's minCTAs/maxCTAs, then by the connected ones (both planners). */

@@ -190,7 +190,8 @@ ncclResult_t weft_gpu_link_offer(const struct weft_gpu_peer* p, int tag, size_t 
 }
 ncclResult_t weft_gpu_link_take(const struct weft_gpu_peer* p, int tag, int ack_tag,
                                 struct weft_gpu_mem** out) {
-  return weft_gpu_link_offer(p, tag + ack_tag * 0, 0, 0, out);
+  (void)ack_tag;
+  return weft_gpu_link_offer(p, tag, 0, 0, out); /* the same refusal */
 }
 ncclResult_t weft_gpu_link_finish_offer(const struct weft_gpu_peer* p, int ack_tag, struct weft_gpu_mem* m) {
   (void)p, (void)ack_tag, (void)m;

@@ -1,6 +1,7 @@
 /* The nccl*Config collectives on the CUDA backend: every variant's results with a protocol and
- * channel selection (or, for those made of sends and receives, bounds alone); a selection the
- * CUDA backend cannot meet (Tree) refused, and accepted with forceAlgSelection 0; and
+ * channel selection (or, for those made of sends and receives, bounds alone); Tree forced on an
+ * all-reduce run, and on a broadcast (which Tree cannot run) refused, yet accepted with
+ * forceAlgSelection 0; and
  * launchCompletionEvent recorded right after the launch: not complete while the kernel waits
  * for a peer that has not called yet, recorded (it has a time) once the call ran. 2 ranks as
  * threads sharing the GPU. SKIP without a GPU. */
@@ -177,15 +178,17 @@ static int body(ncclComm_t comm, int me, int k, void* arg) {
         run_one(coll, comm, me, k, &b, p2p ? &bounds : &simple1, p2p ? "maxCTAs 1" : "Ring,Simple maxCTAs 1");
     bad += run_one(coll, comm, me, k, &b, p2p ? NULL : &ll2, p2p ? "NULL" : "LL 2 channels");
   }
-  /* Tree is the host backend's only: refused when forced, automatic when not. */
+  /* Tree runs all-reduce only: forced, an all-reduce runs it and a broadcast is refused; a
+   * broadcast that does not force it runs Ring. */
   ncclCollConfig_t tree = cfg_of("Tree", 0, 0);
+  bad += run_one(C_ALLREDUCE, comm, me, k, &b, &tree, "Tree, forced");
   if (me == 0) {
-    ncclResult_t r = ncclAllReduceConfig(b.d_in, b.d_out, 0, ncclFloat32, ncclSum, comm, b.st, &tree);
+    ncclResult_t r = ncclBroadcastConfig(b.d_in, b.d_out, 0, ncclFloat32, 0, comm, b.st, &tree);
     EXPECT_MSG(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "cannot be met"), "%s: %s",
                ncclGetErrorString(r), ncclGetLastError(comm));
   }
   tree.forceAlgSelection = 0;
-  bad += run_one(C_ALLREDUCE, comm, me, k, &b, &tree, "Tree, forceAlgSelection 0");
+  bad += run_one(C_BROADCAST, comm, me, k, &b, &tree, "Tree, forceAlgSelection 0");
   bad += check_event_order(comm, me, &b);
   bad += check_event_time(comm, me, &b);
   cudaFree(b.d_in);

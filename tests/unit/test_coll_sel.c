@@ -113,21 +113,23 @@ static void test_choose(void) {
 
 static void test_can_meet(void) {
   struct weft_plan_params pp = params();
-  EXPECT(weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, 1, TREE, PROTOS));
-  EXPECT(weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, 1, RING | TREE, SIMPLE));
-  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, 0, TREE, PROTOS)); /* backend without Tree */
-  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_BROADCAST, 1, TREE, PROTOS));
-  EXPECT(weft_plan_can_meet(&pp, WEFT_COLL_BROADCAST, 1, ALGOS & ~TREE, PROTOS));
-  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, 1, ALGOS & ~(RING | TREE), PROTOS)); /* NVLS, PAT... */
-  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, 1, ALGOS, LL128));
-  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_SEND, 1, ALGOS, PROTOS)); /* nothing to select */
-  pp.ll_ok = 0;                                                       /* NCCL_PROTO=Simple */
-  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_REDUCE, 1, ALGOS, LL));
+  EXPECT(weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, TREE, PROTOS));
+  EXPECT(weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, RING | TREE, SIMPLE));
+  pp.impl_algos = RING; /* an executor without Tree */
+  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, TREE, PROTOS));
+  pp.impl_algos = 0;
+  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_BROADCAST, TREE, PROTOS));
+  EXPECT(weft_plan_can_meet(&pp, WEFT_COLL_BROADCAST, ALGOS & ~TREE, PROTOS));
+  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, ALGOS & ~(RING | TREE), PROTOS)); /* NVLS, PAT... */
+  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, ALGOS, LL128));
+  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_SEND, ALGOS, PROTOS)); /* nothing to select */
+  pp.ll_ok = 0;                                                    /* NCCL_PROTO=Simple */
+  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_REDUCE, ALGOS, LL));
   pp.tree_ok = 0; /* NCCL_ALGO=Ring */
-  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, 1, TREE, PROTOS));
+  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, TREE, PROTOS));
   pp = params();
   pp.nranks = 1; /* one rank has no tree to run */
-  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, 1, TREE, PROTOS));
+  EXPECT(!weft_plan_can_meet(&pp, WEFT_COLL_ALLREDUCE, TREE, PROTOS));
 }
 
 static void test_text(void) {

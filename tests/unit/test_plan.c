@@ -101,8 +101,8 @@ static void test_defaults(void) {
                 2);
   expect_choice("cuda ALGO=Tree", &cuda, WEFT_COLL_ALLREDUCE, 1 * KIB, NULL, WEFT_PLAN_RING, WEFT_PROTO_LL,
                 1);
-  EXPECT(!weft_plan_can_meet(&cuda, WEFT_COLL_ALLREDUCE, 1, TREE, WEFT_TUNED_PROTO_ALL));
-  EXPECT(weft_plan_can_meet(&host, WEFT_COLL_ALLREDUCE, 1, TREE, WEFT_TUNED_PROTO_ALL));
+  EXPECT(!weft_plan_can_meet(&cuda, WEFT_COLL_ALLREDUCE, TREE, WEFT_TUNED_PROTO_ALL));
+  EXPECT(weft_plan_can_meet(&host, WEFT_COLL_ALLREDUCE, TREE, WEFT_TUNED_PROTO_ALL));
   unsetenv("NCCL_ALGO");
 
   /* NCCL_MIN/MAX_NCHANNELS over the size's count, within the connected channels. */
@@ -204,9 +204,9 @@ static void test_model(void) {
   o.algos = TREE;
   EXPECT(weft_plan_choose(&cuda, WEFT_COLL_ALLREDUCE, tree_bytes, &o, &a, &p, &n) == ncclSuccess);
   EXPECT_MSG(a == WEFT_PLAN_RING, "cuda, call selects Tree: algo %d", a);
-  EXPECT(!weft_plan_can_meet(&cuda, WEFT_COLL_ALLREDUCE, 1, TREE, WEFT_TUNED_PROTO_ALL));
-  EXPECT(weft_plan_can_meet(&cuda, WEFT_COLL_ALLREDUCE, 1, RING, WEFT_TUNED_PROTO_ALL));
-  EXPECT(weft_plan_can_meet(&host, WEFT_COLL_ALLREDUCE, 1, TREE, WEFT_TUNED_PROTO_ALL));
+  EXPECT(!weft_plan_can_meet(&cuda, WEFT_COLL_ALLREDUCE, TREE, WEFT_TUNED_PROTO_ALL));
+  EXPECT(weft_plan_can_meet(&cuda, WEFT_COLL_ALLREDUCE, RING, WEFT_TUNED_PROTO_ALL));
+  EXPECT(weft_plan_can_meet(&host, WEFT_COLL_ALLREDUCE, TREE, WEFT_TUNED_PROTO_ALL));
   /* The call's protocol and CTA bounds narrow the model's pick. */
   o.algos = 0;
   o.protos = LL;

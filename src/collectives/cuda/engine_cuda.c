@@ -10,6 +10,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/agree.h"
+#include "collectives/engine.h"
 #include "collectives/memstat.h"
 #include "collectives/tree.h"
 #include "collectives/tune_log.h"
@@ -78,15 +79,11 @@ static ncclResult_t start_ctrl(struct weft_cuda_state* s, struct weft_gpu_mem* m
  * this comm's kernels (their abort flag) when it loses the peer, and records whom it lost. */
 static void gpu_peer(struct ncclComm* comm, int peer, struct weft_gpu_peer* gp) {
   struct weft_cuda_state* s = comm->cuda;
-  const struct weft_peer_info *me = &comm->peers[comm->rank], *pi = &comm->peers[peer];
   memset(gp, 0, sizeof(*gp));
-  gp->link.net = (struct weft_net_peer){comm->bootstrap, comm->rank,          peer,        pi->host_name,
-                                        &s->host->abort, &comm->async_result, &comm->cause};
-  gp->link.remote = pi->host_hash != me->host_hash;
-  gp->link.same_process = weft_comm_same_process(comm, peer);
-  gp->link.peer_pid = pi->pid;
+  weft_engine_link_peer(comm, peer, &gp->link);
+  gp->link.net.abort_flag = &s->host->abort;
   gp->my_dev = s->dev;
-  gp->peer_dev = pi->cuda_dev;
+  gp->peer_dev = comm->peers[peer].cuda_dev;
   gp->stream = s->setup_stream;
 }
 
@@ -176,15 +173,15 @@ _Static_assert(WEFT_CUDA_TREE_DOWN == WEFT_TREE_MAX_DOWN, "a tree node's childre
 /* Offers (what the parent and children send this rank), then takes, then acks, as for the ring. */
 static ncclResult_t connect_tree_links(struct ncclComm* comm, struct weft_cuda_state* s) {
   struct weft_cuda_devcomm* m = &s->mirror;
-  for (int c = 0; c < s->tree_channels; c++)
+  for (int c = 0; c < s->env.tree_channels; c++)
     for (int k = 1; k < WEFT_TREE_CONNS; k += 2)
       if (tree_peer(m, c, k) >= 0)
         WEFT_CHECK(offer(comm, tree_peer(m, c, k), TAG_TREE + c, &s->tree_mem[c][k]));
-  for (int c = 0; c < s->tree_channels; c++)
+  for (int c = 0; c < s->env.tree_channels; c++)
     for (int k = 0; k < WEFT_TREE_CONNS; k += 2)
       if (tree_peer(m, c, k) >= 0)
         WEFT_CHECK(take(comm, tree_peer(m, c, k), TAG_TREE + c, TAG_TREE_ACK + c, &s->tree_mem[c][k]));
-  for (int c = 0; c < s->tree_channels; c++)
+  for (int c = 0; c < s->env.tree_channels; c++)
     for (int k = 1; k < WEFT_TREE_CONNS; k += 2)
       if (tree_peer(m, c, k) >= 0)
         WEFT_CHECK(finish_offer(comm, tree_peer(m, c, k), TAG_TREE_ACK + c, s->tree_mem[c][k]));
@@ -194,12 +191,12 @@ static ncclResult_t connect_tree_links(struct ncclComm* comm, struct weft_cuda_s
 ncclResult_t weft_cuda_tree_connect(struct ncclComm* comm) {
   struct weft_cuda_state* s = comm->cuda;
   struct weft_cuda_devcomm* m = &s->mirror;
-  for (int c = 0; c < s->tree_channels; c++)
+  for (int c = 0; c < s->env.tree_channels; c++)
     weft_tree_links(comm->nranks, comm->rank_to_node, comm->nnodes, comm->rank, c % 2, &m->tree_up[c],
                     m->tree_down[c]);
   WEFT_CHECK(connect_tree_links(comm, s));
   memset(m->tree, 0, sizeof(m->tree));
-  for (int c = 0; c < s->tree_channels; c++) {
+  for (int c = 0; c < s->env.tree_channels; c++) {
     for (int k = 0; k < WEFT_TREE_CONNS; k++)
       if (s->tree_mem[c][k] != NULL) bind(&m->tree[c][k], s->tree_mem[c][k], s->step_base, tree_sends(k));
     WEFT_INFO(WEFT_INIT, "comm %p rank %d: tree [%d] %d/%d/%d->%d->%d (CUDA)", (void*)comm, comm->rank, c,
@@ -358,7 +355,7 @@ static ncclResult_t init_on_device(struct ncclComm* comm) {
   WEFT_CUDACHECK(cudaSetDevice(s->dev));
   WEFT_CHECK(cap_to_residency(comm, s));
   WEFT_CHECK(agree_shape(comm, s));
-  s->tree_channels = s->nchannels < WEFT_CUDA_TREE_CHANNELS ? s->nchannels : WEFT_CUDA_TREE_CHANNELS;
+  s->env.tree_channels = s->nchannels < WEFT_CUDA_TREE_CHANNELS ? s->nchannels : WEFT_CUDA_TREE_CHANNELS;
   WEFT_CUDACHECK(cudaStreamCreateWithFlags(&s->setup_stream, cudaStreamNonBlocking));
   WEFT_CUDACHECK(cudaEventCreateWithFlags(&s->last_event, cudaEventDisableTiming));
   WEFT_CHECK(alloc_devcomm(comm, s));

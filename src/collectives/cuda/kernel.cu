@@ -21,7 +21,6 @@ __device__ __forceinline__ void weft_conn_load(struct weft_cuda_conn* dst, const
 __device__ void weft_prims_init(struct weft_prims* p, struct weft_cuda_devcomm* comm,
                                 const struct weft_cuda_work* w, int channel) {
   p->comm = comm;
-  p->has_send = p->has_recv = 0;
   p->proto = w->proto;
   p->dtype = w->dtype;
   p->esize = (int)weft_dt_size(w->dtype);
@@ -60,7 +59,6 @@ __device__ __noinline__ int weft_run_tree(struct weft_cuda_devcomm* comm, const 
     t.tag[k] = w->step_tag != 0;
     t.peer[k] = k < WEFT_TREE_DOWN ? t.up : comm->tree_down[ch][(k - WEFT_TREE_DOWN) / 2];
   }
-  t.p.has_send = t.p.has_recv = 1;
   weft_tree_allreduce(&t, dw);
   __syncthreads();
   if (threadIdx.x == 0)
@@ -92,7 +90,6 @@ __device__ int weft_run_coll(struct weft_cuda_devcomm* comm, const struct weft_c
   if (dw.nranks > 1) {
     weft_conn_load(&p.send, &comm->ring_send[ch]);
     weft_conn_load(&p.recv, &comm->ring_recv[ch]);
-    p.has_send = p.has_recv = 1;
     p.send_peer = (dw.rank + 1) % dw.nranks;
     p.recv_peer = (dw.rank + dw.nranks - 1) % dw.nranks;
   }
@@ -129,13 +126,11 @@ __device__ int weft_run_p2p(struct weft_cuda_devcomm* comm, const struct weft_cu
   if (w->coll == WEFT_COLL_SEND) {
     conn = &comm->p2p_send[peer];
     weft_conn_load(&p.send, conn);
-    p.has_send = 1;
     p.send_peer = peer;
     weft_p2p_send(&p, w->count, w->chunk);
   } else {
     conn = &comm->p2p_recv[peer];
     weft_conn_load(&p.recv, conn);
-    p.has_recv = 1;
     p.recv_peer = peer;
     weft_p2p_recv(&p, w->count, w->chunk);
   }

@@ -47,15 +47,7 @@ static ncclResult_t plan_coll(const struct ncclComm* comm, const struct weft_cud
   int algo, proto, n;
   fill_common(w, t);
   WEFT_CHECK(weft_plan_choose(&s->env, t->coll, bytes, &t->opts, &algo, &proto, &n));
-  int tree = algo == WEFT_PLAN_TREE;
-  if (tree && (t->coll != WEFT_COLL_ALLREDUCE || comm->nranks < 2)) { /* impl_algos rules it out */
-    WEFT_WARN(
-        "comm %p rank %d: the planner chose Tree for %s seq %llu; the CUDA kernel runs Tree for all-reduce "
-        "only",
-        (void*)comm, comm->rank, weft_coll_name(t->coll), (unsigned long long)t->seq);
-    return ncclInternalError;
-  }
-  if (tree && n > s->tree_channels) n = s->tree_channels; /* what tree connectors exist for */
+  int tree = algo == WEFT_PLAN_TREE; /* all-reduce on 2+ ranks only, on s->env.tree_channels */
   w->algo = tree ? WEFT_CUDA_ALGO_TREE : 0;
   w->proto = (uint8_t)proto;
   w->nchannels = (int16_t)n;

@@ -17,7 +17,6 @@
 struct weft_prims {
   struct weft_cuda_devcomm* comm;
   struct weft_cuda_conn send, recv; /* local copies; steps advance here, written back after */
-  int has_send, has_recv;
   int proto, dtype, esize;
   struct weft_dev_redop op;
   int reducing; /* apply the pre-op to own input and the post-op to final results */

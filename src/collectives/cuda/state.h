@@ -43,7 +43,6 @@ struct weft_cuda_state {
   struct weft_cuda_wlist* wlists;    /* device work lists of groups over WEFT_CUDA_MAX_WORKS */
   struct weft_gpu_mem *ring_send_mem[WEFT_CUDA_MAX_CHANNELS], *ring_recv_mem[WEFT_CUDA_MAX_CHANNELS];
   struct weft_gpu_mem **p2p_send_mem, **p2p_recv_mem; /* [nranks] */
-  int tree_channels;                                  /* channels a tree all-reduce may use */
   int tree_connected;                                 /* tree_mem made (at the first tree all-reduce) */
   struct weft_gpu_mem* tree_mem[WEFT_CUDA_TREE_CHANNELS][WEFT_TREE_CONNS];
   uint8_t* restore_p2p; /* suspended: the p2p pairs to reconnect at resume ([nranks] sends, receives) */
