@@ -11,6 +11,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/peers.h"
+#include "core/topo_share.h"
 #include "core/tuned.h"
 #include "util/check.h"
 #include "util/param.h"
@@ -355,6 +356,7 @@ static ncclResult_t build_shared(struct ncclComm* comm, struct weft_comm_topo* t
  * everyone fall back to the planner's defaults (topology is advice, never a reason to fail). */
 static ncclResult_t build_agreed(struct ncclComm* comm, struct weft_comm_topo* t, int* usable) {
   float bw = slowest_copy_bw(comm);
+  WEFT_CHECK(weft_topo_share_detection(comm));
   ncclResult_t built = build_shared(comm, t, bw);
   if (built != ncclSuccess)
     WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "comm %p rank %d: topology model unavailable (%s)", (void*)comm,

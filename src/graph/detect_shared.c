@@ -1,8 +1,10 @@
-/* Detection once per process. Reading the machine walks every PCI device (hwloc reads each one's
- * config space), so a process whose threads are hundreds of ranks spent most of its init in the
- * kernel when every communicator detected again. The first detection's <system> tree is kept as
- * text and later communicators parse it, as long as the settings that steer detection are the
- * same; the host hash is set for each, since thread ranks may emulate hosts (WEFT_HOSTID). */
+/* Detection once per process, and once per host when core/topo_share.c carries the tree between
+ * processes. Reading the machine walks every PCI device (hwloc reads each one's config space), so
+ * a process whose threads are hundreds of ranks spent most of its init in the kernel when every
+ * communicator detected again, and 256 processes of one host spent half their init on it. The
+ * first detection's <system> tree is kept as text and later communicators parse it, as long as
+ * the settings that steer detection are the same; the host hash is set for each, since thread
+ * ranks may emulate hosts (WEFT_HOSTID). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@ static char* kept_key;
 static char* kept_text;
 static size_t kept_len;
 static const char* kept_method;
+static int kept_shared; /* the tree came from another process (weft_topo_detect_adopt) */
 
 static const char* or_empty(const char* s) { return s ? s : ""; }
 
@@ -47,16 +50,19 @@ static char* kept_copy(const char* key, size_t* len, const char** method) {
   return copy;
 }
 
-static void keep(char* key, const struct weft_xml_node* xml) {
+/* Takes key when it keeps xml; returns whether it did. */
+static int keep(char* key, const struct weft_xml_node* xml) {
   char* text = NULL;
   size_t len = 0;
-  if (weft_xml_write_string(xml, &text, &len) != ncclSuccess) return; /* detect again next time */
+  if (weft_xml_write_string(xml, &text, &len) != ncclSuccess) return 0; /* detect again next time */
   free(kept_key);
   free(kept_text);
   kept_key = key;
   kept_text = text;
   kept_len = len;
   kept_method = weft_topo_detect_method();
+  kept_shared = 0;
+  return 1;
 }
 
 struct fill_arg {
@@ -69,10 +75,7 @@ static ncclResult_t fill(struct weft_xml_node* xml, void* argp) {
   struct fill_arg* arg = argp;
   if (arg->text == NULL) {
     ncclResult_t res = weft_detect_machine_xml(xml);
-    if (res == ncclSuccess && arg->key) {
-      keep(arg->key, xml);
-      arg->key = NULL;
-    }
+    if (res == ncclSuccess && arg->key && keep(arg->key, xml)) arg->key = NULL;
     return res;
   }
   struct weft_xml_node* root;
@@ -95,12 +98,73 @@ ncclResult_t weft_topo_detect_shared(struct weft_topo_system** out) {
     free(arg.key);
     return res;
   }
+  int shared = kept_shared;
   pthread_mutex_unlock(&lock);
   arg.text = text;
   weft_detect_set_method(method);
   ncclResult_t res = weft_detect_finish(fill, &arg, out);
-  WEFT_TRACE(WEFT_GRAPH, "Topology detection: the tree this process read before (%s)", method);
+  WEFT_TRACE(WEFT_GRAPH, "Topology detection: the tree %s read before (%s)",
+             shared ? "another process of this host" : "this process", method);
   free(text);
   free(arg.key);
   return res;
+}
+
+static uint64_t settings_hash(const char* key) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char* p = key; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  return h;
+}
+
+/* Detects into the kept tree unless it holds one read under key. Under the lock. */
+static ncclResult_t keep_detected(char* key) {
+  if (kept_key && strcmp(kept_key, key) == 0) {
+    free(key);
+    return ncclSuccess;
+  }
+  struct weft_xml_node* xml = weft_xml_new("system");
+  ncclResult_t res = xml ? weft_xml_set(xml, "version", "1") : ncclSystemError;
+  if (res == ncclSuccess) res = weft_detect_machine_xml(xml);
+  if (res == ncclSuccess && !keep(key, xml)) res = ncclSystemError;
+  if (res != ncclSuccess) free(key);
+  weft_xml_free(xml);
+  return res;
+}
+
+ncclResult_t weft_topo_detect_text(char** text, size_t* len, uint64_t* settings, const char** method) {
+  char* key = settings_key();
+  if (key == NULL) return ncclSystemError;
+  *settings = settings_hash(key);
+  pthread_mutex_lock(&lock);
+  ncclResult_t res = keep_detected(key);
+  *text = NULL;
+  if (res == ncclSuccess && (*text = malloc(kept_len)) == NULL) res = ncclSystemError;
+  if (res == ncclSuccess) {
+    memcpy(*text, kept_text, kept_len);
+    *len = kept_len;
+    *method = kept_method;
+  }
+  pthread_mutex_unlock(&lock);
+  return res;
+}
+
+int weft_topo_detect_adopt(const char* text, size_t len, uint64_t settings, const char* method) {
+  char* key = settings_key();
+  char* copy = key && len > 0 ? malloc(len) : NULL;
+  if (copy == NULL || settings_hash(key) != settings) {
+    free(key);
+    free(copy);
+    return 0;
+  }
+  memcpy(copy, text, len);
+  pthread_mutex_lock(&lock);
+  free(kept_key);
+  free(kept_text);
+  kept_key = key;
+  kept_text = copy;
+  kept_len = len;
+  kept_method = strcmp(method, "hwloc") == 0 ? "hwloc" : "sysfs";
+  kept_shared = 1;
+  pthread_mutex_unlock(&lock);
+  return 1;
 }

@@ -100,6 +100,13 @@ ncclResult_t weft_topo_detect(struct weft_topo_system** out);
  * (WEFT_TOPO_DETECT, WEFT_TOPO_SYSFS, WEFT_HWLOC_XML, WEFT_HWLOC_LIB, HWLOC_XMLFILE) rebuild the
  * model from the tree the first one read; the host hash (WEFT_HOSTID) is taken each time. */
 ncclResult_t weft_topo_detect_shared(struct weft_topo_system** out);
+/* Detection once per host (core/topo_share.c carries the text between processes): a copy of the
+ * <system> tree weft_topo_detect_shared keeps (read now when it keeps none under this process's
+ * settings), a hash of those settings and how it was read ("hwloc" or "sysfs"); free *text. */
+ncclResult_t weft_topo_detect_text(char** text, size_t* len, uint64_t* settings, const char** method);
+/* Keeps a tree another process of this host read as if this process had, when it was read under
+ * the same settings (hash); returns whether it was kept. */
+int weft_topo_detect_adopt(const char* text, size_t len, uint64_t settings, const char* method);
 /* "hwloc" or "sysfs": how this thread's last weft_topo_detect read the machine ("none" before). */
 const char* weft_topo_detect_method(void);
 /* The same model from an hwloc XML file (source 1, arg = path) or synthetic description (source 2,
