@@ -16,5 +16,9 @@ void weft_coll_comm_fini(struct ncclComm* comm);
  * every connector that existed, so operations after it run as before. */
 ncclResult_t weft_coll_comm_suspend(struct ncclComm* comm);
 ncclResult_t weft_coll_comm_resume(struct ncclComm* comm);
+/* Work that outlives its launch (the CUDA kernels); nothing to do on the host backend. */
+ncclResult_t weft_coll_check_error(struct ncclComm* comm); /* an error the running work reported */
+ncclResult_t weft_coll_flush(struct ncclComm* comm);       /* wait for the comm's work, then check */
+void weft_coll_stop(struct ncclComm* comm);                /* abort flag raised: stop it and wait */
 
 #endif

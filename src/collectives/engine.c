@@ -11,6 +11,7 @@
 #include "collectives/agree.h"
 #include "collectives/coll.h"
 #include "collectives/cuda/engine_cuda.h"
+#include "collectives/executor.h"
 #include "collectives/fingerprint.h"
 #include "collectives/host/direct.h"
 #include "collectives/host/exec.h"
@@ -192,7 +193,8 @@ static void buffers_release(struct ncclComm* comm, struct weft_coll_state* s) {
 }
 
 /* Note what restore_lazy must bring back, then release. Nothing is released on failure. */
-static ncclResult_t host_suspend(struct ncclComm* comm, struct weft_coll_state* s) {
+static ncclResult_t host_suspend(struct ncclComm* comm) {
+  struct weft_coll_state* s = comm->coll;
   int k = comm->nranks;
   uint8_t* flags = calloc(2 * (size_t)k, 1);
   if (flags == NULL) {
@@ -210,22 +212,9 @@ static ncclResult_t host_suspend(struct ncclComm* comm, struct weft_coll_state* 
   return ncclSuccess;
 }
 
-ncclResult_t weft_coll_comm_suspend(struct ncclComm* comm) {
-  /* CUDA kernels write into peers' connectors: every rank's must have ended (waited for here)
-   * before any rank frees memory (after the barrier). Host work ends with each call. */
-  if (comm->backend == WEFT_BACKEND_CUDA) WEFT_CHECK(weft_cuda_comm_drain(comm));
-  WEFT_CHECK(weft_bootstrap_barrier(comm->bootstrap));
-  if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_comm_suspend(comm);
-  return host_suspend(comm, comm->coll);
-}
+static ncclResult_t host_resume(struct ncclComm* comm) { return buffers_create(comm, comm->coll); }
 
-ncclResult_t weft_coll_comm_resume(struct ncclComm* comm) {
-  if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_comm_resume(comm);
-  return buffers_create(comm, comm->coll);
-}
-
-ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
-  if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_comm_init(comm);
+static ncclResult_t host_comm_init(struct ncclComm* comm) {
   struct weft_coll_state* s = calloc(1, sizeof(*s));
   if (s == NULL) return ncclSystemError;
   comm->coll = s;
@@ -259,12 +248,8 @@ ncclResult_t weft_coll_comm_init(struct ncclComm* comm) {
   return ncclSuccess;
 }
 
-void weft_coll_comm_fini(struct ncclComm* comm) {
-  weft_mem_comm_fini(comm);    /* registrations of ncclCommRegister die with the comm */
-  weft_window_comm_fini(comm); /* so do windows and the signal boards */
-  weft_rma_comm_fini(comm);
-  weft_cuda_comm_fini(comm);
-  struct weft_coll_state* s = comm ? comm->coll : NULL;
+static void host_comm_fini(struct ncclComm* comm) {
+  struct weft_coll_state* s = comm->coll;
   if (s == NULL) return;
   buffers_release(comm, s);
   weft_tune_log_destroy(s->pp.tune_log);
@@ -301,8 +286,7 @@ out:
   return res;
 }
 
-const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* comm) {
-  if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_plan_params(comm);
+static const struct weft_plan_params* host_plan_params(const struct ncclComm* comm) {
   return comm->coll ? &comm->coll->pp : NULL;
 }
 
@@ -492,17 +476,22 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
     free_tasks(tasks);
     return matched;
   }
-  if (comm->backend == WEFT_BACKEND_CUDA) {
-    /* The kernel runs after this returns: the recorder sees the launch, not the end. */
-    trace_all(comm->trace, tasks, WEFT_TRACE_RUNNING, ncclSuccess);
-    prof_cuda(comm->prof, tasks, 1);
-    ncclResult_t cres = weft_cuda_launch(comm, tasks);
-    prof_cuda(comm->prof, tasks, 0);
-    trace_all(comm->trace, tasks, WEFT_TRACE_LAUNCHED, cres);
-    trace_failed(comm, cres);
-    free_tasks(tasks);
-    return cres;
-  }
+  return weft_executor_of(comm)->launch(comm, tasks);
+}
+
+static ncclResult_t cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
+  /* The kernel runs after this returns: the recorder sees the launch, not the end. */
+  trace_all(comm->trace, tasks, WEFT_TRACE_RUNNING, ncclSuccess);
+  prof_cuda(comm->prof, tasks, 1);
+  ncclResult_t res = weft_cuda_launch(comm, tasks);
+  prof_cuda(comm->prof, tasks, 0);
+  trace_all(comm->trace, tasks, WEFT_TRACE_LAUNCHED, res);
+  trace_failed(comm, res);
+  free_tasks(tasks);
+  return res;
+}
+
+static ncclResult_t host_launch(struct ncclComm* comm, struct weft_task* tasks) {
   if (comm->coll == NULL) {
     WEFT_WARN("comm %p rank %d: collectives launched on a communicator that is not initialized", (void*)comm,
               comm->rank);
@@ -548,8 +537,7 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
   return res;
 }
 
-static ncclResult_t predict_task(const struct ncclComm* comm, const struct weft_task* t, float* time_us) {
-  if (comm->backend == WEFT_BACKEND_CUDA) return weft_cuda_predict(comm, t, time_us);
+static ncclResult_t host_predict(const struct ncclComm* comm, const struct weft_task* t, float* time_us) {
   if (comm->coll == NULL) {
     WEFT_WARN("comm %p rank %d: a group simulated on a communicator that is not initialized", (void*)comm,
               comm->rank);
@@ -572,7 +560,7 @@ ncclResult_t weft_enqueue_simulate(struct ncclComm* comm, float* time_us) {
   for (struct weft_task* t = comm->tasks.head; t && res == ncclSuccess; t = t->next) {
     if (t->coll == WEFT_COLL_SEND || t->coll == WEFT_COLL_RECV || t->count == 0) continue;
     float us = 0;
-    res = predict_task(comm, t, &us);
+    res = weft_executor_of(comm)->predict(comm, t, &us);
     if (res != ncclSuccess) break;
     WEFT_INFO(WEFT_TUNING, "%s seq %llu: %zu bytes simulated, %.3f us predicted", weft_coll_name(t->coll),
               (unsigned long long)t->seq, weft_plan_task_bytes(t, comm->nranks), us);
@@ -587,4 +575,76 @@ void weft_enqueue_discard(struct ncclComm* comm) {
   weft_rma_discard(comm);
   free_tasks(comm->tasks.head);
   memset(&comm->tasks, 0, sizeof(comm->tasks));
+}
+
+const struct weft_executor weft_executor_host = {
+    .name = "host",
+    .comm_init = host_comm_init,
+    .comm_fini = host_comm_fini,
+    .launch = host_launch,
+    .predict = host_predict,
+    .plan_params = host_plan_params,
+    .suspend = host_suspend,
+    .resume = host_resume,
+};
+
+const struct weft_executor weft_executor_cuda = {
+    .name = "cuda",
+    .comm_init = weft_cuda_comm_init,
+    .comm_fini = weft_cuda_comm_fini,
+    .launch = cuda_launch,
+    .predict = weft_cuda_predict,
+    .plan_params = weft_cuda_plan_params,
+    .suspend = weft_cuda_comm_suspend,
+    .resume = weft_cuda_comm_resume,
+    .drain = weft_cuda_comm_drain,
+    .check_error = weft_cuda_check_error,
+    .flush = weft_cuda_flush,
+    .stop = weft_cuda_stop,
+};
+
+const struct weft_executor* weft_executor_of(const struct ncclComm* comm) {
+  return comm->backend == WEFT_BACKEND_CUDA ? &weft_executor_cuda : &weft_executor_host;
+}
+
+/* ---- What core/ calls (coll.h): the comm's executor, and what every executor shares ---- */
+
+ncclResult_t weft_coll_comm_init(struct ncclComm* comm) { return weft_executor_of(comm)->comm_init(comm); }
+
+void weft_coll_comm_fini(struct ncclComm* comm) {
+  if (comm == NULL) return;
+  weft_mem_comm_fini(comm);    /* registrations of ncclCommRegister die with the comm */
+  weft_window_comm_fini(comm); /* so do windows and the signal boards */
+  weft_rma_comm_fini(comm);
+  weft_executor_of(comm)->comm_fini(comm);
+}
+
+ncclResult_t weft_coll_comm_suspend(struct ncclComm* comm) {
+  /* CUDA kernels write into peers' connectors: every rank's must have ended (waited for here)
+   * before any rank frees memory (after the barrier). Host work ends with each call. */
+  const struct weft_executor* e = weft_executor_of(comm);
+  if (e->drain) WEFT_CHECK(e->drain(comm));
+  WEFT_CHECK(weft_bootstrap_barrier(comm->bootstrap));
+  return e->suspend(comm);
+}
+
+ncclResult_t weft_coll_comm_resume(struct ncclComm* comm) { return weft_executor_of(comm)->resume(comm); }
+
+ncclResult_t weft_coll_check_error(struct ncclComm* comm) {
+  const struct weft_executor* e = weft_executor_of(comm);
+  return e->check_error ? e->check_error(comm) : ncclSuccess;
+}
+
+ncclResult_t weft_coll_flush(struct ncclComm* comm) {
+  const struct weft_executor* e = weft_executor_of(comm);
+  return e->flush ? e->flush(comm) : ncclSuccess;
+}
+
+void weft_coll_stop(struct ncclComm* comm) {
+  const struct weft_executor* e = weft_executor_of(comm);
+  if (e->stop) e->stop(comm);
+}
+
+const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* comm) {
+  return weft_executor_of(comm)->plan_params(comm);
 }

@@ -5,7 +5,6 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll.h"
-#include "collectives/cuda/engine_cuda.h"
 #include "collectives/profiler.h"
 #include "collectives/trace.h"
 #include "collectives/tuner.h"
@@ -136,8 +135,7 @@ WEFT_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   *asyncError = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
   if (*asyncError != ncclInProgress) join_init_thread(comm);
   /* A CUDA kernel that gave up leaves its error in device state the host can read at any time. */
-  if (*asyncError == ncclSuccess && comm->backend == WEFT_BACKEND_CUDA)
-    *asyncError = weft_cuda_check_error(comm);
+  if (*asyncError == ncclSuccess) *asyncError = weft_coll_check_error(comm);
   /* A kernel that gave up (WEFT_TIMEOUT) is seen here first: the recorder's view goes to WEFT_TRACE_DIR. */
   if (*asyncError != ncclSuccess && *asyncError != ncclInProgress && comm->trace && comm->peers &&
       !comm->trace->failure_dumped)
@@ -158,8 +156,7 @@ WEFT_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
     return ncclInvalidUsage;
   }
   comm->finalized = 1;
-  if (comm->backend == WEFT_BACKEND_CUDA && comm->cuda != NULL) return weft_cuda_flush(comm);
-  return ncclSuccess;
+  return weft_coll_flush(comm);
 }
 
 /* Destroy and abort: with stop, raise the abort flag so that operations running on other

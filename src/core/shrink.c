@@ -4,7 +4,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "collectives/cuda/engine_cuda.h"
+#include "collectives/coll.h"
 #include "core/api.h"
 #include "core/init.h"
 #include "core/split.h"
@@ -33,7 +33,7 @@ static void quiesce(struct ncclComm* comm) {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   while (__atomic_load_n(&comm->launches_in_flight, __ATOMIC_SEQ_CST) > 0) sched_yield();
   /* CUDA work outlives its launch call: the kernels are stopped and waited for too. */
-  if (comm->backend == WEFT_BACKEND_CUDA) weft_cuda_stop(comm);
+  weft_coll_stop(comm);
   __atomic_store_n(&comm->abort_flag, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&comm->async_result, ncclSuccess, __ATOMIC_RELEASE);
 }

@@ -100,11 +100,12 @@ ncclResult_t weft_topo_share_detection(struct ncclComm* comm) {
   if (res == ncclSuccess && i > 0 && head.len > 0) {
     head.method[sizeof(head.method) - 1] = 0;
     if (weft_topo_detect_adopt(text, head.len, head.settings, head.method))
-      WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "Topology detection: rank %d's, shared within the host (%s)", members[0],
-                head.method);
+      WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "Topology detection: rank %d's, shared within the host (%s)",
+                members[0], head.method);
     else
       WEFT_INFO(WEFT_INIT | WEFT_GRAPH,
-                "Topology detection: rank %d's tree not taken (read under other detection settings)", members[0]);
+                "Topology detection: rank %d's tree not taken (read under other detection settings)",
+                members[0]);
   }
   free(text);
   free(members);
