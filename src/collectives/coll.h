@@ -16,6 +16,13 @@ void weft_coll_comm_fini(struct ncclComm* comm);
  * every connector that existed, so operations after it run as before. */
 ncclResult_t weft_coll_comm_suspend(struct ncclComm* comm);
 ncclResult_t weft_coll_comm_resume(struct ncclComm* comm);
+/* Run (host) or launch (CUDA) the comm's queued tasks, and drop them without running (after an
+ * error in the group). */
+ncclResult_t weft_enqueue_launch(struct ncclComm* comm);
+void weft_enqueue_discard(struct ncclComm* comm);
+/* ncclGroupSimulateEnd: the summed predicted time (µs) of the comm's queued collectives, then
+ * the queue is dropped as by weft_enqueue_discard (nothing runs, on any backend). */
+ncclResult_t weft_enqueue_simulate(struct ncclComm* comm, float* time_us);
 /* Work that outlives its launch (the CUDA kernels); nothing to do on the host backend. */
 ncclResult_t weft_coll_check_error(struct ncclComm* comm); /* an error the running work reported */
 ncclResult_t weft_coll_flush(struct ncclComm* comm);       /* wait for the comm's work, then check */

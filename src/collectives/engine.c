@@ -26,7 +26,6 @@
 #include "collectives/tune_log.h"
 #include "collectives/window.h"
 #include "core/comm.h"
-#include "core/group.h"
 #include "proxy/proxy.h"
 #include "transport/link.h"
 #include "transport/net.h"

@@ -1,5 +1,5 @@
 /* Argument checks and task queueing shared by the collective and point-to-point entry points
- * (api_coll.c, api_p2p.c): validate, log the call, append tasks inside an implicit group. */
+ * (core/api_coll.c, core/api_p2p.c): validate, log the call, append tasks inside an implicit group. */
 #ifndef WEFT_COLLECTIVES_ENQUEUE_H
 #define WEFT_COLLECTIVES_ENQUEUE_H
 

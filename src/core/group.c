@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "collectives/coll.h"
 #include "collectives/profiler.h"
 #include "core/api.h"
 #include "core/comm.h"

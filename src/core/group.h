@@ -34,12 +34,4 @@ void weft_group_set_error(ncclResult_t res);
 /* Stops the comm's launch worker, if it has one (comm teardown). */
 void weft_group_worker_destroy(struct ncclComm* comm);
 
-/* Provided by collectives/: run (host) or launch (CUDA) the comm's queued tasks, and drop
- * them without running (after an error in the group). */
-ncclResult_t weft_enqueue_launch(struct ncclComm* comm);
-void weft_enqueue_discard(struct ncclComm* comm);
-/* ncclGroupSimulateEnd: the summed predicted time (µs) of the comm's queued collectives, then
- * the queue is dropped as by weft_enqueue_discard (nothing runs, on any backend). */
-ncclResult_t weft_enqueue_simulate(struct ncclComm* comm, float* time_us);
-
 #endif

@@ -74,7 +74,7 @@ static void build_ring(struct weft_topo_channels* ch, const struct weft_topo_gra
   for (int node = 0; node < ch->nnodes; node++)
     for (int i = 0; i < L; i++) order[k++] = node * L + weft_topo_graph_row(g, base)[i];
   /* Deterministic mode: one ring, in rank order, on every channel, so an element's reduction
-   * order does not depend on which channel carries it (collectives/api_coll.c). */
+   * order does not depend on which channel carries it (core/api_coll.c). */
   if (weft_param_int("WEFT_DETERMINISTIC") != 0)
     for (int i = 0; i < n; i++) order[i] = i;
   for (int i = 0; i < n; i++)
