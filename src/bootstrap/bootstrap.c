@@ -19,6 +19,7 @@ const struct weft_auth_key* weft_bootstrap_key(const struct weft_bootstrap* bs) 
 void weft_bootstrap_destroy(struct weft_bootstrap* bs) {
   if (bs == NULL) return;
   weft_bs_root_watch_close(bs);
+  weft_bs_local_close(bs);
   weft_socket_close(bs->listen_fd);
   weft_socket_close(bs->next_fd);
   weft_socket_close(bs->prev_fd);
@@ -49,7 +50,7 @@ static ncclResult_t create(int rank, int nranks, uint64_t magic, const struct we
   bs->magic = magic;
   bs->key = *key;
   bs->abort_flag = abort_flag;
-  bs->listen_fd = bs->next_fd = bs->prev_fd = bs->root.fd = -1;
+  bs->listen_fd = bs->next_fd = bs->prev_fd = bs->root.fd = bs->event_fd = -1;
   bs->peers = calloc(nranks, sizeof(*bs->peers));
   bs->send_seq = calloc(nranks, sizeof(*bs->send_seq));
   bs->recv_seq = calloc(nranks, sizeof(*bs->recv_seq));
@@ -58,6 +59,7 @@ static ncclResult_t create(int rank, int nranks, uint64_t magic, const struct we
   weft_socket_addr_set_port(&bs->listen_addr, 0);
   ncclResult_t res = weft_auth_random(bs->nonce, sizeof(bs->nonce));
   if (res == ncclSuccess) res = weft_socket_listen(&bs->listen_addr, &bs->listen_fd);
+  if (res == ncclSuccess) res = weft_bs_local_open(bs);
   if (res != ncclSuccess) {
     weft_bootstrap_destroy(bs);
     return res;

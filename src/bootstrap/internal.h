@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "bootstrap/bootstrap.h"
 #include "util/auth.h"
@@ -169,6 +170,11 @@ struct weft_bootstrap {
   struct pollfd* pfds;        /* scratch of weft_bs_progress */
   int cappfds;
   struct weft_bs_root_watch root;
+  /* local.c: messages from ranks of this process, and the eventfd that says some came. */
+  int event_fd;
+  pid_t local_pid;                   /* the process that listed this object */
+  struct weft_bootstrap* local_next; /* the process's list (local.c) */
+  struct weft_bs_msg* mailbox;       /* under local.c's lock */
 };
 
 /* Ranks of root iroot of nroots: [lo, hi); the first nranks % nroots roots get one more. */
@@ -269,6 +275,17 @@ void weft_bs_incoming_drop_all(struct weft_bootstrap* bs);
  * opening becomes prev_fd, and the entry is removed either way (also when it is dropped). */
 int weft_bs_incoming_add(struct weft_bootstrap* bs, int fd);
 void weft_bs_incoming_read(struct weft_bootstrap* bs, int i);
+
+/* local.c: messages between ranks of one process, through memory. open lists bs (by its nonce)
+ * and makes its eventfd; close unlists it and drops undelivered mail. deliver: 1 when peer is a
+ * rank of this process and msg (with a copy of data) is in its mailbox, 0 when it is not (send
+ * over TCP), -1 out of memory. drain hands the mailbox to take, once the eventfd polled readable. */
+ncclResult_t weft_bs_local_open(struct weft_bootstrap* bs);
+void weft_bs_local_close(struct weft_bootstrap* bs);
+int weft_bs_local_deliver(struct weft_bootstrap* bs, int peer, const struct weft_bs_msg* msg,
+                          const void* data);
+void weft_bs_local_drain(struct weft_bootstrap* bs,
+                         void (*take)(struct weft_bootstrap*, struct weft_bs_msg*));
 
 /* bootstrap.c */
 int64_t weft_bs_timeout_s(void);

@@ -267,7 +267,7 @@ void weft_bs_incoming_drop_all(struct weft_bootstrap* bs) {
 /* One poll over the ops still running, the listen socket and the incoming connections. */
 static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops, int nops, int64_t deadline,
                               const char* what) {
-  int need = nops + 2 + bs->ninc;
+  int need = nops + 3 + bs->ninc;
   if (need > bs->cappfds) {
     struct pollfd* grown = realloc(bs->pfds, 2 * need * sizeof(*grown));
     if (grown == NULL) {
@@ -286,6 +286,8 @@ static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops,
   for (int i = 0; i < bs->ninc; i++) bs->pfds[n++] = (struct pollfd){.fd = bs->inc[i].fd, .events = POLLIN};
   int root = bs->root.fd >= 0 ? n : -1;
   if (root >= 0) bs->pfds[n++] = (struct pollfd){.fd = bs->root.fd, .events = POLLIN};
+  int local = n;
+  bs->pfds[n++] = (struct pollfd){.fd = bs->event_fd, .events = POLLIN};
   int64_t left_ms = deadline == WEFT_SOCKET_NO_DEADLINE
                         ? WEFT_SOCKET_POLL_MS
                         : (deadline - weft_socket_now_ns() + 999999) / 1000000;
@@ -304,6 +306,7 @@ static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops,
       inc_drop(bs, i, "nothing arrived before the timeout");
   }
   if (bs->pfds[first_inc - 1].revents) accept_all(bs);
+  if (bs->pfds[local].revents) weft_bs_local_drain(bs, park);
   if (root >= 0 && bs->pfds[root].revents) return weft_bs_root_watch_read(bs, what);
   return ncclSuccess;
 }
@@ -451,6 +454,9 @@ ncclResult_t weft_bs_send_kind(struct weft_bootstrap* bs, int peer, int kind, in
     park(bs, m);
     return ncclSuccess;
   }
+  struct weft_bs_msg local = {.src = bs->rank, .kind = kind, .tag = tag, .seq = hdr.seq, .size = size};
+  int delivered = weft_bs_local_deliver(bs, peer, &local, data);
+  if (delivered != 0) return delivered > 0 ? ncclSuccess : ncclSystemError;
   char who[48], what[160];
   snprintf(who, sizeof(who), "rank %d (from rank %d)", peer, bs->rank);
   snprintf(what, sizeof(what), "sending %zu bytes (tag %d) to rank %d", size, tag, peer);

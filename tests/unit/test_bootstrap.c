@@ -293,6 +293,39 @@ static void test_misuse(void) {
   EXPECT(weft_bootstrap_init(&id, 0, 0, NULL, &bs) == ncclInvalidArgument);
 }
 
+/* Ranks of one process exchange messages in memory (bootstrap/local.c): with their listening
+ * sockets closed once the job is formed, they still all-gather, send and meet at barriers. Over
+ * TCP every message would need a connection to the receiver's listening socket. */
+static void* closed_listener_main(void* p) {
+  struct rank_job* j = p;
+  struct weft_bootstrap* bs = NULL;
+  j->res = weft_bootstrap_init(j->ids, j->rank, j->nranks, NULL, &bs);
+  if (j->res != ncclSuccess) return NULL;
+  weft_socket_close(bs->listen_fd);
+  bs->listen_fd = -1;
+  j->bad += exercise(bs, j->counter);
+  weft_bootstrap_destroy(bs);
+  return NULL;
+}
+
+static void test_in_memory(void) {
+  enum { N = 6 };
+  ncclUniqueId id;
+  EXPECT(weft_bootstrap_get_unique_id(&id) == ncclSuccess);
+  struct rank_job jobs[N];
+  pthread_t t[N];
+  int counter = 0;
+  for (int r = 0; r < N; r++) {
+    jobs[r] = (struct rank_job){&id, 1, r, N, 0, &counter, NULL, ncclInternalError, 0, 0};
+    pthread_create(&t[r], NULL, closed_listener_main, &jobs[r]);
+  }
+  for (int r = 0; r < N; r++) {
+    pthread_join(t[r], NULL);
+    EXPECT_MSG(jobs[r].res == ncclSuccess && jobs[r].bad == 0, "rank %d: init %d, %d check(s) failed", r,
+               (int)jobs[r].res, jobs[r].bad);
+  }
+}
+
 static int count_fds(void) {
   int n = 0;
   for (int fd = 0; fd < 4096; fd++) n += fcntl(fd, F_GETFD) != -1;
@@ -324,7 +357,8 @@ int main(void) {
                {"unique ids", test_unique_ids}, {"threads 1-16", test_threads},
                {"NCCL_COMM_ID", test_comm_id},  {"scalable", test_scalable},
                {"split", test_split},           {"garbage", test_garbage},
-               {"misuse", test_misuse},         {"no fd leak", test_no_fd_leak}};
+               {"misuse", test_misuse},         {"in memory", test_in_memory},
+               {"no fd leak", test_no_fd_leak}};
   for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
     int64_t t = weft_socket_now_ns();
     int before = test_failures;
