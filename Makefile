@@ -86,13 +86,15 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-# util/hwloc.h compiles hwloc in only when <hwloc.h> exists (__has_include), so objects built before
-# `make deps` installed libhwloc-dev would keep detecting through sysfs: the header's presence is a
-# prerequisite of every library object (a rebuild when it changes, which is rare).
-HWLOC_STAMP := $(BUILD)/hwloc-header-$(if $(wildcard /usr/include/hwloc.h),yes,no).stamp
-$(LIB_OBJ): $(HWLOC_STAMP)
-$(HWLOC_STAMP):
-	@mkdir -p $(@D) && rm -f $(BUILD)/hwloc-header-*.stamp && touch $@
+# util/hwloc.h and util/ibverbs.h compile hwloc and verbs in only when their headers exist
+# (__has_include), so objects built before `make deps` installed libhwloc-dev and libibverbs-dev
+# would keep going without them: which headers exist is a prerequisite of every library object
+# (a rebuild when it changes, which is rare).
+OPTIONAL_HEADERS := $(if $(wildcard /usr/include/hwloc.h),hwloc,nohwloc)-$(if $(wildcard /usr/include/infiniband/verbs.h),verbs,noverbs)
+HEADERS_STAMP := $(BUILD)/headers-$(OPTIONAL_HEADERS).stamp
+$(LIB_OBJ): $(HEADERS_STAMP)
+$(HEADERS_STAMP):
+	@mkdir -p $(@D) && rm -f $(BUILD)/headers-*.stamp $(BUILD)/hwloc-header-*.stamp && touch $@
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
