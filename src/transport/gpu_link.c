@@ -43,19 +43,20 @@ static void p2p_view(struct weft_link_mem* m) {
   m->ll_bytes = m->p2p->ll_bytes;
 }
 
-/* The handle of memory on this GPU, sent as it is. */
-static ncclResult_t p2p_offer(const struct weft_link_peer* p, int tag, size_t simple, size_t ll,
-                              struct weft_link_mem* m) {
-  struct weft_p2p_handle h;
-  WEFT_CHECK(weft_p2p_mem_create(simple, ll, !p->same_process, p->my_dev, p->stream, &m->p2p, &h));
+_Static_assert(sizeof(struct weft_p2p_handle) <= WEFT_TRANSPORT_HANDLE_BYTES, "a P2P handle must fit");
+
+static ncclResult_t p2p_offer(const struct weft_link_peer* p, size_t simple, size_t ll,
+                              struct weft_link_mem* m, void* handle) {
+  WEFT_CHECK(weft_p2p_mem_create(simple, ll, !p->same_process, p->my_dev, p->stream, &m->p2p, handle));
   p2p_view(m);
-  return weft_bootstrap_send(p->net.bootstrap, p->net.peer, tag, &h, sizeof(h));
+  return ncclSuccess;
 }
 
-static ncclResult_t p2p_take(const struct weft_link_peer* p, int tag, int ack_tag, struct weft_link_mem* m) {
+static ncclResult_t p2p_take(const struct weft_link_peer* p, const void* handle, int ack_tag,
+                             struct weft_link_mem* m) {
   const struct weft_net_peer* np = &p->net;
   struct weft_p2p_handle h;
-  WEFT_CHECK(weft_bootstrap_recv(np->bootstrap, np->peer, tag, &h, sizeof(h)));
+  memcpy(&h, handle, sizeof(h));
   ncclResult_t res = weft_p2p_mem_attach(&h, p->my_dev, &m->p2p);
   if (res != ncclSuccess)
     WEFT_WARN("Rank %d (device %d) could not map the GPU connector of rank %d (device %d, host %s, pid %d)",
@@ -114,13 +115,14 @@ static ncclResult_t no_cuda(void) {
   WEFT_WARN("GPU connectors need the CUDA backend, which this build does not have");
   return ncclInvalidUsage;
 }
-static ncclResult_t p2p_offer(const struct weft_link_peer* p, int tag, size_t simple, size_t ll,
-                              struct weft_link_mem* m) {
-  (void)p, (void)tag, (void)simple, (void)ll, (void)m;
+static ncclResult_t p2p_offer(const struct weft_link_peer* p, size_t simple, size_t ll,
+                              struct weft_link_mem* m, void* handle) {
+  (void)p, (void)simple, (void)ll, (void)m, (void)handle;
   return no_cuda();
 }
-static ncclResult_t p2p_take(const struct weft_link_peer* p, int tag, int ack_tag, struct weft_link_mem* m) {
-  (void)p, (void)tag, (void)ack_tag, (void)m;
+static ncclResult_t p2p_take(const struct weft_link_peer* p, const void* handle, int ack_tag,
+                             struct weft_link_mem* m) {
+  (void)p, (void)handle, (void)ack_tag, (void)m;
   return no_cuda();
 }
 static ncclResult_t p2p_finish_offer(const struct weft_link_peer* p, int ack_tag, struct weft_link_mem* m) {

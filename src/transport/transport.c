@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bootstrap/bootstrap.h"
 #include "util/check.h"
@@ -35,16 +36,17 @@ static int shm_can_connect(const struct weft_link_peer* p) {
   return !p->remote && !(p->gpu && weft_param_int("NCCL_SHM_DISABLE"));
 }
 
-static ncclResult_t shm_offer(const struct weft_link_peer* p, int tag, size_t simple, size_t ll,
-                              struct weft_link_mem* m) {
-  struct weft_conn_handle h;
-  WEFT_CHECK(weft_conn_mem_create(simple, ll, !p->same_process, "conn", &m->host, &h));
-  return weft_bootstrap_send(p->net.bootstrap, p->net.peer, tag, &h, sizeof(h));
+_Static_assert(sizeof(struct weft_conn_handle) <= WEFT_TRANSPORT_HANDLE_BYTES, "an SHM handle must fit");
+
+static ncclResult_t shm_offer(const struct weft_link_peer* p, size_t simple, size_t ll,
+                              struct weft_link_mem* m, void* handle) {
+  return weft_conn_mem_create(simple, ll, !p->same_process, "conn", &m->host, handle);
 }
 
-static ncclResult_t shm_take(const struct weft_link_peer* p, int tag, int ack_tag, struct weft_link_mem* m) {
+static ncclResult_t shm_take(const struct weft_link_peer* p, const void* handle, int ack_tag,
+                             struct weft_link_mem* m) {
   struct weft_conn_handle h;
-  WEFT_CHECK(weft_bootstrap_recv(p->net.bootstrap, p->net.peer, tag, &h, sizeof(h)));
+  memcpy(&h, handle, sizeof(h));
   ncclResult_t res = weft_conn_mem_attach(&h, &m->host);
   if (res != ncclSuccess)
     WEFT_WARN("Rank %d could not map the connector of rank %d (host %s, pid %d)", p->net.rank, p->net.peer,
@@ -70,12 +72,13 @@ static int net_can_connect(const struct weft_link_peer* p) {
   (void)p;
   return 1;
 }
-static ncclResult_t net_offer(const struct weft_link_peer* p, int tag, size_t simple, size_t ll,
-                              struct weft_link_mem* m) {
-  return weft_net_offer(&p->net, tag, simple, ll, &m->host);
+static ncclResult_t net_offer(const struct weft_link_peer* p, size_t simple, size_t ll,
+                              struct weft_link_mem* m, void* handle) {
+  return weft_net_offer(&p->net, simple, ll, &m->host, handle);
 }
-static ncclResult_t net_take(const struct weft_link_peer* p, int tag, int ack_tag, struct weft_link_mem* m) {
-  return weft_net_take(&p->net, tag, ack_tag, &m->host);
+static ncclResult_t net_take(const struct weft_link_peer* p, const void* handle, int ack_tag,
+                             struct weft_link_mem* m) {
+  return weft_net_take(&p->net, handle, ack_tag, &m->host);
 }
 static ncclResult_t net_finish_offer(const struct weft_link_peer* p, int ack_tag, struct weft_link_mem* m) {
   return weft_net_finish_offer(&p->net, ack_tag, m->host);
@@ -124,26 +127,28 @@ ncclResult_t weft_transport_offer(const struct weft_link_peer* p, int tag, size_
   const struct weft_transport_ops* tr = weft_transport_choose(p);
   struct weft_link_mem* m;
   WEFT_CHECK(mem_new(tr, &m));
-  int32_t id = tr->id;
-  ncclResult_t res = weft_bootstrap_send(p->net.bootstrap, p->net.peer, tag, &id, sizeof(id));
-  if (res == ncclSuccess) res = tr->offer(p, tag, simple, ll, m);
+  struct weft_transport_handle h;
+  memset(&h, 0, sizeof(h));
+  h.id = tr->id;
+  ncclResult_t res = tr->offer(p, simple, ll, m, h.data);
+  if (res == ncclSuccess) res = weft_bootstrap_send(p->net.bootstrap, p->net.peer, tag, &h, sizeof(h));
   return done(p, m, res, out);
 }
 
 ncclResult_t weft_transport_take(const struct weft_link_peer* p, int tag, int ack_tag,
                                  struct weft_link_mem** out) {
   *out = NULL;
-  int32_t id = 0;
-  WEFT_CHECK(weft_bootstrap_recv(p->net.bootstrap, p->net.peer, tag, &id, sizeof(id)));
-  const struct weft_transport_ops* tr = by_id(id);
+  struct weft_transport_handle h;
+  WEFT_CHECK(weft_bootstrap_recv(p->net.bootstrap, p->net.peer, tag, &h, sizeof(h)));
+  const struct weft_transport_ops* tr = by_id(h.id);
   if (tr == NULL) {
     WEFT_WARN("Rank %d: rank %d (host %s) offered a connector over unknown transport %d", p->net.rank,
-              p->net.peer, p->net.peer_host, (int)id);
+              p->net.peer, p->net.peer_host, (int)h.id);
     return ncclInternalError;
   }
   struct weft_link_mem* m;
   WEFT_CHECK(mem_new(tr, &m));
-  return done(p, m, tr->take(p, tag, ack_tag, m), out);
+  return done(p, m, tr->take(p, h.data, ack_tag, m), out);
 }
 
 ncclResult_t weft_transport_finish_offer(const struct weft_link_peer* p, int ack_tag,

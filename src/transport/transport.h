@@ -1,12 +1,13 @@
 /* The transport seam: every connector of both executors is set up here. A table of transports in
  * NCCL's order of preference (P2P, SHM, NET); the receiving side walks it, takes the first that
- * can connect to the peer, says which, and then offers memory it owns over it; the sending side
- * takes it (maps it, or connects) and acknowledges; the offer is finished (the segment unlinked,
- * the connection accepted). */
+ * can connect to the peer, offers memory it owns over it, and sends the transport's id with its
+ * handle; the sending side takes it (maps it, or connects) and acknowledges; the offer is
+ * finished (the segment unlinked, the connection accepted). */
 #ifndef WEFT_TRANSPORT_TRANSPORT_H
 #define WEFT_TRANSPORT_TRANSPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "transport/connector.h"
 #include "transport/net.h"
@@ -36,16 +37,25 @@ struct weft_link_mem {
   int registered; /* this process registered host with CUDA (and unregisters it) */
 };
 
+/* What the offering side sends, in one message: nothing reaches the peer before the offer is made,
+ * so a rank that cannot make it fails with its own reason, not with its peer's closed socket. */
+#define WEFT_TRANSPORT_HANDLE_BYTES 320
+struct weft_transport_handle {
+  int32_t id; /* the transport's */
+  char data[WEFT_TRANSPORT_HANDLE_BYTES];
+};
+
 struct weft_transport_ops {
   const char* name; /* "P2P", "SHM", "NET": in the log lines that say what a connector runs over */
-  int id;           /* what the offering side sends first (the same on every rank) */
+  int id;           /* names it in the handle (the same on every rank) */
   /* Whether this transport reaches p from here; the first in the table that does is used. */
   int (*can_connect)(const struct weft_link_peer* p);
-  /* Create the connector peer -> me (its memory is mine) and send peer what it needs under tag. */
-  ncclResult_t (*offer)(const struct weft_link_peer* p, int tag, size_t simple, size_t ll,
-                        struct weft_link_mem* m);
-  /* Attach the connector me -> peer that peer offered, then acknowledge on ack_tag. */
-  ncclResult_t (*take)(const struct weft_link_peer* p, int tag, int ack_tag, struct weft_link_mem* m);
+  /* Create the connector peer -> me (its memory is mine) and fill handle with what peer needs. */
+  ncclResult_t (*offer)(const struct weft_link_peer* p, size_t simple, size_t ll, struct weft_link_mem* m,
+                        void* handle);
+  /* Attach the connector me -> peer that peer offered (its handle), then acknowledge on ack_tag. */
+  ncclResult_t (*take)(const struct weft_link_peer* p, const void* handle, int ack_tag,
+                       struct weft_link_mem* m);
   /* Wait for the acknowledgement; then nobody else may open the memory (or the connection is up). */
   ncclResult_t (*finish_offer)(const struct weft_link_peer* p, int ack_tag, struct weft_link_mem* m);
   /* Drop this side's use of what offer or take made (a half-made m too). */
@@ -61,8 +71,8 @@ extern const struct weft_transport_ops weft_transport_net;
 
 /* The transport the receiving side offers to p: the first in the table that can connect. */
 const struct weft_transport_ops* weft_transport_choose(const struct weft_link_peer* p);
-/* The connector setup of both executors: offer (choose, say which, offer over it), take, and
- * finish the offer, as the ops above; *out is NULL on failure. */
+/* The connector setup of both executors: offer (choose, offer over it, send the handle under
+ * tag), take, and finish the offer, as the ops above; *out is NULL on failure. */
 ncclResult_t weft_transport_offer(const struct weft_link_peer* p, int tag, size_t simple, size_t ll,
                                   struct weft_link_mem** out);
 ncclResult_t weft_transport_take(const struct weft_link_peer* p, int tag, int ack_tag,
