@@ -47,7 +47,8 @@ void weft_engine_link_peer(struct ncclComm* comm, int peer, struct weft_link_pee
   lp->remote = comm->peers[peer].host_hash != comm->peers[comm->rank].host_hash;
   lp->same_process = weft_comm_same_process(comm, peer);
   lp->peer_pid = comm->peers[peer].pid;
-  if (comm->backend == WEFT_BACKEND_CUDA) weft_cuda_link_peer(comm, peer, lp);
+  const struct weft_executor* e = weft_executor_of(comm);
+  if (e->link_peer) e->link_peer(comm, peer, lp);
 }
 
 ncclResult_t weft_engine_offer(struct ncclComm* comm, int peer, int tag, size_t simple, size_t ll,
@@ -607,6 +608,7 @@ const struct weft_executor weft_executor_cuda = {
     .check_error = weft_cuda_check_error,
     .flush = weft_cuda_flush,
     .stop = weft_cuda_stop,
+    .link_peer = weft_cuda_link_peer,
 };
 
 const struct weft_executor* weft_executor_of(const struct ncclComm* comm) {

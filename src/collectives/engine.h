@@ -54,7 +54,7 @@ struct weft_waiter;
 ncclResult_t weft_host_p2p_run(struct ncclComm* comm, struct weft_task** tasks, int n, struct weft_waiter* w);
 /* Who is at the other end of a connector to peer, for transport/transport.c: peers on other hosts
  * (host_hash, i.e. WEFT_HOSTID) are reached over the network; errors go to comm; a CUDA comm's
- * connectors are for its kernels (weft_cuda_link_peer). */
+ * connectors are for its kernels (its executor's link_peer). */
 struct weft_link_peer;
 void weft_engine_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp);
 /* The connector setup of both executors, with peer as weft_engine_link_peer describes it:
