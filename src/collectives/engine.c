@@ -27,8 +27,8 @@
 #include "collectives/window.h"
 #include "core/comm.h"
 #include "proxy/proxy.h"
-#include "transport/link.h"
 #include "transport/net.h"
+#include "transport/transport.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -40,47 +40,52 @@
 #define DEFAULT_LL_BYTES (256 * 1024)
 
 void weft_engine_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp) {
+  memset(lp, 0, sizeof(*lp));
   lp->net =
       (struct weft_net_peer){comm->bootstrap,   comm->rank,          peer,        comm->peers[peer].host_name,
                              &comm->abort_flag, &comm->async_result, &comm->cause};
   lp->remote = comm->peers[peer].host_hash != comm->peers[comm->rank].host_hash;
   lp->same_process = weft_comm_same_process(comm, peer);
   lp->peer_pid = comm->peers[peer].pid;
+  const struct weft_executor* e = weft_executor_of(comm);
+  if (e->link_peer) e->link_peer(comm, peer, lp);
 }
 
-static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, size_t simple, size_t ll,
-                          struct weft_conn_mem** mem) {
+ncclResult_t weft_engine_offer(struct ncclComm* comm, int peer, int tag, size_t simple, size_t ll,
+                               struct weft_link_mem** mem) {
   struct weft_link_peer lp;
   weft_engine_link_peer(comm, peer, &lp);
-  return weft_link_offer(&lp, tag, simple, ll, mem);
+  return weft_transport_offer(&lp, tag, simple, ll, mem);
 }
 
-static ncclResult_t take(struct ncclComm* comm, int peer, int tag, int ack_tag, struct weft_conn_mem** mem) {
+ncclResult_t weft_engine_take(struct ncclComm* comm, int peer, int tag, int ack_tag,
+                              struct weft_link_mem** mem) {
   struct weft_link_peer lp;
   weft_engine_link_peer(comm, peer, &lp);
-  return weft_link_take(&lp, tag, ack_tag, mem);
+  return weft_transport_take(&lp, tag, ack_tag, mem);
 }
 
-static ncclResult_t finish_offer(struct ncclComm* comm, int peer, int ack_tag, struct weft_conn_mem* mem) {
+ncclResult_t weft_engine_finish_offer(struct ncclComm* comm, int peer, int ack_tag,
+                                      struct weft_link_mem* mem) {
   struct weft_link_peer lp;
   weft_engine_link_peer(comm, peer, &lp);
-  return weft_link_finish_offer(&lp, ack_tag, mem);
+  return weft_transport_finish_offer(&lp, ack_tag, mem);
 }
 
 ncclResult_t weft_engine_connect_peers(struct ncclComm* comm, int n, const int* peers, int tag, int ack_tag,
                                        size_t simple, size_t ll, struct weft_conn* send,
-                                       struct weft_conn* recv, struct weft_conn_mem** send_mem,
-                                       struct weft_conn_mem** recv_mem) {
+                                       struct weft_conn* recv, struct weft_link_mem** send_mem,
+                                       struct weft_link_mem** recv_mem) {
   /* Offers, then takes, then acks: bootstrap sends never block, so any pattern connects. */
   for (int i = 0; i < n; i++) {
-    WEFT_CHECK(offer(comm, peers[i], tag, simple, ll, &recv_mem[i]));
-    weft_conn_bind(&recv[i], recv_mem[i], peers[i]);
+    WEFT_CHECK(weft_engine_offer(comm, peers[i], tag, simple, ll, &recv_mem[i]));
+    weft_conn_bind(&recv[i], recv_mem[i]->host, peers[i]);
   }
   for (int i = 0; i < n; i++) {
-    WEFT_CHECK(take(comm, peers[i], tag, ack_tag, &send_mem[i]));
-    weft_conn_bind(&send[i], send_mem[i], peers[i]);
+    WEFT_CHECK(weft_engine_take(comm, peers[i], tag, ack_tag, &send_mem[i]));
+    weft_conn_bind(&send[i], send_mem[i]->host, peers[i]);
   }
-  for (int i = 0; i < n; i++) WEFT_CHECK(finish_offer(comm, peers[i], ack_tag, recv_mem[i]));
+  for (int i = 0; i < n; i++) WEFT_CHECK(weft_engine_finish_offer(comm, peers[i], ack_tag, recv_mem[i]));
   return ncclSuccess;
 }
 
@@ -99,8 +104,8 @@ static void init_watch(struct ncclComm* comm, struct weft_coll_state* s) {
  * as the receiver of its send connector. Network connectors carry notices instead. */
 static void find_peer_causes(const struct ncclComm* comm, struct weft_coll_state* s) {
   int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
-  if (s->recv_mem[0]->transport == NULL) s->peer_cause[prev] = &s->recv[0].ctrl->cause[0];
-  if (s->send_mem[0]->transport == NULL) s->peer_cause[next] = &s->send[0].ctrl->cause[1];
+  if (s->recv_mem[0]->tr != &weft_transport_net) s->peer_cause[prev] = &s->recv[0].ctrl->cause[0];
+  if (s->send_mem[0]->tr != &weft_transport_net) s->peer_cause[next] = &s->send[0].ctrl->cause[1];
 }
 
 /* Before an error leaves a launch: tell the ring neighbours on this host (shared pages) and the
@@ -117,9 +122,9 @@ static void publish_cause(struct ncclComm* comm) {
 }
 
 /* A send connector; network ones may send steps from the user's buffer (WEFT_NET_SEND_BY_REF). */
-static void bind_send(const struct weft_coll_state* s, struct weft_conn* c, struct weft_conn_mem* m,
+static void bind_send(const struct weft_coll_state* s, struct weft_conn* c, struct weft_link_mem* m,
                       int peer) {
-  weft_conn_bind(c, m, peer);
+  weft_conn_bind(c, m->host, peer);
   c->by_ref = s->send_by_ref && weft_conn_sends_by_ref(c);
 }
 
@@ -127,12 +132,14 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* 
   int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
   int nch = s->pp.nchannels;
   for (int c = 0; c < nch; c++)
-    WEFT_CHECK(offer(comm, prev, TAG_RING + c, s->simple_bytes, s->ll_bytes, &s->recv_mem[c]));
-  for (int c = 0; c < nch; c++) WEFT_CHECK(take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->send_mem[c]));
-  for (int c = 0; c < nch; c++) WEFT_CHECK(finish_offer(comm, prev, TAG_RING_ACK + c, s->recv_mem[c]));
+    WEFT_CHECK(weft_engine_offer(comm, prev, TAG_RING + c, s->simple_bytes, s->ll_bytes, &s->recv_mem[c]));
+  for (int c = 0; c < nch; c++)
+    WEFT_CHECK(weft_engine_take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->send_mem[c]));
+  for (int c = 0; c < nch; c++)
+    WEFT_CHECK(weft_engine_finish_offer(comm, prev, TAG_RING_ACK + c, s->recv_mem[c]));
   for (int c = 0; c < nch; c++) {
     bind_send(s, &s->send[c], s->send_mem[c], next);
-    weft_conn_bind(&s->recv[c], s->recv_mem[c], prev);
+    weft_conn_bind(&s->recv[c], s->recv_mem[c]->host, prev);
   }
   return ncclSuccess;
 }
@@ -162,7 +169,7 @@ static ncclResult_t buffers_create(struct ncclComm* comm, struct weft_coll_state
   }
   /* Network rings only: there a step's wire time is long enough to hide another channel's work. */
   s->interleave = comm->nranks > 1 && weft_param_int("WEFT_NET_INTERLEAVE") != 0 &&
-                  (s->send_mem[0]->transport != NULL || s->recv_mem[0]->transport != NULL);
+                  (s->send_mem[0]->tr == &weft_transport_net || s->recv_mem[0]->tr == &weft_transport_net);
   WEFT_CHECK(weft_host_direct_init(comm, &s->direct));
   return restore_lazy(comm, s);
 }
@@ -175,15 +182,15 @@ static void buffers_release(struct ncclComm* comm, struct weft_coll_state* s) {
   weft_tree_free(s->tree);
   s->tree = NULL;
   for (int c = 0; c < WEFT_PLAN_MAX_CHANNELS; c++) {
-    weft_conn_mem_release(s->send_mem[c]);
-    weft_conn_mem_release(s->recv_mem[c]);
+    weft_transport_release(s->send_mem[c]);
+    weft_transport_release(s->recv_mem[c]);
     s->send_mem[c] = s->recv_mem[c] = NULL;
     memset(&s->send[c], 0, sizeof(s->send[c]));
     memset(&s->recv[c], 0, sizeof(s->recv[c]));
   }
   for (int p = 0; s->p2p && p < comm->nranks; p++) {
-    weft_conn_mem_release(s->p2p[p].send_mem);
-    weft_conn_mem_release(s->p2p[p].recv_mem);
+    weft_transport_release(s->p2p[p].send_mem);
+    weft_transport_release(s->p2p[p].recv_mem);
     memset(&s->p2p[p], 0, sizeof(s->p2p[p]));
   }
   if (s->peer_cause) memset(s->peer_cause, 0, comm->nranks * sizeof(*s->peer_cause)); /* in connector pages */
@@ -269,17 +276,18 @@ ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_
   /* Offers first, then takes, then acks: bootstrap sends never block, so any pattern connects. */
   for (int p = 0; p < k; p++)
     if (recv_from[p] && s->p2p[p].recv_mem == NULL) {
-      WEFT_CHECK_GOTO(offer(comm, p, TAG_P2P, s->p2p_bytes, 0, &s->p2p[p].recv_mem), res, out);
-      weft_conn_bind(&s->p2p[p].recv, s->p2p[p].recv_mem, p);
+      WEFT_CHECK_GOTO(weft_engine_offer(comm, p, TAG_P2P, s->p2p_bytes, 0, &s->p2p[p].recv_mem), res, out);
+      weft_conn_bind(&s->p2p[p].recv, s->p2p[p].recv_mem->host, p);
       offered[p] = 1;
     }
   for (int p = 0; p < k; p++)
     if (send_to[p] && s->p2p[p].send_mem == NULL) {
-      WEFT_CHECK_GOTO(take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p[p].send_mem), res, out);
+      WEFT_CHECK_GOTO(weft_engine_take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p[p].send_mem), res, out);
       bind_send(s, &s->p2p[p].send, s->p2p[p].send_mem, p);
     }
   for (int p = 0; p < k; p++)
-    if (offered[p]) WEFT_CHECK_GOTO(finish_offer(comm, p, TAG_P2P_ACK, s->p2p[p].recv_mem), res, out);
+    if (offered[p])
+      WEFT_CHECK_GOTO(weft_engine_finish_offer(comm, p, TAG_P2P_ACK, s->p2p[p].recv_mem), res, out);
 out:
   free(offered);
   return res;
@@ -600,6 +608,7 @@ const struct weft_executor weft_executor_cuda = {
     .check_error = weft_cuda_check_error,
     .flush = weft_cuda_flush,
     .stop = weft_cuda_stop,
+    .link_peer = weft_cuda_link_peer,
 };
 
 const struct weft_executor* weft_executor_of(const struct ncclComm* comm) {

@@ -10,10 +10,11 @@
 #include "transport/connector.h"
 
 struct ncclComm;
+struct weft_link_mem;
 
 struct weft_p2p_conn {
   struct weft_conn send, recv; /* to / from this peer */
-  struct weft_conn_mem *send_mem, *recv_mem;
+  struct weft_link_mem *send_mem, *recv_mem;
 };
 
 struct weft_coll_state {
@@ -21,7 +22,7 @@ struct weft_coll_state {
   size_t simple_bytes, ll_bytes, p2p_bytes;
   struct weft_conn send[WEFT_PLAN_MAX_CHANNELS],
       recv[WEFT_PLAN_MAX_CHANNELS]; /* ring: to next, from previous */
-  struct weft_conn_mem *send_mem[WEFT_PLAN_MAX_CHANNELS], *recv_mem[WEFT_PLAN_MAX_CHANNELS];
+  struct weft_link_mem *send_mem[WEFT_PLAN_MAX_CHANNELS], *recv_mem[WEFT_PLAN_MAX_CHANNELS];
   struct weft_p2p_conn* p2p;    /* [nranks] */
   uint8_t* watch;               /* [nranks] peer processes on this host whose death we can see */
   struct weft_direct* direct;   /* host direct paths (collectives/host/direct.h); NULL when off */
@@ -46,15 +47,25 @@ ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_
  * this rank among its peers and the same tags). */
 ncclResult_t weft_engine_connect_peers(struct ncclComm* comm, int n, const int* peers, int tag, int ack_tag,
                                        size_t simple, size_t ll, struct weft_conn* send,
-                                       struct weft_conn* recv, struct weft_conn_mem** send_mem,
-                                       struct weft_conn_mem** recv_mem);
+                                       struct weft_conn* recv, struct weft_link_mem** send_mem,
+                                       struct weft_link_mem** recv_mem);
 /* Run the launch's send/recv tasks (call order) to completion, all progressing together. */
 struct weft_waiter;
 ncclResult_t weft_host_p2p_run(struct ncclComm* comm, struct weft_task** tasks, int n, struct weft_waiter* w);
-/* Who is at the other end of a connector to peer, for transport/link.c: peers on other hosts
- * (host_hash, i.e. WEFT_HOSTID) are reached over the network; errors go to comm. */
+/* Who is at the other end of a connector to peer, for transport/transport.c: peers on other hosts
+ * (host_hash, i.e. WEFT_HOSTID) are reached over the network; errors go to comm; a CUDA comm's
+ * connectors are for its kernels (its executor's link_peer). */
 struct weft_link_peer;
 void weft_engine_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp);
+/* The connector setup of both executors, with peer as weft_engine_link_peer describes it:
+ * offer the connector peer -> me, take the one me -> peer, finish the offer (every offer before
+ * any take: bootstrap sends never block, so any pattern of pairs connects). */
+ncclResult_t weft_engine_offer(struct ncclComm* comm, int peer, int tag, size_t simple, size_t ll,
+                               struct weft_link_mem** mem);
+ncclResult_t weft_engine_take(struct ncclComm* comm, int peer, int tag, int ack_tag,
+                              struct weft_link_mem** mem);
+ncclResult_t weft_engine_finish_offer(struct ncclComm* comm, int peer, int ack_tag,
+                                      struct weft_link_mem* mem);
 /* The planner settings comm's collectives are planned with (host: the engine's; CUDA: the CUDA
  * backend's; what each executor runs is in them); NULL before the engine is set up. */
 const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* comm);

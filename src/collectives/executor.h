@@ -10,6 +10,7 @@
 
 struct ncclComm;
 struct weft_plan_params;
+struct weft_link_peer;
 
 struct weft_executor {
   const char* name; /* "host" or "cuda" */
@@ -28,6 +29,9 @@ struct weft_executor {
   ncclResult_t (*check_error)(struct ncclComm* comm); /* an error the running work reported */
   ncclResult_t (*flush)(struct ncclComm* comm);       /* ncclCommFinalize: wait, report */
   void (*stop)(struct ncclComm* comm);                /* abort flag raised: stop and wait */
+  /* What this executor's connectors to peer need beyond the peer itself (transport/transport.h:
+   * device numbers, where losses are raised); NULL: nothing. */
+  void (*link_peer)(struct ncclComm* comm, int peer, struct weft_link_peer* lp);
 };
 
 extern const struct weft_executor weft_executor_host, weft_executor_cuda;

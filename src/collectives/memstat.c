@@ -11,6 +11,7 @@
 #include "collectives/mem.h"
 #include "collectives/tree.h"
 #include "core/comm.h"
+#include "transport/transport.h"
 
 const char* weft_mem_kind_name(enum weft_mem_kind k) {
   static const char* names[WEFT_MEM_KINDS] = {"connectors", "shm segments", "staging", "device buffers",
@@ -32,7 +33,8 @@ uint64_t weft_mem_usage_persist(const struct weft_mem_usage* u) {
 
 /* A connector's memory belongs to its owner (the receiver), except a network connector's FIFO,
  * which each side allocates for itself. */
-static void add_conn(struct weft_mem_usage* u, const struct weft_conn_mem* m) {
+static void add_conn(struct weft_mem_usage* u, const struct weft_link_mem* lm) {
+  const struct weft_conn_mem* m = lm != NULL ? lm->host : NULL;
   if (m == NULL) return;
   if (m->transport != NULL)
     u->suspendable[WEFT_MEM_CONNECTORS] += m->size;

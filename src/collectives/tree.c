@@ -8,6 +8,7 @@
 
 #include "collectives/engine.h"
 #include "core/comm.h"
+#include "transport/transport.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -79,6 +80,6 @@ ncclResult_t weft_tree_connect(struct ncclComm* comm, int nchannels, size_t simp
 void weft_tree_free(struct weft_tree_state* ts) {
   if (ts == NULL) return;
   for (int c = 0; c < WEFT_PLAN_MAX_CHANNELS; c++)
-    for (int i = 0; i < 2 * (1 + WEFT_TREE_MAX_DOWN); i++) weft_conn_mem_release(ts->ch[c].mem[i]);
+    for (int i = 0; i < 2 * (1 + WEFT_TREE_MAX_DOWN); i++) weft_transport_release(ts->ch[c].mem[i]);
   free(ts);
 }

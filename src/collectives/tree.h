@@ -7,6 +7,8 @@
 #include "collectives/plan.h"
 #include "transport/connector.h"
 
+struct weft_link_mem;
+
 #define WEFT_TREE_MAX_DOWN 3
 
 struct weft_tree_channel {
@@ -15,7 +17,7 @@ struct weft_tree_channel {
   int ndown;
   struct weft_conn send_up, recv_up;
   struct weft_conn send_down[WEFT_TREE_MAX_DOWN], recv_down[WEFT_TREE_MAX_DOWN];
-  struct weft_conn_mem* mem[2 * (1 + WEFT_TREE_MAX_DOWN)];
+  struct weft_link_mem* mem[2 * (1 + WEFT_TREE_MAX_DOWN)];
 };
 
 struct weft_tree_state {

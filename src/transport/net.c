@@ -15,6 +15,7 @@
 #include "proxy/proxy.h"
 #include "transport/connector.h"
 #include "transport/net_plugin.h"
+#include "transport/transport.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -183,23 +184,29 @@ static ncclResult_t start_proxy(const struct weft_net_peer* p, int is_send, stru
   return res;
 }
 
-ncclResult_t weft_net_offer(const struct weft_net_peer* p, int tag, size_t simple, size_t ll,
-                            struct weft_conn_mem** out) {
+/* What the receiving side offers: where to connect, and who it is. */
+struct offer {
+  struct weft_conn_handle h;
+  struct who who;
+};
+_Static_assert(sizeof(struct offer) <= WEFT_TRANSPORT_HANDLE_BYTES,
+               "a network offer must fit a transport handle");
+
+ncclResult_t weft_net_offer(const struct weft_net_peer* p, size_t simple, size_t ll,
+                            struct weft_conn_mem** out, void* handle) {
   const struct weft_net_ops* net;
   WEFT_CHECK(weft_net_get(&net));
-  struct weft_conn_handle h;
+  struct offer* o = handle;
+  memset(o, 0, sizeof(*o));
   struct weft_conn_mem* m;
-  WEFT_CHECK(mem_create(simple, ll, &m, &h));
+  WEFT_CHECK(mem_create(simple, ll, &m, &o->h));
   struct net_state* st = m->transport;
   st->net = net;
-  memset(h.name, 0, sizeof(h.name));
-  ncclResult_t res = net->listen(0, weft_bootstrap_key(p->bootstrap), h.name, &st->listen_comm);
-  h.is_shm = WEFT_CONN_NET;
-  h.local_ptr = 0;
-  struct who me;
-  who_am_i(net, &me);
-  if (res == ncclSuccess) res = weft_bootstrap_send(p->bootstrap, p->peer, tag, &h, sizeof(h));
-  if (res == ncclSuccess) res = weft_bootstrap_send(p->bootstrap, p->peer, tag, &me, sizeof(me));
+  memset(o->h.name, 0, sizeof(o->h.name));
+  ncclResult_t res = net->listen(0, weft_bootstrap_key(p->bootstrap), o->h.name, &st->listen_comm);
+  o->h.is_shm = WEFT_CONN_NET;
+  o->h.local_ptr = 0;
+  who_am_i(net, &o->who);
   if (res != ncclSuccess) {
     net_release(m);
     return res;
@@ -208,14 +215,16 @@ ncclResult_t weft_net_offer(const struct weft_net_peer* p, int tag, size_t simpl
   return ncclSuccess;
 }
 
-ncclResult_t weft_net_take(const struct weft_net_peer* p, int tag, int ack_tag, struct weft_conn_mem** out) {
+ncclResult_t weft_net_take(const struct weft_net_peer* p, const void* handle, int ack_tag,
+                           struct weft_conn_mem** out) {
   const struct weft_net_ops* net;
   struct weft_conn_handle h, mine;
   WEFT_CHECK(weft_net_get(&net));
   struct who them;
   struct ack ack = {0};
-  WEFT_CHECK(weft_bootstrap_recv(p->bootstrap, p->peer, tag, &h, sizeof(h)));
-  WEFT_CHECK(weft_bootstrap_recv(p->bootstrap, p->peer, tag, &them, sizeof(them)));
+  const struct offer* o = handle;
+  h = o->h;
+  them = o->who;
   char label[128];
   who_label(&them, label, sizeof(label));
   struct weft_net_peer lp = *p;

@@ -76,12 +76,14 @@ struct weft_net_peer {
   struct weft_cause* cause; /* the communicator's record of the rank lost first */
 };
 
-/* The receiving side creates the connector memory and a listener and sends the handle to peer
- * under tag; the sending side takes it (connects, acknowledges on ack_tag); then the receiving
- * side finishes (accepts). Both connectors are then driven by the proxy thread. */
-ncclResult_t weft_net_offer(const struct weft_net_peer* p, int tag, size_t simple, size_t ll,
-                            struct weft_conn_mem** mem);
-ncclResult_t weft_net_take(const struct weft_net_peer* p, int tag, int ack_tag, struct weft_conn_mem** mem);
+/* The receiving side creates the connector memory and a listener and fills handle (what
+ * transport/transport.c sends the peer); the sending side takes it (connects, acknowledges on
+ * ack_tag); then the receiving side finishes (accepts). Both connectors are then driven by the
+ * proxy thread. */
+ncclResult_t weft_net_offer(const struct weft_net_peer* p, size_t simple, size_t ll,
+                            struct weft_conn_mem** mem, void* handle);
+ncclResult_t weft_net_take(const struct weft_net_peer* p, const void* handle, int ack_tag,
+                           struct weft_conn_mem** mem);
 ncclResult_t weft_net_finish_offer(const struct weft_net_peer* p, int ack_tag, struct weft_conn_mem* mem);
 
 struct weft_proxy_conn;

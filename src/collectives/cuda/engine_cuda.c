@@ -41,14 +41,14 @@
 /* Both sides of a connector start at step_base (0 but in tests of the LL flag wrap), as do the
  * counters of its control page (start_ctrl). A network connector's two FIFOs are counted from 0
  * by the proxies that join them. */
-static void bind(struct weft_cuda_conn* c, const struct weft_gpu_mem* m, uint64_t step_base, int is_send) {
+static void bind(struct weft_cuda_conn* c, const struct weft_link_mem* m, uint64_t step_base, int is_send) {
   c->ctrl = (struct weft_conn_ctrl*)m->base;
   c->simple = m->base + WEFT_CTRL_BYTES;
   c->ll = (struct weft_ll_line*)(m->base + WEFT_CTRL_BYTES + m->simple_bytes);
   c->simple_slot = m->simple_bytes / WEFT_NSTEPS;
   c->ll_slot = m->ll_bytes / WEFT_NSTEPS;
-  c->step = m->link == WEFT_GPU_LINK_NET ? 0 : step_base;
-  c->proxied = is_send && m->link == WEFT_GPU_LINK_NET;
+  c->step = m->tr == &weft_transport_net ? 0 : step_base;
+  c->proxied = is_send && m->tr == &weft_transport_net;
 }
 
 ncclResult_t weft_cuda_copy_now(struct weft_cuda_state* s, void* dev_dst, const void* src, size_t bytes) {
@@ -63,9 +63,9 @@ ncclResult_t weft_cuda_copy_now(struct weft_cuda_state* s, void* dev_dst, const 
 
 /* The owner's counters start where both sides' steps do; the memory came zeroed. Host memory
  * (shared memory) is written in place. */
-static ncclResult_t start_ctrl(struct weft_cuda_state* s, struct weft_gpu_mem* m) {
-  if (s->step_base == 0 || m->link == WEFT_GPU_LINK_NET) return ncclSuccess;
-  if (m->link == WEFT_GPU_LINK_SHM) {
+static ncclResult_t start_ctrl(struct weft_cuda_state* s, struct weft_link_mem* m) {
+  if (s->step_base == 0 || m->tr == &weft_transport_net) return ncclSuccess;
+  if (m->tr == &weft_transport_shm) {
     struct weft_conn_ctrl* c = (struct weft_conn_ctrl*)m->host->base;
     c->tail = c->head = s->step_base;
     return ncclSuccess;
@@ -75,49 +75,33 @@ static ncclResult_t start_ctrl(struct weft_cuda_state* s, struct weft_gpu_mem* m
   return weft_cuda_copy_now(s, &c->head, &s->step_base, sizeof(uint64_t));
 }
 
-/* Who is at the other end of a connector and how to reach it. A network connector's proxy stops
- * this comm's kernels (their abort flag) when it loses the peer, and records whom it lost. */
-static void gpu_peer(struct ncclComm* comm, int peer, struct weft_gpu_peer* gp) {
+/* A network connector's proxy stops this comm's kernels (their abort flag) when it loses the
+ * peer, and records whom it lost. */
+void weft_cuda_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp) {
   struct weft_cuda_state* s = comm->cuda;
-  memset(gp, 0, sizeof(*gp));
-  weft_engine_link_peer(comm, peer, &gp->link);
-  gp->link.net.abort_flag = &s->host->abort;
-  gp->my_dev = s->dev;
-  gp->peer_dev = comm->peers[peer].cuda_dev;
-  gp->stream = s->setup_stream;
+  lp->net.abort_flag = &s->host->abort;
+  lp->gpu = 1;
+  lp->my_dev = s->dev;
+  lp->peer_dev = comm->peers[peer].cuda_dev;
+  lp->stream = s->setup_stream;
 }
 
 /* Create the connector peer -> me (in my GPU's memory, or host memory) and send peer its handle. */
-static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, struct weft_gpu_mem** mem) {
+static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, struct weft_link_mem** mem) {
   struct weft_cuda_state* s = comm->cuda;
-  struct weft_gpu_peer gp;
-  gpu_peer(comm, peer, &gp);
-  WEFT_CHECK(weft_gpu_link_offer(&gp, tag, s->simple_bytes, s->ll_bytes, mem));
+  WEFT_CHECK(weft_engine_offer(comm, peer, tag, s->simple_bytes, s->ll_bytes, mem));
   WEFT_INFO(WEFT_INIT, "comm %p rank %d: connector from rank %d over %s", (void*)comm, comm->rank, peer,
-            weft_gpu_link_name((*mem)->link));
+            (*mem)->tr->name);
   return start_ctrl(s, *mem);
-}
-
-/* Map the connector me -> peer that peer offered, then tell it whether that worked. */
-static ncclResult_t take(struct ncclComm* comm, int peer, int tag, int ack_tag, struct weft_gpu_mem** mem) {
-  struct weft_gpu_peer gp;
-  gpu_peer(comm, peer, &gp);
-  return weft_gpu_link_take(&gp, tag, ack_tag, mem);
-}
-
-static ncclResult_t finish_offer(struct ncclComm* comm, int peer, int ack_tag, struct weft_gpu_mem* mem) {
-  struct weft_gpu_peer gp;
-  gpu_peer(comm, peer, &gp);
-  return weft_gpu_link_finish_offer(&gp, ack_tag, mem);
 }
 
 static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_cuda_state* s) {
   int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
   for (int c = 0; c < s->nchannels; c++) WEFT_CHECK(offer(comm, prev, TAG_RING + c, &s->ring_recv_mem[c]));
   for (int c = 0; c < s->nchannels; c++)
-    WEFT_CHECK(take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->ring_send_mem[c]));
+    WEFT_CHECK(weft_engine_take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->ring_send_mem[c]));
   for (int c = 0; c < s->nchannels; c++)
-    WEFT_CHECK(finish_offer(comm, prev, TAG_RING_ACK + c, s->ring_recv_mem[c]));
+    WEFT_CHECK(weft_engine_finish_offer(comm, prev, TAG_RING_ACK + c, s->ring_recv_mem[c]));
   for (int c = 0; c < s->nchannels; c++) {
     bind(&s->mirror.ring_send[c], s->ring_send_mem[c], s->step_base, 1);
     bind(&s->mirror.ring_recv[c], s->ring_recv_mem[c], s->step_base, 0);
@@ -129,7 +113,7 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_cuda_state* 
 /* A connector just connected is bound and written to the device state; no kernel uses it yet,
  * and kernels running now only write other connectors' steps. */
 static ncclResult_t push_p2p(struct weft_cuda_state* s, struct weft_cuda_conn* dev_array, int peer,
-                             const struct weft_gpu_mem* m, int is_send) {
+                             const struct weft_link_mem* m, int is_send) {
   struct weft_cuda_conn c;
   bind(&c, m, s->step_base, is_send);
   return weft_cuda_copy_now(s, &dev_array[peer], &c, sizeof(c));
@@ -149,12 +133,12 @@ ncclResult_t weft_cuda_p2p_connect(struct ncclComm* comm, const uint8_t* send_to
     }
   for (int p = 0; p < k; p++)
     if (send_to[p] && s->p2p_send_mem[p] == NULL) {
-      WEFT_CHECK_GOTO(take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p_send_mem[p]), res, out);
+      WEFT_CHECK_GOTO(weft_engine_take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p_send_mem[p]), res, out);
       WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_send, p, s->p2p_send_mem[p], 1), res, out);
     }
   for (int p = 0; p < k; p++)
     if (offered[p]) {
-      WEFT_CHECK_GOTO(finish_offer(comm, p, TAG_P2P_ACK, s->p2p_recv_mem[p]), res, out);
+      WEFT_CHECK_GOTO(weft_engine_finish_offer(comm, p, TAG_P2P_ACK, s->p2p_recv_mem[p]), res, out);
       WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_recv, p, s->p2p_recv_mem[p], 0), res, out);
     }
 out:
@@ -180,11 +164,12 @@ static ncclResult_t connect_tree_links(struct ncclComm* comm, struct weft_cuda_s
   for (int c = 0; c < s->env.tree_channels; c++)
     for (int k = 0; k < WEFT_TREE_CONNS; k += 2)
       if (tree_peer(m, c, k) >= 0)
-        WEFT_CHECK(take(comm, tree_peer(m, c, k), TAG_TREE + c, TAG_TREE_ACK + c, &s->tree_mem[c][k]));
+        WEFT_CHECK(
+            weft_engine_take(comm, tree_peer(m, c, k), TAG_TREE + c, TAG_TREE_ACK + c, &s->tree_mem[c][k]));
   for (int c = 0; c < s->env.tree_channels; c++)
     for (int k = 1; k < WEFT_TREE_CONNS; k += 2)
       if (tree_peer(m, c, k) >= 0)
-        WEFT_CHECK(finish_offer(comm, tree_peer(m, c, k), TAG_TREE_ACK + c, s->tree_mem[c][k]));
+        WEFT_CHECK(weft_engine_finish_offer(comm, tree_peer(m, c, k), TAG_TREE_ACK + c, s->tree_mem[c][k]));
   return ncclSuccess;
 }
 
@@ -379,9 +364,9 @@ ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
 
 /* Close a peer's memory, then tell that peer (in another process) it may free it (bs: NULL when
  * the comm was aborted and peers are not waited for). */
-static void close_peer_mem(struct weft_bootstrap* bs, struct weft_gpu_mem** m, int peer, int tag) {
+static void close_peer_mem(struct weft_bootstrap* bs, struct weft_link_mem** m, int peer, int tag) {
   int imported = *m != NULL && (*m)->p2p != NULL && (*m)->p2p->ipc;
-  weft_gpu_link_release(*m);
+  weft_transport_release(*m);
   *m = NULL;
   int one = 1;
   if (imported && bs) weft_bootstrap_send(bs, peer, tag, &one, sizeof(one));
@@ -389,12 +374,12 @@ static void close_peer_mem(struct weft_bootstrap* bs, struct weft_gpu_mem** m, i
 
 /* Free own memory, after the peer that imported it says it closed it (or a bounded wait: the
  * memory is then freed once the importer marks it, see transport/p2p.c). */
-static void free_own_mem(struct weft_bootstrap* bs, struct weft_gpu_mem** m, int peer, int tag) {
+static void free_own_mem(struct weft_bootstrap* bs, struct weft_link_mem** m, int peer, int tag) {
   const struct weft_p2p_mem* p2p = *m != NULL ? (*m)->p2p : NULL;
   int exported = p2p != NULL && p2p->owner && !p2p->shared;
   int closed = 0;
   if (exported && bs) weft_bootstrap_recv_within(bs, peer, tag, &closed, sizeof(closed), CLOSE_WAIT_S);
-  weft_gpu_link_release(*m);
+  weft_transport_release(*m);
   *m = NULL;
 }
 
@@ -593,7 +578,7 @@ ncclResult_t weft_cuda_comm_resume(struct ncclComm* comm) {
  * device state. The host-mapped flags are pinned host memory the GPU maps: state. */
 /* Own connectors only (the receiving side's; a peer's are counted by that peer): GPU memory, or
  * host memory the GPU maps (shared memory, network FIFOs). */
-static void add_p2p(struct weft_mem_usage* u, const struct weft_gpu_mem* m) {
+static void add_p2p(struct weft_mem_usage* u, const struct weft_link_mem* m) {
   if (m != NULL && m->p2p != NULL && m->p2p->owner) u->suspendable[WEFT_MEM_DEVICE] += m->p2p->size;
   if (m != NULL && m->host != NULL && m->host->owner)
     u->suspendable[m->host->is_shm ? WEFT_MEM_SHM : WEFT_MEM_CONNECTORS] += m->host->size;
@@ -632,5 +617,8 @@ ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
 }
 void weft_cuda_comm_fini(struct ncclComm* comm) { (void)comm; }
 void weft_cuda_stop(struct ncclComm* comm) { (void)comm; }
+void weft_cuda_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp) {
+  (void)comm, (void)peer, (void)lp;
+}
 
 #endif

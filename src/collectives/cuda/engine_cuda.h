@@ -25,6 +25,10 @@ void weft_cuda_stop(struct ncclComm* comm);
 ncclResult_t weft_cuda_comm_drain(struct ncclComm* comm);
 ncclResult_t weft_cuda_comm_suspend(struct ncclComm* comm);
 ncclResult_t weft_cuda_comm_resume(struct ncclComm* comm);
+/* A connector to peer is for this comm's kernels (transport/transport.h): device numbers, the
+ * setup stream, and the kernels' abort flag for the proxy to raise. */
+struct weft_link_peer;
+void weft_cuda_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp);
 /* Launch tasks (the group's, in call order) on their stream; returns once enqueued. */
 ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks);
 /* ncclGroupSimulateEnd: the tuning model's predicted time (µs) of collective task t as this

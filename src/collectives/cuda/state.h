@@ -6,7 +6,7 @@
 
 #include "collectives/cuda/kernel.h"
 #include "collectives/plan.h"
-#include "transport/gpu_link.h"
+#include "transport/transport.h"
 
 struct ncclComm;
 
@@ -41,10 +41,10 @@ struct weft_cuda_state {
   struct weft_cuda_devcomm mirror;   /* host copy of the device state as set up (steps at start) */
   uint64_t step_base;                /* WEFT_CUDA_STEP_BASE: every connector's first step */
   struct weft_cuda_wlist* wlists;    /* device work lists of groups over WEFT_CUDA_MAX_WORKS */
-  struct weft_gpu_mem *ring_send_mem[WEFT_CUDA_MAX_CHANNELS], *ring_recv_mem[WEFT_CUDA_MAX_CHANNELS];
-  struct weft_gpu_mem **p2p_send_mem, **p2p_recv_mem; /* [nranks] */
-  int tree_connected;                                 /* tree_mem made (at the first tree all-reduce) */
-  struct weft_gpu_mem* tree_mem[WEFT_CUDA_TREE_CHANNELS][WEFT_TREE_CONNS];
+  struct weft_link_mem *ring_send_mem[WEFT_CUDA_MAX_CHANNELS], *ring_recv_mem[WEFT_CUDA_MAX_CHANNELS];
+  struct weft_link_mem **p2p_send_mem, **p2p_recv_mem; /* [nranks] */
+  int tree_connected;                                  /* tree_mem made (at the first tree all-reduce) */
+  struct weft_link_mem* tree_mem[WEFT_CUDA_TREE_CHANNELS][WEFT_TREE_CONNS];
   uint8_t* restore_p2p; /* suspended: the p2p pairs to reconnect at resume ([nranks] sends, receives) */
   int check_calls;      /* collectives' first steps carry and check their call's tag (WEFT_CHECK_CALLS) */
   uint64_t coll_seq;    /* collectives launched so far: numbered alike on every rank */
