@@ -29,7 +29,7 @@ enum weft_trace_state {
   WEFT_TRACE_FAILED,
   WEFT_TRACE_LAUNCHED
 };
-/* How the operation ran; UNKNOWN where the backend does not say (CUDA). */
+/* How the operation ran; UNKNOWN where the backend does not say (CUDA send/recv). */
 enum weft_trace_algo { WEFT_TRACE_ALGO_UNKNOWN, WEFT_TRACE_RING, WEFT_TRACE_TREE, WEFT_TRACE_DIRECT };
 
 /* One operation. Written only by the thread that queues and runs the comm's work. */

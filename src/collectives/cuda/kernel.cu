@@ -163,21 +163,24 @@ __device__ int weft_run_p2p(struct weft_cuda_devcomm* comm, const struct weft_cu
 __global__ void __launch_bounds__(WEFT_CUDA_MAX_THREADS, 1) weft_cuda_kernel(struct weft_cuda_kargs args) {
   __shared__ struct weft_cuda_work s_work; /* the current work, read once */
   struct weft_cuda_devcomm* comm = args.comm;
-  /* A kernel queued behind one that gave up does nothing: the recorder keeps where that one
-   * stopped (one host-mapped read per block and launch). */
-  int failed = __syncthreads_or(threadIdx.x == 0 && comm->flags->abort);
-  for (int i = 0; i < args.nworks && !failed; i++) {
+  for (int i = 0; i < args.nworks; i++) {
     /* A group too large for the arguments has its whole list in device memory: still one launch.
-     * (No pointer into the arguments: that would copy them to every thread's local memory.) */
-    if (threadIdx.x == 0) s_work = args.list != NULL ? args.list[i] : args.works[i];
-    __syncthreads();
+     * (No pointer into the arguments: that would copy them to every thread's local memory.)
+     * A kernel queued behind one that gave up does nothing, so the recorder keeps where that one
+     * stopped: one host-mapped read per block and launch, beside the first work's. */
+    int stop = 0;
+    if (threadIdx.x == 0) {
+      s_work = args.list != NULL ? args.list[i] : args.works[i];
+      if (i == 0) stop = comm->flags->abort;
+    }
+    if (__syncthreads_or(stop)) break;
     const struct weft_cuda_work* w = &s_work;
     int is_p2p = w->coll == WEFT_COLL_SEND || w->coll == WEFT_COLL_RECV;
     int mine = is_p2p ? w->block == (int)blockIdx.x : (int)blockIdx.x < w->nchannels;
     __syncthreads(); /* everyone has read s_work before it can change */
     if (!mine) continue;
     if (threadIdx.x == 0) weft_progress_begin(comm, w);
-    failed = is_p2p ? weft_run_p2p(comm, w) : weft_run_coll(comm, w, blockIdx.x);
+    int failed = is_p2p ? weft_run_p2p(comm, w) : weft_run_coll(comm, w, blockIdx.x);
     /* s_work is read by all before thread 0 overwrites it. failed is the same in every thread:
      * aborted or timed out, which the host reports. */
     __syncthreads();
