@@ -6,7 +6,7 @@
 # area. The stalls need the emulator: a SIGSTOP stops a rank's kernel there (its blocks are
 # threads of the process), not on a real GPU.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 B=${EMU_BUILD:-build-emu}
 BIN=$B/tests/gpu/test_gpu_trace
 for f in "$BIN" "$B/bin/weft-trace"; do
