@@ -487,7 +487,8 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
 }
 
 static ncclResult_t cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
-  /* The kernel runs after this returns: the recorder sees the launch, not the end. */
+  /* The kernel runs after this returns: its progress and end reach the recorder through the
+   * progress area beside its abort flag (launch_cuda.c, collectives/progress.h). */
   trace_all(comm->trace, tasks, WEFT_TRACE_RUNNING, ncclSuccess);
   prof_cuda(comm->prof, tasks, 1);
   ncclResult_t res = weft_cuda_launch(comm, tasks);

@@ -143,13 +143,77 @@ void weft_trace_finish(struct weft_trace* tr, const struct weft_task* t, ncclRes
   if (res == ncclSuccess) __atomic_store_n(&tr->inflight, 0, __ATOMIC_RELEASE);
 }
 
+/* A LAUNCHED record of a kernel that ended (DONE) or gave up (FAILED); any thread may settle it,
+ * once. */
+static void settle(struct weft_trace_rec* r, int state, ncclResult_t res, uint64_t now) {
+  uint8_t launched = WEFT_TRACE_LAUNCHED;
+  if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != launched) return;
+  __atomic_store_n(&r->t_finished, now, __ATOMIC_RELAXED);
+  __atomic_store_n(&r->result, (int32_t)res, __ATOMIC_RELAXED);
+  __atomic_compare_exchange_n(&r->state, &launched, (uint8_t)state, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
 void weft_trace_launched(struct weft_trace* tr, const struct weft_task* t, ncclResult_t res) {
   struct weft_trace_rec* r = slot_of(tr, t->seq);
   if (r == NULL) return;
-  if (res != ncclSuccess) {
+  if (res != ncclSuccess || t->count == 0) { /* an empty task is not in the kernel: done */
     weft_trace_finish(tr, t, res);
     return;
   }
-  __atomic_store_n(&r->state, WEFT_TRACE_LAUNCHED, __ATOMIC_RELEASE);
+  __atomic_store_n(&r->state, WEFT_TRACE_LAUNCHED, __ATOMIC_SEQ_CST);
   __atomic_store_n(&tr->inflight, 0, __ATOMIC_RELEASE);
+  /* The kernel may have ended before this: an observer that moved dev_done past it then found
+   * it RUNNING and left it; one that comes later finds it LAUNCHED (both seq_cst). */
+  if (t->seq < __atomic_load_n(&tr->dev_done, __ATOMIC_SEQ_CST))
+    settle(r, WEFT_TRACE_DONE, ncclSuccess, weft_trace_now());
+}
+
+uint32_t weft_trace_dev_launch(struct weft_trace* tr, const struct weft_progress* dev, uint64_t last_seq) {
+  if (tr->dev == NULL) __atomic_store_n(&tr->dev, dev, __ATOMIC_RELEASE);
+  uint32_t n = ++tr->dev_launches;
+  if (n == 0) n = ++tr->dev_launches; /* 0: no launch */
+  uint64_t* e = &tr->dev_launch[n % WEFT_TRACE_LAUNCHES].launch;
+  __atomic_store_n(e, 0, __ATOMIC_RELAXED); /* an observer skips the entry while it changes */
+  __atomic_store_n(&tr->dev_launch[n % WEFT_TRACE_LAUNCHES].last_seq, last_seq, __ATOMIC_RELEASE);
+  __atomic_store_n(e, n, __ATOMIC_RELEASE);
+  return n;
+}
+
+/* Records up to (not including) upto are done; the observer that moves dev_done settles them. */
+static void dev_done_upto(struct weft_trace* tr, uint64_t upto, uint64_t now) {
+  uint64_t old = __atomic_load_n(&tr->dev_done, __ATOMIC_SEQ_CST);
+  do {
+    if (upto <= old) return;
+  } while (!__atomic_compare_exchange_n(&tr->dev_done, &old, upto, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+  for (uint64_t seq = upto - old > tr->size ? upto - tr->size : old; seq < upto; seq++) {
+    struct weft_trace_rec* r = slot_of(tr, seq);
+    if (r != NULL) settle(r, WEFT_TRACE_DONE, ncclSuccess, now);
+  }
+}
+
+void weft_trace_dev_observe(struct weft_trace* tr) {
+  const struct weft_progress* d = __atomic_load_n(&tr->dev, __ATOMIC_ACQUIRE);
+  if (d == NULL) return;
+  uint64_t now = weft_trace_now();
+  for (int c = 0; c < WEFT_TRACE_CHANNELS; c++) {
+    uint64_t beat = __atomic_load_n(&d->chan[c].beat, __ATOMIC_RELAXED);
+    if (beat == __atomic_load_n(&tr->dev_seen[c].beat, __ATOMIC_RELAXED)) continue;
+    __atomic_store_n(&tr->dev_seen[c].seen, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&tr->dev_seen[c].beat, beat, __ATOMIC_RELAXED);
+  }
+  uint64_t launch = __atomic_load_n(&d->launch_done, __ATOMIC_RELAXED);
+  const uint64_t* e = &tr->dev_launch[launch % WEFT_TRACE_LAUNCHES].launch;
+  if (launch == 0 || __atomic_load_n(e, __ATOMIC_ACQUIRE) != launch) return; /* unknown, or too old */
+  uint64_t last = __atomic_load_n(&tr->dev_launch[launch % WEFT_TRACE_LAUNCHES].last_seq, __ATOMIC_ACQUIRE);
+  if (__atomic_load_n(e, __ATOMIC_ACQUIRE) == launch) dev_done_upto(tr, last + 1, now);
+}
+
+void weft_trace_dev_failed(struct weft_trace* tr, ncclResult_t res) {
+  if (__atomic_load_n(&tr->dev, __ATOMIC_ACQUIRE) == NULL) return;
+  uint64_t now = weft_trace_now(), from = __atomic_load_n(&tr->dev_done, __ATOMIC_SEQ_CST);
+  for (uint64_t seq = from; seq < from + tr->size; seq++) {
+    struct weft_trace_rec* r = slot_of(tr, seq);
+    if (r == NULL) break; /* not queued yet */
+    settle(r, WEFT_TRACE_FAILED, res, now);
+  }
 }

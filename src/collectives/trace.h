@@ -8,15 +8,20 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "collectives/progress.h"
 #include "collectives/task.h"
 #include "nccl.h"
 #include "util/time.h"
 
 struct ncclComm;
 
-#define WEFT_TRACE_CHANNELS 4 /* progress slots: ring/tree channels (p2p and boards use slot 0) */
+#define WEFT_TRACE_CHANNELS 4  /* progress slots: ring/tree channels (p2p and boards use slot 0) */
+#define WEFT_TRACE_LAUNCHES 64 /* CUDA launches whose end the recorder can still place */
 
-/* LAUNCHED: handed to the CUDA stream; the recorder does not see the kernel end. */
+_Static_assert(WEFT_TRACE_CHANNELS == WEFT_PROGRESS_SLOTS, "the kernel reports the recorder's channels");
+
+/* LAUNCHED: handed to the CUDA stream, not seen ended yet; the kernel's progress area moves it
+ * to DONE (or FAILED when a kernel of the comm gave up). */
 enum weft_trace_state {
   WEFT_TRACE_QUEUED = 1,
   WEFT_TRACE_RUNNING,
@@ -24,7 +29,7 @@ enum weft_trace_state {
   WEFT_TRACE_FAILED,
   WEFT_TRACE_LAUNCHED
 };
-/* How the operation ran; UNKNOWN where the backend does not say (CUDA). */
+/* How the operation ran; UNKNOWN where the backend does not say (CUDA send/recv). */
 enum weft_trace_algo { WEFT_TRACE_ALGO_UNKNOWN, WEFT_TRACE_RING, WEFT_TRACE_TREE, WEFT_TRACE_DIRECT };
 
 /* One operation. Written only by the thread that queues and runs the comm's work. */
@@ -57,6 +62,17 @@ struct weft_trace {
   uint64_t inflight;  /* seq of the running operation + 1; 0: none */
   int failure_dumped; /* a dump on failure was written: an async error found later adds none */
   struct weft_trace_chan chan[WEFT_TRACE_CHANNELS];
+  /* CUDA: the kernel's progress area (collectives/progress.h), from the first launch on; NULL on
+   * the host backend. Read by whoever observes it (weft_trace_dev_observe). */
+  const struct weft_progress* dev;
+  uint32_t dev_launches; /* launches numbered so far (the launching thread's) */
+  uint64_t dev_done;     /* every record below this seq that was LAUNCHED is DONE */
+  struct {
+    uint64_t launch, last_seq;
+  } dev_launch[WEFT_TRACE_LAUNCHES]; /* launch number -> the newest seq it carries */
+  struct {
+    uint64_t beat, seen; /* a channel's GPU clock as the host saw it first, and when (ticks) */
+  } dev_seen[WEFT_TRACE_CHANNELS];
   struct weft_trace* next; /* the signal dumper's list (trace_dump.c) */
   struct weft_trace_rec ring[];
 };
@@ -91,6 +107,20 @@ void weft_trace_plan(struct weft_trace* tr, const struct weft_task* t, int algo,
 void weft_trace_finish(struct weft_trace* tr, const struct weft_task* t, ncclResult_t res);
 /* CUDA: the launch of t returned res (success: LAUNCHED, else FAILED). */
 void weft_trace_launched(struct weft_trace* tr, const struct weft_task* t, ncclResult_t res);
+
+/* CUDA, before a launch whose newest task is last_seq: the number the kernel reports it done by
+ * (weft_cuda_kargs.launch); dev is the comm's progress area. Never 0. */
+uint32_t weft_trace_dev_launch(struct weft_trace* tr, const struct weft_progress* dev, uint64_t last_seq);
+/* Reads the progress area (no-op without one): records of launches the kernel finished become
+ * DONE, and each channel's clock is stamped with the host's time when it changed. Any thread,
+ * at any time (a launch, an async-error query, a dump). */
+void weft_trace_dev_observe(struct weft_trace* tr);
+/* A kernel of the comm gave up (res): the launched records it did not finish become FAILED. */
+void weft_trace_dev_failed(struct weft_trace* tr, ncclResult_t res);
+/* The seq (64 bits) a progress slot's 32-bit one stands for: the nearest to ref. */
+static inline uint64_t weft_trace_dev_seq(uint64_t ref, uint32_t low) {
+  return ref + (uint64_t)(int64_t)(int32_t)(low - (uint32_t)ref);
+}
 
 /* Progress of the running operation, called by the host waits (w->trace_ch: NULL when off). */
 static inline struct weft_trace_chan* weft_trace_chan_of(struct weft_trace_chan* ch, int channel) {

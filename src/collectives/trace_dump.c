@@ -72,13 +72,62 @@ static void put_ops(FILE* f, const struct weft_trace* tr, const struct weft_trac
   fprintf(f, "\n  ],\n");
 }
 
+static const char* const dev_wait_names[] = {"", "data from the peer", "LL data from the peer",
+                                             "a free slot at the peer"};
+
+/* CUDA: the oldest launched record the kernel has not finished (RUNNING: being launched), + 1. */
+static uint64_t dev_inflight(const struct weft_trace* tr) {
+  uint64_t from = __atomic_load_n(&tr->dev_done, __ATOMIC_ACQUIRE);
+  for (uint64_t seq = from; seq < from + tr->size; seq++) {
+    const struct weft_trace_rec* r = &tr->ring[seq % tr->size];
+    uint8_t st = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+    if (r->seq != seq || st == 0) return 0;
+    if (st == WEFT_TRACE_RUNNING || st == WEFT_TRACE_LAUNCHED || st == WEFT_TRACE_FAILED) return seq + 1;
+  }
+  return 0;
+}
+
+/* The progress a CUDA kernel reported (collectives/progress.h), per block: the op it runs, the
+ * steps it passed, and its wait, which began when the GPU's clock said `since`: as long before
+ * the host first saw the clock at `beat` as the GPU counted between the two. */
+static void put_dev_channels(FILE* f, const struct weft_trace* tr, uint64_t ref,
+                             const struct weft_trace_clock* clk) {
+  for (int c = 0; c < WEFT_TRACE_CHANNELS; c++) {
+    const struct weft_progress_chan* pc = &tr->dev->chan[c];
+    uint64_t op = __atomic_load_n(&pc->op, __ATOMIC_RELAXED),
+             steps = __atomic_load_n(&pc->steps, __ATOMIC_RELAXED);
+    uint64_t wait = __atomic_load_n(&pc->wait, __ATOMIC_RELAXED),
+             since = __atomic_load_n(&pc->since, __ATOMIC_RELAXED);
+    uint64_t beat = __atomic_load_n(&tr->dev_seen[c].beat, __ATOMIC_RELAXED);
+    uint64_t seen = __atomic_load_n(&tr->dev_seen[c].seen, __ATOMIC_RELAXED), at = 0;
+    if (wait != 0 && seen != 0)
+      at = seen - (beat >= since ? (uint64_t)((double)(beat - since) / clk->ns_per_tick) : 0);
+    fprintf(f, "%s\n    {\"channel\": %d, \"seq\": ", c ? "," : "", c);
+    if (op == 0)
+      fprintf(f, "null");
+    else
+      fprintf(f, "%llu", (unsigned long long)weft_trace_dev_seq(ref, (uint32_t)(op - 1)));
+    fprintf(
+        f,
+        ", \"steps\": %llu, \"waiting\": %s, \"peer\": %d, \"since_ns\": %llu, \"peer_steps\": 0, \"what\": ",
+        (unsigned long long)steps, wait ? "true" : "false", wait ? (int)(wait >> 8) - 1 : -1, wall(clk, at));
+    weft_json_string(f, dev_wait_names[(wait & 0xff) < 4 ? wait & 0xff : 0]);
+    fprintf(f, "}");
+  }
+}
+
 static void put_inflight(FILE* f, const struct weft_trace* tr, const struct weft_trace_clock* clk) {
-  uint64_t inflight = __atomic_load_n(&tr->inflight, __ATOMIC_ACQUIRE);
+  uint64_t inflight = tr->dev ? dev_inflight(tr) : __atomic_load_n(&tr->inflight, __ATOMIC_ACQUIRE);
   if (inflight == 0) {
     fprintf(f, "  \"in_flight\": null\n");
     return;
   }
   fprintf(f, "  \"in_flight\": {\"seq\": %llu, \"channels\": [", (unsigned long long)(inflight - 1));
+  if (tr->dev) {
+    put_dev_channels(f, tr, inflight - 1, clk);
+    fprintf(f, "\n  ]}\n");
+    return;
+  }
   for (int c = 0; c < WEFT_TRACE_CHANNELS; c++) {
     const struct weft_trace_chan* ch = &tr->chan[c];
     fprintf(f,
@@ -162,6 +211,7 @@ ncclResult_t weft_trace_dump(struct ncclComm* comm, const char* dir, enum weft_t
               strerror(errno));
     return ncclSystemError;
   }
+  weft_trace_dev_observe(tr); /* CUDA: what the kernels did up to now */
   struct weft_trace_clock clk;
   weft_trace_clock_now(&clk);
   put_header(f, comm, tr, why, &clk);

@@ -9,16 +9,8 @@
 
 #define COUNT (1 << 14)
 
-struct thread_rank {
-  const struct tcase* c;
-  ncclUniqueId id;
-  int rank;
-  pthread_barrier_t* bar;
-  int problems;
-};
-
 static void* thread_main(void* p) {
-  struct thread_rank* t = p;
+  struct trace_thread* t = p;
   ncclComm_t comm;
   if (ncclCommInitRank(&comm, t->c->nranks, t->id, t->rank) != ncclSuccess) {
     t->problems++;
@@ -37,22 +29,7 @@ static void* thread_main(void* p) {
 
 static int run_threads(const struct tcase* c, const char* dir) {
   (void)dir;
-  struct thread_rank t[8];
-  pthread_t th[8];
-  pthread_barrier_t bar;
-  pthread_barrier_init(&bar, NULL, (unsigned)c->nranks);
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-  for (int r = 0; r < c->nranks; r++) {
-    t[r] = (struct thread_rank){c, id, r, &bar, 0};
-    pthread_create(&th[r], NULL, thread_main, &t[r]);
-  }
-  int problems = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    pthread_join(th[r], NULL);
-    problems += t[r].problems;
-  }
-  return problems;
+  return trace_run_threads(c, thread_main);
 }
 
 /* A healthy job with WEFT_TRACE_DIR unset writes nothing; weftCommDumpTrace then needs a
@@ -111,23 +88,6 @@ static int run_fatal(const struct tcase* c, const char* dir) {
   return 1; /* not reached: the signal ends the process */
 }
 
-/* A dump of dir holds text. */
-static int dump_says(const char* dir, const char* text) {
-  DIR* d = opendir(dir);
-  int found = 0;
-  for (struct dirent* e; d && (e = readdir(d)) && !found;) {
-    char path[4200], buf[4096];
-    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-    FILE* f = strncmp(e->d_name, "weft-trace-", 11) == 0 ? fopen(path, "r") : NULL;
-    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-    buf[n] = 0;
-    if (f) fclose(f);
-    found = strstr(buf, text) != NULL;
-  }
-  if (d) closedir(d);
-  return found;
-}
-
 /* Runs fn(c, dir) in a child with the case's environment; returns its wait status. */
 static int in_child(int (*fn)(const struct tcase*, const char*), const struct tcase* c, const char* dir) {
   pid_t pid = fork();
@@ -173,7 +133,7 @@ int main(int argc, char** argv) {
     } else {
       EXPECT_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
                  "SIGABRT did not end the process (status %d)", status);
-      EXPECT_MSG(count_dumps(dir) == 2 && dump_says(dir, "\"reason\": \"fatal-signal\""),
+      EXPECT_MSG(count_dumps(dir) == 2 && trace_dump_says(dir, "\"reason\": \"fatal-signal\""),
                  "SIGABRT left %d dumps, not 2 saying fatal-signal", count_dumps(dir));
     }
     remove_dir(dir);

@@ -1,4 +1,5 @@
-/* Shared by the flight recorder fault tests (test_trace_threads.c, test_trace_procs.c): each case
+/* Shared by the flight recorder fault tests (test_trace_threads.c, test_trace_procs.c, and
+ * tests/gpu/test_gpu_trace.c on CUDA ranks): each case
  * runs a job of OPS collectives in which one rank misbehaves at operation FAULT_OP, in a child
  * process of its own (fresh environment and library state), then runs build/bin/weft-trace --json
  * on the dumps and checks that the culprit it names is that rank, for the right reason. */
@@ -19,6 +20,7 @@
 
 #include "check.h"
 #include "nccl.h"
+#include "uid.h"
 #include "weft.h"
 
 #define OPS 6
@@ -128,6 +130,23 @@ static inline int count_dumps(const char* dir) {
   return n;
 }
 
+/* A dump of dir holds text. */
+static inline int trace_dump_says(const char* dir, const char* text) {
+  DIR* d = opendir(dir);
+  int found = 0;
+  for (struct dirent* e; d && (e = readdir(d)) && !found;) {
+    char path[4200], buf[1 << 15];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    FILE* f = strncmp(e->d_name, "weft-trace-", 11) == 0 ? fopen(path, "r") : NULL;
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    found = strstr(buf, text) != NULL;
+  }
+  if (d) closedir(d);
+  return found;
+}
+
 static inline void remove_dir(const char* dir) {
   DIR* d = opendir(dir);
   char path[4200];
@@ -206,6 +225,104 @@ static inline int trace_run_case(const struct tcase* c, int (*run_case)(const st
     remove_dir(dir);
   else
     fprintf(stderr, "  dumps kept in %s\n", dir);
+  return problems;
+}
+
+/* Ranks as threads of this process (test_trace_threads.c; tests/gpu/test_gpu_trace.c on CUDA
+ * ranks): rank_main(&trace_thread) on each, which counts its problems there. */
+struct trace_thread {
+  const struct tcase* c;
+  ncclUniqueId id;
+  int rank;
+  pthread_barrier_t* bar; /* all of the case's ranks */
+  int problems;
+};
+
+static inline int trace_run_threads(const struct tcase* c, void* (*rank_main)(void*)) {
+  struct trace_thread t[8];
+  pthread_t th[8];
+  pthread_barrier_t bar;
+  pthread_barrier_init(&bar, NULL, (unsigned)c->nranks);
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
+  for (int r = 0; r < c->nranks; r++) {
+    t[r] = (struct trace_thread){c, id, r, &bar, 0};
+    pthread_create(&th[r], NULL, rank_main, &t[r]);
+  }
+  int problems = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    pthread_join(th[r], NULL);
+    problems += t[r].problems;
+  }
+  pthread_barrier_destroy(&bar);
+  return problems;
+}
+
+/* Ranks as processes (test_trace_procs.c; tests/gpu/test_gpu_trace.c on CUDA ranks). */
+struct trace_job {
+  const struct tcase* c;
+  pid_t pids[8];
+  int ready[2]; /* the culprit writes a byte just before its FAULT_OP */
+};
+
+static inline int trace_lost(const struct tcase* c, int rank) {
+  return c->fault == LOST_HOST && rank >= c->nranks / 2;
+}
+
+static inline int trace_wait_ready(int fd) {
+  char b;
+  return read(fd, &b, 1) == 1;
+}
+
+/* What the test does to the job once the culprit is about to start FAULT_OP. */
+static inline void trace_inflict(struct trace_job* j) {
+  const struct tcase* c = j->c;
+  if (c->fault != KILL && c->fault != STALL && c->fault != LOST_HOST) return;
+  if (!trace_wait_ready(j->ready[0])) return;
+  /* A kill lands at once, before the culprit can finish FAULT_OP (a 2-rank one on shared memory
+   * can take under the 3 ms a stall waits; CI once saw the culprit complete it): the others wait
+   * in it for a rank that never comes, whether it died just before or inside. */
+  if (c->fault == STALL) usleep(3000); /* inside the operation, mid-transfer */
+  if (c->fault == KILL) kill(j->pids[c->culprit], SIGKILL);
+  for (int r = 0; c->fault == LOST_HOST && r < c->nranks; r++)
+    if (trace_lost(c, r)) kill(j->pids[r], SIGKILL);
+  if (c->fault != STALL) return;
+  kill(j->pids[c->culprit], SIGSTOP);
+  /* The others time out (WEFT_TIMEOUT), dump and exit; then the stalled rank resumes and fails. */
+  for (int r = 0; r < c->nranks; r++)
+    if (r != c->culprit) waitpid(j->pids[r], NULL, 0), j->pids[r] = 0;
+  kill(j->pids[c->culprit], SIGCONT);
+}
+
+/* Forks the case's ranks, each running rank_main (which exits, never returns), inflicts the
+ * fault and reaps them; returns problems (a rank the test did not kill that failed to exit 0). */
+static inline int trace_run_procs(const struct tcase* c,
+                                  void (*rank_main)(const struct tcase* c, const ncclUniqueId* id, int rank,
+                                                    int ready_fd)) {
+  struct trace_job j = {.c = c};
+  ncclUniqueId id;
+  struct test_uid_holder holder;
+  if (pipe(j.ready) != 0 || test_uid_from_child(&id, &holder) != ncclSuccess) return 1;
+  for (int r = 0; r < c->nranks; r++) {
+    j.pids[r] = fork();
+    if (j.pids[r] == 0) {
+      close(j.ready[0]);
+      rank_main(c, &id, r, j.ready[1]);
+    }
+  }
+  close(j.ready[1]);
+  trace_inflict(&j);
+  int problems = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    int status = 0;
+    if (j.pids[r] == 0 || waitpid(j.pids[r], &status, 0) < 0) continue;
+    int killed = (c->fault == KILL && r == c->culprit) || trace_lost(c, r);
+    if (!killed && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      fprintf(stderr, "rank %d ended with status %d\n", r, status);
+      problems++;
+    }
+  }
+  test_uid_release(&holder);
   return problems;
 }
 

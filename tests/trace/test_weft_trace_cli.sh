@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # weft-trace on hand-written dumps, no library involved: its verdicts on fixed inputs (a rank
-# that did not enter, a mismatch, a stall, a missing rank, a healthy job), --json, and a clear
+# that did not enter, a mismatch, a stall, a missing rank, CUDA ranks whose kernels had not
+# finished an operation, a healthy job), --json, and a clear
 # error naming the file for every kind of bad input (not JSON, a field missing or of the wrong
 # type, two dumps of one rank, an empty directory, bad arguments).
 set -u
@@ -71,6 +72,20 @@ dump "$d" 0 4 "$(op 0 1 64 failed)" "{\"seq\": 0, \"channels\": [$(chan true 3 1
 dump "$d" 1 4 "$(op 0 1 64 failed)" "{\"seq\": 0, \"channels\": [$(chan true 0 1000)]}"
 expect "$d" '^culprit: ranks 2,3 (h1 pid 102, h1 pid 103) left no dump (the others stopped in operation 1): their host was lost' lost
 expect "$d" 'rank 0 reports rank 3 as lost' lost-evidence
+
+# CUDA ranks: "launched" is an operation the kernel had not finished (the recorder follows the
+# kernels through their progress area), and their channels name the operation each runs.
+cuda() { sed -i 's/"backend": "host"/"backend": "cuda"/' "$1"/*.json; }
+cchan() { printf '{"channel": 0, "seq": 1, "steps": 4, "waiting": %s, "peer": %s, "since_ns": %s, "peer_steps": 0, "what": "data from the peer"}' "$1" "$2" "$3"; }
+d=$T/cuda-killed
+dump "$d" 0 2 "$(op 0 1 64 done), $(op 1 2 64 launched)" "{\"seq\": 1, \"channels\": [$(cchan true 1 1000)]}"
+cuda "$d"
+expect "$d" '^culprit: rank 1 (h0 pid 101) left no dump (the others stopped in operation 2)' cuda-killed
+d=$T/cuda-stall
+dump "$d" 0 2 "$(op 0 1 64 done), $(op 1 2 64 failed)" "{\"seq\": 1, \"channels\": [$(cchan true 1 1000000000)]}"
+dump "$d" 1 2 "$(op 0 1 64 done), $(op 1 2 64 launched)" "{\"seq\": 1, \"channels\": [$(cchan false -1 0)]}"
+cuda "$d"
+expect "$d" '^culprit: rank 1 stopped progressing in operation 2: rank 0 waits for it, and it was not waiting' cuda-stall
 
 d=$T/healthy
 dump "$d" 0 2 "$done2" null

@@ -73,9 +73,8 @@ static uint64_t last_coll(const struct trace_rank* r) {
     if (r->ops[i].coll_no > m) m = r->ops[i].coll_no;
   return m;
 }
-static int complete(const struct trace_op* op) {
-  return strcmp(op->state, "done") == 0 || strcmp(op->state, "launched") == 0;
-}
+/* A CUDA rank's "launched" operation is one its kernel had not finished when the rank dumped. */
+static int complete(const struct trace_op* op) { return strcmp(op->state, "done") == 0; }
 /* The first collective of r that did not complete; 0 when all did. */
 static uint64_t first_open_coll(const struct trace_rank* r) {
   uint64_t m = 0;

@@ -42,6 +42,27 @@ __device__ void weft_prims_init(struct weft_prims* p, struct weft_cuda_devcomm* 
   p->failed = 0;
   p->step_tag = w->step_tag;
   p->tag_send = p->tag_recv = w->step_tag != 0;
+  p->prog = weft_progress_slot(comm, blockIdx.x);
+  p->nsteps = 0;
+}
+
+/* Thread 0, as the block takes up a work: the recorder's slot says which, no steps yet. */
+__device__ __forceinline__ void weft_progress_begin(struct weft_cuda_devcomm* comm,
+                                                    const struct weft_cuda_work* w) {
+  struct weft_progress_chan* pc = weft_progress_slot(comm, blockIdx.x);
+  weft_st_note(&pc->op, (uint64_t)w->seq + 1);
+  weft_st_note(&pc->steps, 0);
+  weft_st_note(&pc->wait, 0);
+}
+
+/* Thread 0, as the block leaves the launch (failed or not): the last block to leave says the
+ * launch is done, unless the communicator was aborted (a block gave up, or the host stopped it). */
+__device__ __noinline__ void weft_launch_end(struct weft_cuda_devcomm* comm, uint32_t launch) {
+  __threadfence(); /* a block that gave up raised abort before it counts itself */
+  if (weft_atomic_inc(&comm->blocks_ended) + 1 < gridDim.x) return;
+  comm->blocks_ended = 0; /* every block of this launch has counted: the next one starts from 0 */
+  struct weft_cuda_hostcomm* c = comm->flags;
+  if (!c->abort) weft_st_note(&c->progress.launch_done, launch);
 }
 
 /* Tree all-reduce on channel ch (tree ch % 2): its connectors in, their steps written back. */
@@ -144,20 +165,28 @@ __global__ void __launch_bounds__(WEFT_CUDA_MAX_THREADS, 1) weft_cuda_kernel(str
   struct weft_cuda_devcomm* comm = args.comm;
   for (int i = 0; i < args.nworks; i++) {
     /* A group too large for the arguments has its whole list in device memory: still one launch.
-     * (No pointer into the arguments: that would copy them to every thread's local memory.) */
-    if (threadIdx.x == 0) s_work = args.list != NULL ? args.list[i] : args.works[i];
-    __syncthreads();
+     * (No pointer into the arguments: that would copy them to every thread's local memory.)
+     * A kernel queued behind one that gave up does nothing, so the recorder keeps where that one
+     * stopped: one host-mapped read per block and launch, beside the first work's. */
+    int stop = 0;
+    if (threadIdx.x == 0) {
+      s_work = args.list != NULL ? args.list[i] : args.works[i];
+      if (i == 0) stop = comm->flags->abort;
+    }
+    if (__syncthreads_or(stop)) break;
     const struct weft_cuda_work* w = &s_work;
     int is_p2p = w->coll == WEFT_COLL_SEND || w->coll == WEFT_COLL_RECV;
     int mine = is_p2p ? w->block == (int)blockIdx.x : (int)blockIdx.x < w->nchannels;
     __syncthreads(); /* everyone has read s_work before it can change */
     if (!mine) continue;
+    if (threadIdx.x == 0) weft_progress_begin(comm, w);
     int failed = is_p2p ? weft_run_p2p(comm, w) : weft_run_coll(comm, w, blockIdx.x);
     /* s_work is read by all before thread 0 overwrites it. failed is the same in every thread:
      * aborted or timed out, which the host reports. */
     __syncthreads();
-    if (failed) return;
+    if (failed) break;
   }
+  if (threadIdx.x == 0) weft_launch_end(comm, args.launch);
 }
 
 extern "C" int weft_cuda_kernel_launch(const struct weft_cuda_kargs* args, int nblocks, int nthreads,

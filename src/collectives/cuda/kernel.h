@@ -1,12 +1,14 @@
 /* What the host side of the CUDA backend hands its kernel: the device view of connectors, the
  * per-communicator device state (in device memory: the kernel keeps step counters there across
- * launches), the few host-mapped flags both sides watch while kernels run (abort, errors) and
- * the work list of one launch. Compiles as C11 (engine_cuda.c) and as CUDA (kernel.cu). */
+ * launches), the few host-mapped flags both sides watch while kernels run (abort, errors, the
+ * flight recorder's progress) and the work list of one launch. Compiles as C11 (engine_cuda.c) and as CUDA
+ * (kernel.cu). */
 #ifndef WEFT_COLLECTIVES_CUDA_KERNEL_H
 #define WEFT_COLLECTIVES_CUDA_KERNEL_H
 
 #include <stdint.h>
 
+#include "collectives/progress.h"
 #include "transport/connector.h"
 
 #define WEFT_CUDA_MAX_CHANNELS 32
@@ -46,7 +48,8 @@ enum {
 };
 
 /* The only state host and kernels share while kernels run, in host-mapped memory: kernels read
- * it only every WEFT_SPINS_PER_CHECK spins of a wait and write it only when they give up. */
+ * it only every WEFT_SPINS_PER_CHECK spins of a wait and write the flags only when they give up;
+ * progress is the flight recorder's, which kernels write (a store per step) and never read. */
 struct weft_cuda_hostcomm {
   volatile uint32_t abort; /* set by the host (abort, destroy) or by a kernel that timed out */
   volatile uint32_t error; /* first kernel error, WEFT_CUDA_ERR_* */
@@ -54,6 +57,7 @@ struct weft_cuda_hostcomm {
   volatile int32_t err_coll; /* enum weft_coll of the operation that gave up */
   volatile int32_t pad;
   volatile uint64_t err_theirs, err_mine; /* MISMATCH: the peer's step tag and ours */
+  struct weft_progress progress;
 };
 
 /* Per-communicator device state, in device memory. The host writes a connector only before any
@@ -62,6 +66,8 @@ struct weft_cuda_devcomm {
   struct weft_cuda_hostcomm* flags; /* device address of the host-mapped flags */
   uint64_t timeout_ns;              /* a wait longer than this fails the launch (0: never) */
   int32_t rank, nranks;
+  uint32_t blocks_ended; /* blocks of the running launch that ended (the last one resets it) */
+  uint32_t pad;
   struct weft_cuda_conn ring_send[WEFT_CUDA_MAX_CHANNELS]; /* to rank + 1 */
   struct weft_cuda_conn ring_recv[WEFT_CUDA_MAX_CHANNELS]; /* from rank - 1 */
   struct weft_cuda_conn* p2p_send;                         /* [nranks], device addresses */
@@ -89,7 +95,8 @@ struct weft_cuda_work {
   /* Collectives: the step tag (collectives/fingerprint.h) the first step on each connector
    * carries and is checked against; 0: not checked (WEFT_CHECK_CALLS=0, send/recv). */
   uint64_t step_tag;
-  uint64_t chunk; /* elements per step */
+  uint32_t chunk; /* elements per step */
+  uint32_t seq;   /* the task's seq (low 32 bits), for the flight recorder */
   uint64_t scalar, divisor;
   const void* scalar_ptr; /* PreMulSum scalar in device memory, read at run time; else NULL */
   const void* sendbuff;
@@ -100,7 +107,7 @@ struct weft_cuda_kargs {
   struct weft_cuda_devcomm* comm;    /* device address */
   const struct weft_cuda_work* list; /* device memory holding all nworks works, or NULL: works[] */
   int32_t nworks;
-  int32_t pad;
+  uint32_t launch; /* the flight recorder's number for it (collectives/trace.h); 0: none */
   struct weft_cuda_work works[WEFT_CUDA_MAX_WORKS];
 };
 

@@ -11,6 +11,7 @@
 #include "collectives/fingerprint.h"
 #include "collectives/plan.h"
 #include "collectives/profiler.h"
+#include "collectives/trace.h"
 #include "core/comm.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -32,6 +33,7 @@ static void fill_common(struct weft_cuda_work* w, const struct weft_task* t) {
   w->op_kind = (uint8_t)t->op.kind;
   w->root = t->root;
   w->count = t->count;
+  w->seq = (uint32_t)t->seq;
   w->scalar = t->op.scalar;
   w->divisor = t->op.divisor;
   w->scalar_ptr = t->op.scalar_ptr;
@@ -51,7 +53,8 @@ static ncclResult_t plan_coll(const struct ncclComm* comm, const struct weft_cud
   w->algo = tree ? WEFT_CUDA_ALGO_TREE : 0;
   w->proto = (uint8_t)proto;
   w->nchannels = (int16_t)n;
-  w->chunk = weft_plan_chunk_elems(&s->env, proto, weft_dt_size(t->dtype));
+  w->chunk = (uint32_t)weft_plan_chunk_elems(&s->env, proto, weft_dt_size(t->dtype));
+  if (comm->trace) weft_trace_plan(comm->trace, t, tree ? WEFT_TRACE_TREE : WEFT_TRACE_RING, proto, n);
   WEFT_INFO(WEFT_TUNING,
             "%s seq %llu: %zu bytes, algo %s proto %s, %d channel(s), chunk %llu elements (CUDA)%s",
             weft_coll_name(t->coll), (unsigned long long)t->seq, bytes, tree ? "Tree" : "Ring",
@@ -68,7 +71,7 @@ static void plan_p2p(const struct weft_cuda_state* s, const struct weft_task* t,
   w->proto = env->ll_ok && ((int64_t)(t->count * es) <= s->p2p_ll_threshold || !env->simple_ok)
                  ? WEFT_PROTO_LL
                  : WEFT_PROTO_SIMPLE;
-  w->chunk = weft_plan_chunk_elems(env, w->proto, es);
+  w->chunk = (uint32_t)weft_plan_chunk_elems(env, w->proto, es);
   w->block = block;
   w->nchannels = 0;
 }
@@ -259,6 +262,16 @@ static ncclResult_t record_completion(const struct ncclComm* comm, const struct 
   return ncclSuccess;
 }
 
+/* The flight recorder follows the kernel through the progress area beside its abort flag: the
+ * launch gets the number under which the kernel reports it ended. */
+static uint32_t trace_launch(struct ncclComm* comm, const struct weft_task* tasks) {
+  if (comm->trace == NULL) return 0;
+  uint64_t last = 0;
+  for (const struct weft_task* t = tasks; t; t = t->next)
+    if (t->seq > last) last = t->seq;
+  return weft_trace_dev_launch(comm->trace, &comm->cuda->host->progress, last);
+}
+
 /* Plan every task and launch them as one kernel: the work list in the kernel arguments when it
  * fits, else in device memory. A group split over several kernels could deadlock (a send in one
  * kernel, its receive in the next, each rank waiting in a different one). */
@@ -291,6 +304,7 @@ static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks,
     WEFT_INFO(WEFT_COLL, "comm %p rank %d: a group of %d tasks, its work list in device memory", (void*)comm,
               comm->rank, n);
   }
+  if (res == ncclSuccess) args.launch = trace_launch(comm, tasks);
   if (res == ncclSuccess) res = launch_batch(s, &args, nblocks, stream);
   if (res == ncclSuccess) res = record_completion(comm, tasks, stream);
   if (l != NULL && !l->captured) {
@@ -339,9 +353,7 @@ static ncclResult_t report_lost(struct ncclComm* comm, struct weft_cuda_state* s
 
 /* A kernel that gave up (timeout) left its reason in the host-mapped device state, which the host
  * reads at any time: the next launch, ncclCommGetAsyncError, Finalize and Destroy all see it. */
-ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
-  struct weft_cuda_state* s = comm->cuda;
-  if (s == NULL || s->host == NULL) return ncclSuccess;
+static ncclResult_t kernel_error(struct ncclComm* comm, struct weft_cuda_state* s) {
   uint32_t err = s->host->error;
   if (err == WEFT_CUDA_ERR_NONE) return ncclSuccess;
   if (err == WEFT_CUDA_ERR_MISMATCH) return report_mismatch(comm, s);
@@ -357,6 +369,16 @@ ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
   /* A timeout is NCCL's ncclTimeout; a kernel stopped by the abort flag was cut short by the user. */
   ncclResult_t res = err == WEFT_CUDA_ERR_TIMEOUT ? ncclTimeout : ncclInvalidUsage;
   weft_comm_set_async_error(comm, res);
+  return res;
+}
+
+/* The same moments show the flight recorder what the kernels did (progress area). */
+ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
+  struct weft_cuda_state* s = comm->cuda;
+  if (s == NULL || s->host == NULL) return ncclSuccess;
+  if (comm->trace) weft_trace_dev_observe(comm->trace);
+  ncclResult_t res = kernel_error(comm, s);
+  if (res != ncclSuccess && comm->trace) weft_trace_dev_failed(comm->trace, res);
   return res;
 }
 

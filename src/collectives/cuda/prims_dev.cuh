@@ -4,7 +4,10 @@
  * slot, then thread 0 publishes tail after __threadfence_system (or head). LL: every thread
  * polls and writes its own 16-byte lines, whose flags (weft_ll_flag) carry the synchronization.
  * Every wait polls the communicator's host-mapped abort flag (every WEFT_SPINS_PER_CHECK spins;
- * nothing else the kernel reads is host-mapped) and gives up after the timeout. */
+ * nothing else the kernel reads is host-mapped) and gives up after the timeout.
+ * The flight recorder's progress (collectives/progress.h): thread 0 stores the steps passed once
+ * per step; a wait notes what it is for and the time at each of its checks (its slow path) and
+ * clears that when it ends, if it got that far. */
 #ifndef WEFT_COLLECTIVES_CUDA_PRIMS_DEV_CUH
 #define WEFT_COLLECTIVES_CUDA_PRIMS_DEV_CUH
 
@@ -28,21 +31,48 @@ struct weft_prims {
   /* The call's step tag; the first step sent (received) on each connector carries (is checked
    * against) it, which costs one fence per collective and connector, not one per step. */
   uint64_t step_tag;
-  int tag_send, tag_recv; /* that first step is still to come */
+  int tag_send, tag_recv;          /* that first step is still to come */
+  struct weft_progress_chan* prog; /* this block's progress slot (host-mapped) */
+  uint64_t nsteps;                 /* steps passed in this work (thread 0's count) */
 };
 
+/* The progress slot of block b: its own, or the shared one nobody reads. */
+__device__ __forceinline__ struct weft_progress_chan* weft_progress_slot(struct weft_cuda_devcomm* comm,
+                                                                         int b) {
+  return &comm->flags->progress.chan[b < WEFT_PROGRESS_SLOTS ? b : WEFT_PROGRESS_SLOTS];
+}
+
+/* Thread 0, once per step. */
+__device__ __forceinline__ void weft_progress_step(struct weft_prims* p) {
+  weft_st_note(&p->prog->steps, ++p->nsteps);
+}
+
+/* A wait that passed a check (start set) is over: it no longer waits. */
+__device__ __forceinline__ void weft_progress_wait_end(struct weft_prims* p, uint64_t start) {
+  if (start != 0) weft_st_note(&p->prog->wait, 0);
+}
+
 /* Called every WEFT_SPINS_PER_CHECK spins of a wait: 1 when the wait must give up (abort
- * raised, or this wait has lasted longer than the timeout, which then raises abort for all). */
-__device__ __noinline__ int weft_wait_check(struct weft_prims* p, uint64_t* start, int peer) {
+ * raised, or this wait has lasted longer than the timeout, which then raises abort for all).
+ * clk: when the wait's time began (0: not yet) and its previous check. */
+__device__ __noinline__ int weft_wait_check(struct weft_prims* p, uint64_t* clk, int peer, int what) {
   struct weft_cuda_hostcomm* c = p->comm->flags;
   if (c->abort) return 1;
   uint64_t now = weft_globaltimer();
-  if (*start == 0) {
-    *start = now;
+  /* The recorder's view: set at every check, as LL threads that end their waits clear it. */
+  weft_st_note(&p->prog->wait, (uint64_t)(peer + 1) << 8 | (uint64_t)what);
+  weft_st_note(&p->prog->beat, now);
+  uint64_t timeout_ns = p->comm->timeout_ns;
+  /* A waiter that did not run for half the timeout (its process stopped, its GPU time-sliced
+   * away) starts its clock again: only time it was there to wait counts, and what it waits for
+   * may have come meanwhile (the loop looks again before the next check). */
+  if (clk[0] == 0 || (timeout_ns != 0 && now - clk[1] > timeout_ns / 2)) {
+    clk[0] = clk[1] = now;
+    weft_st_note(&p->prog->since, now);
     return 0;
   }
-  uint64_t timeout_ns = p->comm->timeout_ns;
-  if (timeout_ns == 0 || now - *start < timeout_ns) return 0;
+  clk[1] = now;
+  if (timeout_ns == 0 || now - clk[0] < timeout_ns) return 0;
   if (c->error == WEFT_CUDA_ERR_NONE) {
     c->err_channel = p->channel;
     c->err_peer = peer;
@@ -80,15 +110,16 @@ __device__ __forceinline__ int weft_tag_ok(struct weft_prims* p) {
 
 /* Spin until *ctr >= need (thread 0 only); 0 when given up. */
 __device__ __forceinline__ int weft_wait_ge(struct weft_prims* p, const uint64_t* ctr, uint64_t need,
-                                            int peer) {
-  uint64_t start = 0;
+                                            int peer, int what) {
+  uint64_t clk[2] = {0, 0};
   int spins = 0;
   while (weft_ld_acquire(ctr) < need) {
     if (++spins == WEFT_SPINS_PER_CHECK) {
       spins = 0;
-      if (weft_wait_check(p, &start, peer)) return 0;
+      if (weft_wait_check(p, clk, peer, what)) return 0; /* the wait stays noted, for the dump */
     }
   }
+  weft_progress_wait_end(p, clk[0]);
   return 1;
 }
 
@@ -178,11 +209,12 @@ __device__ __forceinline__ int weft_prim_wait(struct weft_prims* p, int flags) {
   int bad = 0;
   if (threadIdx.x == 0) {
     int ok = 1;
-    if (flags & WEFT_P_RECV) ok = weft_wait_ge(p, &p->recv.ctrl->tail, p->recv.step + 1, p->recv_peer);
+    if (flags & WEFT_P_RECV)
+      ok = weft_wait_ge(p, &p->recv.ctrl->tail, p->recv.step + 1, p->recv_peer, WEFT_PROGRESS_DATA);
     if (ok && (flags & WEFT_P_RECV) && p->tag_recv) ok = weft_tag_ok(p);
     if (ok && (flags & WEFT_P_SEND)) {
       uint64_t need = p->send.step + 1 > WEFT_NSTEPS ? p->send.step + 1 - WEFT_NSTEPS : 0;
-      ok = weft_wait_ge(p, &p->send.ctrl->head, need, p->send_peer);
+      ok = weft_wait_ge(p, &p->send.ctrl->head, need, p->send_peer, WEFT_PROGRESS_CREDIT);
     }
     bad = !ok;
   }
@@ -257,6 +289,7 @@ __device__ __forceinline__ void weft_prim_simple(struct weft_prims* p, int flags
     }
     /* Release: the block's reads of the slot come before the sender may overwrite it. */
     if (flags & WEFT_P_RECV) weft_st_release(&p->recv.ctrl->head, p->recv.step + 1);
+    weft_progress_step(p);
   }
   weft_prim_advance(p, flags);
 }
@@ -265,19 +298,20 @@ __device__ __forceinline__ void weft_prim_simple(struct weft_prims* p, int flags
 __device__ __forceinline__ uint64_t weft_ll_wait(struct weft_prims* p, const struct weft_ll_line* l,
                                                  uint32_t flag, int* bad) {
   uint32_t d1, f1, d2, f2;
-  uint64_t start = 0;
+  uint64_t clk[2] = {0, 0};
   int spins = 0;
   for (;;) {
     weft_ll_load(l, &d1, &f1, &d2, &f2);
     if (f1 == flag && f2 == flag) break;
     if (++spins == WEFT_SPINS_PER_CHECK) {
       spins = 0;
-      if (weft_wait_check(p, &start, p->recv_peer)) {
+      if (weft_wait_check(p, clk, p->recv_peer, WEFT_PROGRESS_LL_DATA)) {
         *bad = 1;
         return 0;
       }
     }
   }
+  weft_progress_wait_end(p, clk[0]);
   return (uint64_t)d1 | ((uint64_t)d2 << 32);
 }
 
@@ -338,6 +372,7 @@ __device__ __forceinline__ void weft_prim_ll(struct weft_prims* p, int flags, si
       __threadfence_system();
     }
     if (flags & WEFT_P_SEND) weft_st_relaxed(&p->send.ctrl->tail, p->send.step + 1); /* doorbell only */
+    weft_progress_step(p);
   }
   weft_prim_advance(p, flags);
 }

@@ -21,6 +21,11 @@ __device__ __forceinline__ void weft_st_relaxed(uint64_t* p, uint64_t v) {
 __device__ __forceinline__ void weft_st_release(uint64_t* p, uint64_t v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+/* A note for the host (collectives/progress.h): relaxed, no ordering with anything else. */
+__device__ __forceinline__ void weft_st_note(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned weft_atomic_inc(unsigned* p) { return atomicAdd(p, 1u); }
 __device__ __forceinline__ uint64_t weft_globaltimer(void) {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -47,6 +52,13 @@ __device__ __forceinline__ uint64_t weft_ld_acquire(const uint64_t* p) {
 __device__ __forceinline__ void weft_st_relaxed(uint64_t* p, uint64_t v) { weft_emu_store_relaxed_u64(p, v); }
 __device__ __forceinline__ void weft_st_release(uint64_t* p, uint64_t v) {
   __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+/* Not weft_st_relaxed: that one turns into a release after a fence, which is the tail's. */
+__device__ __forceinline__ void weft_st_note(uint64_t* p, uint64_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+__device__ __forceinline__ unsigned weft_atomic_inc(unsigned* p) {
+  return __atomic_fetch_add(p, 1u, __ATOMIC_ACQ_REL);
 }
 /* Read every WEFT_SPINS_PER_CHECK spins of a wait: also the moment to let the writer run. */
 __device__ __forceinline__ uint64_t weft_globaltimer(void) {
