@@ -80,7 +80,8 @@ void weft_bs_local_close(struct weft_bootstrap* bs) {
   bs->event_fd = -1;
 }
 
-int weft_bs_local_deliver(struct weft_bootstrap* bs, int peer, const struct weft_bs_msg* msg, const void* data) {
+int weft_bs_local_deliver(struct weft_bootstrap* bs, int peer, const struct weft_bs_msg* msg,
+                          const void* data) {
   const uint8_t* nonce = bs->peers[peer].nonce;
   pthread_mutex_lock(&lock);
   int here = find(nonce) != NULL;
@@ -91,7 +92,8 @@ int weft_bs_local_deliver(struct weft_bootstrap* bs, int peer, const struct weft
   if (m == NULL || (msg->size && copy == NULL)) {
     free(m);
     free(copy);
-    WEFT_WARN("Bootstrap: rank %d: out of memory for a %zu-byte message to rank %d", bs->rank, msg->size, peer);
+    WEFT_WARN("Bootstrap: rank %d: out of memory for a %zu-byte message to rank %d", bs->rank, msg->size,
+              peer);
     return -1;
   }
   *m = *msg;
@@ -113,7 +115,8 @@ int weft_bs_local_deliver(struct weft_bootstrap* bs, int peer, const struct weft
   return to != NULL;
 }
 
-void weft_bs_local_drain(struct weft_bootstrap* bs, void (*take)(struct weft_bootstrap*, struct weft_bs_msg*)) {
+void weft_bs_local_drain(struct weft_bootstrap* bs,
+                         void (*take)(struct weft_bootstrap*, struct weft_bs_msg*)) {
   uint64_t count;
   if (read(bs->event_fd, &count, sizeof(count)) < 0) return; /* nothing was signalled */
   pthread_mutex_lock(&lock);
