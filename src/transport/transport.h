@@ -41,8 +41,8 @@ struct weft_link_mem {
  * so a rank that cannot make it fails with its own reason, not with its peer's closed socket. */
 #define WEFT_TRANSPORT_HANDLE_BYTES 320
 struct weft_transport_handle {
-  int32_t id; /* the transport's */
-  char data[WEFT_TRANSPORT_HANDLE_BYTES];
+  int32_t id;                                         /* the transport's */
+  _Alignas(8) char data[WEFT_TRANSPORT_HANDLE_BYTES]; /* transports cast it to their handle types */
 };
 
 struct weft_transport_ops {
