@@ -24,12 +24,7 @@ void weft_bootstrap_destroy(struct weft_bootstrap* bs) {
   weft_socket_close(bs->next_fd);
   weft_socket_close(bs->prev_fd);
   weft_bs_incoming_drop_all(bs);
-  while (bs->parked) {
-    struct weft_bs_msg* m = bs->parked;
-    bs->parked = m->next;
-    free(m->data);
-    free(m);
-  }
+  weft_bs_msg_free_list(bs->parked);
   free(bs->inc);
   free(bs->pfds);
   free(bs->peers);

@@ -281,6 +281,7 @@ void weft_bs_incoming_read(struct weft_bootstrap* bs, int i);
  * rank of this process and msg (with a copy of data) is in its mailbox, 0 when it is not (send
  * over TCP), -1 out of memory. drain hands the mailbox to take, once the eventfd polled readable. */
 ncclResult_t weft_bs_local_open(struct weft_bootstrap* bs);
+void weft_bs_msg_free_list(struct weft_bs_msg* m); /* m and every message after it */
 void weft_bs_local_close(struct weft_bootstrap* bs);
 int weft_bs_local_deliver(struct weft_bootstrap* bs, int peer, const struct weft_bs_msg* msg,
                           const void* data);

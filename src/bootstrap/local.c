@@ -54,7 +54,7 @@ ncclResult_t weft_bs_local_open(struct weft_bootstrap* bs) {
   return ncclSuccess;
 }
 
-static void drop_list(struct weft_bs_msg* m) {
+void weft_bs_msg_free_list(struct weft_bs_msg* m) {
   while (m) {
     struct weft_bs_msg* next = m->next;
     free(m->data);
@@ -75,7 +75,7 @@ void weft_bs_local_close(struct weft_bootstrap* bs) {
   struct weft_bs_msg* mail = bs->mailbox;
   bs->mailbox = NULL;
   pthread_mutex_unlock(&lock);
-  drop_list(mail);
+  weft_bs_msg_free_list(mail);
   close(bs->event_fd);
   bs->event_fd = -1;
 }
@@ -107,11 +107,10 @@ int weft_bs_local_deliver(struct weft_bootstrap* bs, int peer, const struct weft
     while (*tail) tail = &(*tail)->next;
     *tail = m;
     uint64_t one = 1;
-    if (write(to->event_fd, &one, sizeof(one)) < 0) { /* the counter is far from full: cannot fail */
-    }
+    (void)!write(to->event_fd, &one, sizeof(one)); /* the counter is far from full: cannot fail */
   }
   pthread_mutex_unlock(&lock);
-  if (to == NULL) drop_list(m);
+  if (to == NULL) weft_bs_msg_free_list(m);
   return to != NULL;
 }
 
