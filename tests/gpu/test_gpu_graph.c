@@ -2,7 +2,9 @@
  * ncclAllReduce on their streams, then replay the graph with new inputs each time; every replay
  * must produce the sum of that replay's inputs. Then a ring of sends and receives whose
  * connectors are set up lazily, during the capture (thread-local capture mode, where a plain
- * cudaMalloc would end the capture), replayed the same way. SKIP without a GPU. */
+ * cudaMalloc would end the capture), replayed the same way. Then replays and eager all-reduces on
+ * two streams with no synchronization between them, which must not run at once. SKIP without a
+ * GPU. */
 #include "gpu_util.h"
 
 #define COUNT (1u << 20)
@@ -82,6 +84,66 @@ static int graph_body(ncclComm_t comm, int rank, int nranks, void* arg) {
   return bad;
 }
 
+static int check_allreduce(const float* h, int rank, int nranks, int it, const char* what) {
+  int bad = 0;
+  for (size_t i = 0; i < COUNT && bad < 3; i++) {
+    float want = replay_want(CAPTURE_ALLREDUCE, rank, nranks, it, i);
+    if (h[i] != want) {
+      fprintf(stderr, "FAILED rank %d %s %d: element %zu is %g, want %g\n", rank, what, it, i, h[i], want);
+      bad++;
+    }
+  }
+  return bad;
+}
+
+static int set_input(float* d_in, float* h, int rank, int it) {
+  for (size_t i = 0; i < COUNT; i++) h[i] = replay_input(CAPTURE_ALLREDUCE, rank, it, i);
+  GPU_CHECK(cudaMemcpy(d_in, h, COUNT * sizeof(float), cudaMemcpyHostToDevice));
+  return 0;
+}
+
+/* Replays of a captured all-reduce on one stream and eager all-reduces on another, issued with no
+ * synchronization between them (in the same order on every rank; odd rounds replay first): they
+ * share the comm's connectors, so the library must run them one after another. */
+static int mixed_body(ncclComm_t comm, int rank, int nranks, void* arg) {
+  (void)arg;
+  cudaStream_t gs, es;
+  GPU_CHECK(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
+  GPU_CHECK(cudaStreamCreateWithFlags(&es, cudaStreamNonBlocking));
+  float *g_in, *g_out, *e_in, *e_out, *h = malloc(COUNT * sizeof(float));
+  GPU_CHECK(cudaMalloc((void**)&g_in, COUNT * sizeof(float)));
+  GPU_CHECK(cudaMalloc((void**)&g_out, COUNT * sizeof(float)));
+  GPU_CHECK(cudaMalloc((void**)&e_in, COUNT * sizeof(float)));
+  GPU_CHECK(cudaMalloc((void**)&e_out, COUNT * sizeof(float)));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  GPU_CHECK(cudaStreamBeginCapture(gs, cudaStreamCaptureModeThreadLocal));
+  ncclResult_t res = ncclAllReduce(g_in, g_out, COUNT, ncclFloat32, ncclSum, comm, gs);
+  GPU_CHECK(cudaStreamEndCapture(gs, &graph));
+  if (res != ncclSuccess) return 1;
+  GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  int bad = 0;
+  for (int it = 0; it < 2 * REPLAYS && !bad; it++) {
+    if (set_input(g_in, h, rank, it) || set_input(e_in, h, rank, it + 50)) return 1;
+    if (it % 2) GPU_CHECK(cudaGraphLaunch(exec, gs));
+    res = ncclAllReduce(e_in, e_out, COUNT, ncclFloat32, ncclSum, comm, es);
+    if (it % 2 == 0) GPU_CHECK(cudaGraphLaunch(exec, gs));
+    GPU_CHECK(cudaStreamSynchronize(gs));
+    GPU_CHECK(cudaStreamSynchronize(es));
+    if (res != ncclSuccess) return 1;
+    GPU_CHECK(cudaMemcpy(h, g_out, COUNT * sizeof(float), cudaMemcpyDeviceToHost));
+    bad += check_allreduce(h, rank, nranks, it, "replay");
+    GPU_CHECK(cudaMemcpy(h, e_out, COUNT * sizeof(float), cudaMemcpyDeviceToHost));
+    bad += check_allreduce(h, rank, nranks, it + 50, "eager all-reduce beside replay");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(g_in), cudaFree(g_out), cudaFree(e_in), cudaFree(e_out);
+  cudaStreamDestroy(gs), cudaStreamDestroy(es);
+  free(h);
+  return bad;
+}
+
 /* Processes: rank 0 replays a captured all-reduce and destroys its comm at once, while rank 1
  * starts its replay a second later. Rank 0's replay still writes into rank 1's memory through
  * CUDA IPC then, so destroy must wait for it before it closes that memory. */
@@ -110,6 +172,7 @@ int main(void) {
   enum captured allreduce = CAPTURE_ALLREDUCE, ring = CAPTURE_RING_SENDRECV;
   int failed = run_threads(2, graph_body, &allreduce) + run_threads(3, graph_body, &allreduce);
   failed += run_threads(3, graph_body, &ring);
+  failed += run_threads(2, mixed_body, NULL) + run_threads(3, mixed_body, NULL);
   failed += run_procs(2, destroy_during_replay_body, NULL, 60);
   printf("%s\n",
          failed ? "FAILED" : "graph-captured all-reduce and lazily connected send/recv replays match");

@@ -131,6 +131,7 @@ struct rt_op {
     } wait;
     struct {
       struct rt_graph_exec* exec;
+      uint64_t* event_gens; /* per event node, in node order: the generation this launch uses */
     } graph;
   } u;
 };
@@ -243,6 +244,10 @@ cudaError_t rt_capture_add_locked(struct rt_stream* s, struct rt_op* op);
 /* A record / wait-event on a capturing stream, handled as capture bookkeeping. rt_lock held. */
 cudaError_t rt_capture_record_locked(struct rt_stream* s, struct rt_event* ev);
 cudaError_t rt_capture_wait_locked(struct rt_stream* s, struct rt_event* ev, unsigned flags);
+/* An external event node (cudaEventRecordExternal / cudaEventWaitExternal under capture): kind is
+ * RT_OP_RECORD or RT_OP_WAIT_EVENT, and each launch of the graph records or waits as a stream op
+ * issued at cudaGraphLaunch would. rt_lock held. */
+cudaError_t rt_capture_event_node_locked(struct rt_stream* s, struct rt_event* ev, enum rt_op_kind kind);
 int rt_capture_active_locked(unsigned long long id); /* that capture is still in progress */
 /* Invalidates s's capture (an unsupported call on it); returns cudaErrorStreamCaptureUnsupported. */
 cudaError_t rt_capture_fail_locked(struct rt_stream* s);
@@ -251,6 +256,8 @@ cudaError_t rt_capture_fail_locked(struct rt_stream* s);
 cudaError_t rt_capture_check_unsafe(void);
 int rt_capture_legacy_conflict_locked(int dev); /* a blocking stream of dev is capturing */
 void rt_graph_exec_unref_locked(struct rt_graph_exec* x);
+/* Runs a graph launch (an RT_OP_GRAPH op) on s's worker: its nodes in order. */
+void rt_graph_run(struct rt_stream* s, struct rt_op* launch);
 void rt_graph_fork_child(void);
 
 #endif

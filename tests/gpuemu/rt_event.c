@@ -84,7 +84,10 @@ RT_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t h, unsig
   pthread_mutex_lock(&rt_lock);
   struct rt_event* ev;
   struct rt_stream* s = rt_stream_event_locked(h, e, &ev, &err);
-  if (ev && s->cap) {
+  if (ev && s->cap && (flags & cudaEventRecordExternal)) {
+    err = rt_capture_event_node_locked(s, ev, RT_OP_RECORD);
+    free(op);
+  } else if (ev && s->cap) {
     err = rt_capture_record_locked(s, ev);
     free(op);
   } else if (ev) {

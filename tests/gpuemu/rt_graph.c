@@ -75,6 +75,54 @@ cudaError_t rt_capture_add_locked(struct rt_stream* s, struct rt_op* op) {
   return cudaSuccess;
 }
 
+cudaError_t rt_capture_event_node_locked(struct rt_stream* s, struct rt_event* ev, enum rt_op_kind kind) {
+  struct rt_op* op = rt_op_new(kind);
+  if (!op) return cudaErrorMemoryAllocation;
+  op->u.event.ev = ev; /* the generation is the launch's (bind_event_nodes_locked) */
+  ev->refs++;
+  return rt_capture_add_locked(s, op);
+}
+
+static int is_event_node(const struct rt_op* n) {
+  return n->kind == RT_OP_RECORD || n->kind == RT_OP_WAIT_EVENT;
+}
+
+/* Event nodes act at cudaGraphLaunch as the same calls on the launch stream would: a record takes
+ * the event's next generation, a wait the latest one recorded so far. */
+static cudaError_t bind_event_nodes_locked(struct rt_op* launch) {
+  size_t n = 0, i = 0;
+  for (struct rt_op* op = launch->u.graph.exec->graph->head; op; op = op->next) n += is_event_node(op);
+  if (n == 0) return cudaSuccess;
+  uint64_t* gens = calloc(n, sizeof(*gens));
+  if (!gens) return cudaErrorMemoryAllocation;
+  for (struct rt_op* op = launch->u.graph.exec->graph->head; op; op = op->next) {
+    struct rt_event* ev = op->u.event.ev;
+    if (op->kind == RT_OP_RECORD) {
+      ev->cap_id = 0;
+      gens[i++] = ++ev->recorded;
+    } else if (op->kind == RT_OP_WAIT_EVENT) {
+      gens[i++] = ev->recorded;
+    }
+  }
+  launch->u.graph.event_gens = gens;
+  return cudaSuccess;
+}
+
+/* A launch that was itself captured (a graph in a graph) has no generations bound: its event
+ * nodes do nothing, a limit of the emulator. */
+void rt_graph_run(struct rt_stream* s, struct rt_op* launch) {
+  const uint64_t* gens = launch->u.graph.event_gens;
+  size_t i = 0;
+  for (struct rt_op* n = launch->u.graph.exec->graph->head; n; n = n->next) {
+    if (!is_event_node(n))
+      rt_op_run(s, n);
+    else if (gens && n->kind == RT_OP_RECORD)
+      rt_event_complete(n->u.event.ev, gens[i++]);
+    else if (gens)
+      rt_event_wait(n->u.event.ev, gens[i++]);
+  }
+}
+
 cudaError_t rt_capture_fail_locked(struct rt_stream* s) {
   s->cap->invalidated = 1;
   return cudaErrorStreamCaptureUnsupported;
@@ -107,7 +155,7 @@ cudaError_t rt_capture_wait_locked(struct rt_stream* s, struct rt_event* ev, uns
   struct rt_capture* evc = ev->cap_id ? capture_find_locked(ev->cap_id) : NULL;
   if (!s->cap) return evc ? join_locked(s, evc) : cudaSuccess; /* a stale capture: nothing pending */
   if (s->cap->invalidated) return cudaErrorStreamCaptureInvalidated;
-  if (flags & cudaEventWaitExternal) return cudaErrorNotSupported; /* no external event nodes */
+  if (flags & cudaEventWaitExternal) return rt_capture_event_node_locked(s, ev, RT_OP_WAIT_EVENT);
   if (evc != s->cap) {
     s->cap->invalidated = 1;
     return evc ? cudaErrorStreamCaptureMerge : cudaErrorStreamCaptureIsolation;
@@ -356,7 +404,11 @@ RT_API cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t h) {
   if (x) {
     op->u.graph.exec = x;
     x->refs++; /* cudaGraphExecDestroy while in flight frees it after the run */
-    err = rt_stream_submit_locked(s, op);
+    err = s->cap ? cudaSuccess : bind_event_nodes_locked(op); /* a captured launch: see rt_graph_run */
+    if (err == cudaSuccess)
+      err = rt_stream_submit_locked(s, op);
+    else
+      rt_op_discard_locked(op);
   } else {
     free(op);
   }

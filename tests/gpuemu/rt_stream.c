@@ -50,6 +50,7 @@ void rt_op_discard_locked(struct rt_op* op) {
       break;
     case RT_OP_GRAPH:
       rt_graph_exec_unref_locked(op->u.graph.exec);
+      free(op->u.graph.event_gens);
       break;
     default:
       break;
@@ -96,7 +97,7 @@ void rt_op_run(struct rt_stream* s, struct rt_op* op) {
       pthread_mutex_unlock(&rt_lock);
       break;
     case RT_OP_GRAPH:
-      for (struct rt_op* n = op->u.graph.exec->graph->head; n; n = n->next) rt_op_run(s, n);
+      rt_graph_run(s, op);
       break;
   }
 }

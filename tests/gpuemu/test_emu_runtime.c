@@ -543,6 +543,63 @@ static void test_capture_replay(void) {
   report("capture_and_replay", ok);
 }
 
+/* External event nodes (how a library orders its graph replays with its eager launches): a record
+ * node records at each launch as cudaEventRecord on the launch stream would, and a wait node waits
+ * for the latest record made before the launch. */
+static void test_external_event_nodes(void) {
+  int ok = 1;
+  cudaStream_t s, other;
+  cudaEvent_t ev;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t rec_exec = NULL, wait_exec = NULL;
+  struct gate g1 = GATE_INIT, g2 = GATE_INIT;
+  size_t nodes = 0;
+  EXPECT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  EXPECT_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  EXPECT_OK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  /* Record node: eager work waiting on the event waits for the replay. */
+  EXPECT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  EXPECT_OK(cudaLaunchHostFunc(s, gate_wait_fn, &g1));
+  EXPECT_OK(cudaEventRecordWithFlags(ev, s, cudaEventRecordExternal));
+  EXPECT_OK(cudaStreamEndCapture(s, &graph));
+  EXPECT_OK(cudaGraphGetNodes(graph, NULL, &nodes));
+  EXPECT(nodes == 2, "%zu nodes in the record graph", nodes);
+  EXPECT_OK(cudaGraphInstantiate(&rec_exec, graph, 0));
+  EXPECT_OK(cudaGraphDestroy(graph));
+  EXPECT_OK(cudaEventQuery(ev)); /* nothing recorded yet: captured nodes do not record */
+  order_n = 0;
+  EXPECT_OK(cudaGraphLaunch(rec_exec, s));
+  EXPECT_ERR(cudaEventQuery(ev), cudaErrorNotReady);
+  EXPECT_OK(cudaStreamWaitEvent(other, ev, 0));
+  EXPECT_OK(cudaLaunchHostFunc(other, log_fn, (void*)1));
+  sleep_ms(20);
+  EXPECT(order_n == 0, "work waiting on a record node ran before the replay reached it");
+  gate_open(&g1);
+  EXPECT_OK(cudaStreamSynchronize(other));
+  EXPECT(order_n == 1 && gate_passed(&g1), "order %d after the replay", order_n);
+  EXPECT_OK(cudaStreamSynchronize(s));
+  /* Wait node: the replay waits for the record made before its launch. */
+  EXPECT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  EXPECT_OK(cudaStreamWaitEvent(s, ev, cudaEventWaitExternal));
+  EXPECT_OK(cudaLaunchHostFunc(s, log_fn, (void*)2));
+  EXPECT_OK(cudaStreamEndCapture(s, &graph));
+  EXPECT_OK(cudaGraphInstantiate(&wait_exec, graph, 0));
+  EXPECT_OK(cudaGraphDestroy(graph));
+  EXPECT_OK(cudaLaunchHostFunc(other, gate_wait_fn, &g2));
+  EXPECT_OK(cudaEventRecord(ev, other));
+  EXPECT_OK(cudaGraphLaunch(wait_exec, s));
+  sleep_ms(20);
+  EXPECT(order_n == 1, "a wait node did not wait for the record before its launch");
+  gate_open(&g2);
+  EXPECT_OK(cudaStreamSynchronize(s));
+  EXPECT(order_n == 2 && order_log[1] == 2, "order %d after the record", order_n);
+  cudaGraphExecDestroy(rec_exec), cudaGraphExecDestroy(wait_exec);
+  cudaStreamDestroy(s), cudaStreamDestroy(other);
+  cudaEventDestroy(ev);
+  cudaGetLastError();
+  report("external_event_nodes", ok);
+}
+
 static void test_capture_invalidation(void) {
   int ok = 1;
   cudaStream_t s;
@@ -657,6 +714,7 @@ int main(void) {
   test_ipc_dead_owner();
   test_free_while_open();
   test_capture_replay();
+  test_external_event_nodes();
   test_capture_invalidation();
   test_free_syncs_and_destroy();
   test_threads();

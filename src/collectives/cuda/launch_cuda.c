@@ -413,6 +413,27 @@ static ncclResult_t check_stream(const struct ncclComm* comm, const struct weft_
   return ncclInvalidUsage;
 }
 
+/* Launches of one comm run one after another whatever streams carry them, graph replays
+ * included: they share the comm's connectors. A captured launch orders itself through external
+ * event nodes, which act at each replay as these calls would on the replay's stream (NCCL does the
+ * same by default, NCCL_GRAPH_MIXING_SUPPORT). Eager launches on one stream need no wait until a
+ * graph may have recorded in between. */
+static ncclResult_t after_last_launch(const struct weft_cuda_state* s, cudaStream_t stream, int capturing) {
+  if (capturing) {
+    WEFT_CUDACHECK(cudaStreamWaitEvent(stream, s->last_event, cudaEventWaitExternal));
+  } else if (s->captured || (s->have_last && s->last_stream != stream)) {
+    WEFT_CUDACHECK(cudaStreamWaitEvent(stream, s->last_event, 0));
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t mark_last_launch(struct weft_cuda_state* s, cudaStream_t stream, int capturing) {
+  WEFT_CUDACHECK(cudaEventRecordWithFlags(s->last_event, stream, capturing ? cudaEventRecordExternal : 0));
+  s->have_last = 1;
+  s->last_stream = stream;
+  return ncclSuccess;
+}
+
 static ncclResult_t launch_on_device(struct ncclComm* comm, struct weft_cuda_state* s,
                                      struct weft_task* tasks) {
   WEFT_CUDACHECK(cudaSetDevice(s->dev));
@@ -427,18 +448,11 @@ static ncclResult_t launch_on_device(struct ncclComm* comm, struct weft_cuda_sta
   WEFT_CUDACHECK(cudaStreamIsCapturing(stream, &cap));
   int capturing = cap != cudaStreamCaptureStatusNone;
   s->captured |= capturing;
-  /* Launches of one comm stay ordered even when the caller changes streams. */
-  if (!capturing && s->have_last && s->last_stream != stream)
-    WEFT_CUDACHECK(cudaStreamWaitEvent(stream, s->last_event, 0));
+  WEFT_CHECK(after_last_launch(s, stream, capturing));
   for (int i = 1; i < ss.n; i++) WEFT_CHECK(stream_after(stream, ss.v[i]));
   WEFT_CHECK(launch_works(comm, tasks, stream, capturing));
   for (int i = 1; i < ss.n; i++) WEFT_CHECK(stream_after(ss.v[i], stream));
-  if (!capturing) {
-    WEFT_CUDACHECK(cudaEventRecord(s->last_event, stream));
-    s->have_last = 1;
-    s->last_stream = stream;
-  }
-  return ncclSuccess;
+  return mark_last_launch(s, stream, capturing);
 }
 
 const struct weft_plan_params* weft_cuda_plan_params(const struct ncclComm* comm) {

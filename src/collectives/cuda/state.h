@@ -29,8 +29,10 @@ struct weft_cuda_state {
   int64_t p2p_ll_threshold;    /* NCCL_P2P_LL_THRESHOLD */
   struct weft_plan_params env; /* the planner's inputs (plan.c), filled and agreed at init */
   cudaStream_t setup_stream;   /* private, non-blocking: setup never waits for user work */
-  cudaEvent_t last_event;      /* end of the last launch outside graph capture */
-  cudaStream_t last_stream;
+  /* The end of the comm's last launch, eager or a graph replay's (an external record node): every
+   * launch waits for it, so no two of the comm's kernels share its connectors at once. */
+  cudaEvent_t last_event;
+  cudaStream_t last_stream; /* of the last eager launch; meaningless once a launch was captured */
   int have_last;
   int error_reported;                /* the kernel error's WARN was logged */
   int captured;                      /* a launch was captured into a graph */
