@@ -144,7 +144,15 @@ void weft_log_reset(void) {
 
 void weft_log_set_device(int dev) { thread_device = dev; }
 
-const char* weft_log_last_error(void) { return last_error; }
+/* A copy per thread: another thread's WARN may rewrite last_error while the caller reads the
+ * text (ncclGetLastError's pointer carries no lock). It stays valid until this thread asks again. */
+const char* weft_log_last_error(void) {
+  static __thread char copy[sizeof(last_error)];
+  pthread_mutex_lock(&log_lock);
+  memcpy(copy, last_error, sizeof(copy));
+  pthread_mutex_unlock(&log_lock);
+  return copy;
+}
 
 static int format_timestamp(char* out, int size) {
   const char* fmt = weft_param_str("NCCL_DEBUG_TIMESTAMP_FORMAT");

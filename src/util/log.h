@@ -43,7 +43,8 @@ void weft_log(int level, uint32_t subsys, const char* file, int line, const char
     __attribute__((format(printf, 5, 6)));
 /* Device (or host-backend rank) shown in brackets on this thread's lines. */
 void weft_log_set_device(int dev);
-/* Text of the last WARN, for ncclGetLastError. */
+/* Text of the last WARN of the process, for ncclGetLastError: a copy for the calling thread,
+ * valid until its next call. */
 const char* weft_log_last_error(void);
 /* Forget the parsed settings so the next line reads the environment again (ncclResetDebugInit). */
 void weft_log_reset(void);

@@ -4,14 +4,14 @@
 # library's accessors; with the producer's __threadfence_system() it must run clean, without it
 # (and with a barrier missing inside a block) it must report a data race in the test's own code.
 # Then that neither the emulator (test_emu_grid, test_emu_runtime) nor the library on a small collective matrix
-# (2 ranks as threads, Simple and LL; over the network through the proxy thread; tree all-reduce)
-# shows a race. (Process ranks are left out: ThreadSanitizer cannot see their synchronisation.)
+# (2 ranks as threads, Simple and LL; over the network through the proxy thread; tree all-reduce),
+# nor kernels that give up (timeout, abort, mismatch) show a race. (Process ranks are left out: ThreadSanitizer cannot see their synchronisation.)
 set -u
 cd "$(dirname "$0")/../.."
 B=${EMU_TSAN_BUILD:-build-emu-tsan}
 RACE=$B/tests/gpuemu/test_emu_race GRID=$B/tests/gpuemu/test_emu_grid COLL=$B/tests/gpu/test_gpu_coll
-RT=$B/tests/gpuemu/test_emu_runtime
-for bin in "$RACE" "$GRID" "$COLL" "$RT"; do
+RT=$B/tests/gpuemu/test_emu_runtime ABORT=$B/tests/gpu/test_gpu_abort MISMATCH=$B/tests/gpu/test_gpu_mismatch
+for bin in "$RACE" "$GRID" "$COLL" "$RT" "$ABORT" "$MISMATCH"; do
   [ -x "$bin" ] || { echo "SKIP: $bin not built (make emu-tsan)"; exit 77; }
 done
 # Keep going after a report (every report is listed) and exit 66 at the end if there was one.
@@ -70,5 +70,10 @@ check clean "collectives, 2 ranks, LL" $MATRIX NCCL_PROTO=LL timeout 300 "$COLL"
 NET="WEFT_EMU_NO_PEER_ACCESS=1 NCCL_SHM_DISABLE=1"
 check clean "collectives over the network, 2 ranks, LL" $MATRIX $NET NCCL_PROTO=LL timeout 300 "$COLL" devthreads 2 300
 check clean "tree all-reduce, 3 ranks, LL" $MATRIX NCCL_ALGO=Tree NCCL_PROTO=LL timeout 300 "$COLL" threads 3 300 AllReduce
+# Kernels that give up while the host watches their flags: a timeout and ncclCommAbort (the
+# error report and the abort flag, written by blocks and the host), and mismatched collectives
+# (a step's call tag, the report, ncclGetLastError read while another rank's WARN is written).
+check clean "a kernel timing out, and one aborted" timeout 300 "$ABORT"
+check clean "mismatched collectives, 2 ranks" timeout 300 "$MISMATCH"
 echo "$((runs - fail)) of $runs ThreadSanitizer checks passed"
 [ "$fail" = 0 ]

@@ -473,8 +473,7 @@ static void leave_device(int caller, int dev) {
 void weft_cuda_stop(struct ncclComm* comm) {
   struct weft_cuda_state* s = comm ? comm->cuda : NULL;
   if (s == NULL || s->host == NULL) return;
-  s->host->abort = 1;
-  __sync_synchronize();
+  __atomic_store_n(&s->host->abort, 1, __ATOMIC_SEQ_CST);
   int caller = enter_device(s->dev);
   weft_cuda_flush(comm);
   leave_device(caller, s->dev);
@@ -488,8 +487,7 @@ void weft_cuda_comm_fini(struct ncclComm* comm) {
   /* An aborted comm stops its kernels (every wait polls this flag); a destroyed one lets them end. */
   int aborted = weft_comm_aborted(comm);
   if (s->host != NULL && aborted) {
-    s->host->abort = 1;
-    __sync_synchronize();
+    __atomic_store_n(&s->host->abort, 1, __ATOMIC_SEQ_CST);
   }
   /* Replays of graphs that captured this comm's launches run on streams the comm never sees; they
    * must end before its connectors are closed and freed. (cudaFree would wait for them too, but

@@ -62,7 +62,7 @@ __device__ __noinline__ void weft_launch_end(struct weft_cuda_devcomm* comm, uin
   if (weft_atomic_inc(&comm->blocks_ended) + 1 < gridDim.x) return;
   comm->blocks_ended = 0; /* every block of this launch has counted: the next one starts from 0 */
   struct weft_cuda_hostcomm* c = comm->flags;
-  if (!c->abort) weft_st_note(&c->progress.launch_done, launch);
+  if (!weft_flag_ld(&c->abort)) weft_st_note(&c->progress.launch_done, launch);
 }
 
 /* Tree all-reduce on channel ch (tree ch % 2): its connectors in, their steps written back. */
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(WEFT_CUDA_MAX_THREADS, 1) weft_cuda_kernel(str
     int stop = 0;
     if (threadIdx.x == 0) {
       s_work = args.list != NULL ? args.list[i] : args.works[i];
-      if (i == 0) stop = comm->flags->abort;
+      if (i == 0) stop = weft_flag_ld(&comm->flags->abort);
     }
     if (__syncthreads_or(stop)) break;
     const struct weft_cuda_work* w = &s_work;

@@ -52,10 +52,12 @@ enum {
  * progress is the flight recorder's, which kernels write (a store per step) and never read. */
 struct weft_cuda_hostcomm {
   volatile uint32_t abort; /* set by the host (abort, destroy) or by a kernel that timed out */
-  volatile uint32_t error; /* first kernel error, WEFT_CUDA_ERR_* */
+  /* The first kernel error, WEFT_CUDA_ERR_*: the block that claims err_claim fills the fields
+   * below, then publishes the code (release); the host reads the code (acquire), then them. */
+  volatile uint32_t error;
   volatile int32_t err_channel, err_peer;
   volatile int32_t err_coll; /* enum weft_coll of the operation that gave up */
-  volatile int32_t pad;
+  volatile uint32_t err_claim;
   volatile uint64_t err_theirs, err_mine; /* MISMATCH: the peer's step tag and ours */
   struct weft_progress progress;
 };

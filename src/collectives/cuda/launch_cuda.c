@@ -354,7 +354,7 @@ static ncclResult_t report_lost(struct ncclComm* comm, struct weft_cuda_state* s
 /* A kernel that gave up (timeout) left its reason in the host-mapped device state, which the host
  * reads at any time: the next launch, ncclCommGetAsyncError, Finalize and Destroy all see it. */
 static ncclResult_t kernel_error(struct ncclComm* comm, struct weft_cuda_state* s) {
-  uint32_t err = s->host->error;
+  uint32_t err = __atomic_load_n(&s->host->error, __ATOMIC_ACQUIRE); /* then its fields */
   if (err == WEFT_CUDA_ERR_NONE) return ncclSuccess;
   if (err == WEFT_CUDA_ERR_MISMATCH) return report_mismatch(comm, s);
   if (err == WEFT_CUDA_ERR_ABORT) {

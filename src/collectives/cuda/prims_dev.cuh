@@ -52,12 +52,26 @@ __device__ __forceinline__ void weft_progress_wait_end(struct weft_prims* p, uin
   if (start != 0) weft_st_note(&p->prog->wait, 0);
 }
 
+/* This block gives up: the first block to do so says why (racing ones leave its report whole),
+ * and every wait of the communicator stops. */
+__device__ __noinline__ void weft_give_up(struct weft_prims* p, uint32_t code, int peer, uint64_t theirs) {
+  struct weft_cuda_hostcomm* c = p->comm->flags;
+  if (weft_flag_claim(&c->err_claim)) {
+    c->err_channel = p->channel;
+    c->err_peer = peer;
+    c->err_coll = p->coll;
+    c->err_theirs = theirs;
+    c->err_mine = p->step_tag;
+    weft_flag_st_release(&c->error, code);
+  }
+  weft_flag_st_release(&c->abort, 1);
+}
+
 /* Called every WEFT_SPINS_PER_CHECK spins of a wait: 1 when the wait must give up (abort
  * raised, or this wait has lasted longer than the timeout, which then raises abort for all).
  * clk: when the wait's time began (0: not yet) and its previous check. */
 __device__ __noinline__ int weft_wait_check(struct weft_prims* p, uint64_t* clk, int peer, int what) {
-  struct weft_cuda_hostcomm* c = p->comm->flags;
-  if (c->abort) return 1;
+  if (weft_flag_ld(&p->comm->flags->abort)) return 1;
   uint64_t now = weft_globaltimer();
   /* The recorder's view: set at every check, as LL threads that end their waits clear it. */
   weft_st_note(&p->prog->wait, (uint64_t)(peer + 1) << 8 | (uint64_t)what);
@@ -73,31 +87,14 @@ __device__ __noinline__ int weft_wait_check(struct weft_prims* p, uint64_t* clk,
   }
   clk[1] = now;
   if (timeout_ns == 0 || now - clk[0] < timeout_ns) return 0;
-  if (c->error == WEFT_CUDA_ERR_NONE) {
-    c->err_channel = p->channel;
-    c->err_peer = peer;
-    c->err_coll = p->coll;
-    c->error = WEFT_CUDA_ERR_TIMEOUT; /* racing blocks may overwrite each other: any one will do */
-  }
-  __threadfence_system();
-  c->abort = 1;
+  weft_give_up(p, WEFT_CUDA_ERR_TIMEOUT, peer, 0);
   return 1;
 }
 
 /* A step from the peer carries another call's tag (its collective, count, datatype, op or root
  * differ, or a call is missing): report it, stop every wait of the communicator; returns 0. */
 __device__ __noinline__ int weft_tag_mismatch(struct weft_prims* p, uint64_t theirs) {
-  struct weft_cuda_hostcomm* c = p->comm->flags;
-  if (c->error == WEFT_CUDA_ERR_NONE) {
-    c->err_channel = p->channel;
-    c->err_peer = p->recv_peer;
-    c->err_coll = p->coll;
-    c->err_theirs = theirs;
-    c->err_mine = p->step_tag;
-    c->error = WEFT_CUDA_ERR_MISMATCH;
-  }
-  __threadfence_system();
-  c->abort = 1;
+  weft_give_up(p, WEFT_CUDA_ERR_MISMATCH, p->recv_peer, theirs);
   return 0;
 }
 

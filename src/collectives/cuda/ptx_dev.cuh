@@ -26,6 +26,19 @@ __device__ __forceinline__ void weft_st_note(uint64_t* p, uint64_t v) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 __device__ __forceinline__ unsigned weft_atomic_inc(unsigned* p) { return atomicAdd(p, 1u); }
+/* The host-mapped flags (abort, error): the host reads and writes them while kernels run. */
+__device__ __forceinline__ uint32_t weft_flag_ld(const volatile uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void weft_flag_st_release(volatile uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+/* 1 for the one caller that turns *p from 0 to 1. */
+__device__ __forceinline__ int weft_flag_claim(volatile uint32_t* p) {
+  return atomicCAS_system((unsigned*)p, 0u, 1u) == 0u;
+}
 __device__ __forceinline__ uint64_t weft_globaltimer(void) {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -59,6 +72,16 @@ __device__ __forceinline__ void weft_st_note(uint64_t* p, uint64_t v) {
 }
 __device__ __forceinline__ unsigned weft_atomic_inc(unsigned* p) {
   return __atomic_fetch_add(p, 1u, __ATOMIC_ACQ_REL);
+}
+__device__ __forceinline__ uint32_t weft_flag_ld(const volatile uint32_t* p) {
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+__device__ __forceinline__ void weft_flag_st_release(volatile uint32_t* p, uint32_t v) {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+__device__ __forceinline__ int weft_flag_claim(volatile uint32_t* p) {
+  uint32_t zero = 0;
+  return __atomic_compare_exchange_n(p, &zero, 1u, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 /* Read every WEFT_SPINS_PER_CHECK spins of a wait: also the moment to let the writer run. */
 __device__ __forceinline__ uint64_t weft_globaltimer(void) {
