@@ -147,14 +147,26 @@ static void report(const struct weft_tune_log* log, const struct slot* s, int co
         measured, predicted, ratio > 1 ? ratio : 1 / ratio, ratio > 1 ? "slower" : "faster");
 }
 
-void weft_tune_log_measured(struct weft_tune_log* log, uint64_t start_ns) {
-  if (log == NULL || log->pending == NULL) return;
-  struct slot* s = log->pending;
+int weft_tune_log_take(struct weft_tune_log* log, struct weft_tune_pending* p) {
+  if (log == NULL || log->pending == NULL) return 0;
+  *p = (struct weft_tune_pending){log->pending, log->pending_coll, log->pending_class, log->pending_us};
   log->pending = NULL;
-  float us = (float)((weft_time_ns() - start_ns) / 1000.0);
-  s->predicted_us[s->nsamples] = log->pending_us;
-  s->measured_us[s->nsamples] = us;
+  return 1;
+}
+
+/* Samples may arrive after the slot has its share (timed calls still in flight): those are dropped. */
+void weft_tune_log_sample(struct weft_tune_log* log, const struct weft_tune_pending* p, float measured_us) {
+  struct slot* s = p->slot;
+  if (log == NULL || s->reported || s->nsamples >= WEFT_TUNE_LOG_SAMPLES) return;
+  s->predicted_us[s->nsamples] = p->predicted_us;
+  s->measured_us[s->nsamples] = measured_us;
   if (++s->nsamples < WEFT_TUNE_LOG_SAMPLES) return;
-  report(log, s, log->pending_coll, log->pending_class);
+  report(log, s, p->coll, p->size_class);
   s->reported = 1;
+}
+
+void weft_tune_log_measured(struct weft_tune_log* log, uint64_t start_ns) {
+  struct weft_tune_pending p;
+  if (weft_tune_log_take(log, &p))
+    weft_tune_log_sample(log, &p, (float)((weft_time_ns() - start_ns) / 1000.0));
 }

@@ -1,7 +1,8 @@
 /* Tuning that explains itself (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING, rank 0): the first call
  * of each (collective, size class) logs the candidates, the choice and its reason; after
  * WEFT_TUNE_LOG_SAMPLES calls the measured time beside the prediction, with a WARN when they
- * differ by more than 2x. Size class: the power of two at or below the call's bytes. */
+ * differ by more than 2x (host backend: the call's time; CUDA: the kernel's, from events). Size class: the
+ * power of two at or below the call's bytes. */
 #ifndef WEFT_COLLECTIVES_TUNE_LOG_H
 #define WEFT_COLLECTIVES_TUNE_LOG_H
 
@@ -35,5 +36,16 @@ void weft_tune_log_choice(struct weft_tune_log* log, const struct weft_tune_choi
  * call the planner did not choose for (the direct paths) is not measured. */
 uint64_t weft_tune_log_start(struct weft_tune_log* log);
 void weft_tune_log_measured(struct weft_tune_log* log, uint64_t start_ns);
+
+/* For an executor that learns a call's time later (the CUDA kernel's events): the choice
+ * weft_tune_log_choice saw last, taken for one weft_tune_log_sample (1), or 0 when it is not to
+ * be measured. */
+struct weft_tune_pending {
+  void* slot;
+  int coll, size_class;
+  float predicted_us;
+};
+int weft_tune_log_take(struct weft_tune_log* log, struct weft_tune_pending* p);
+void weft_tune_log_sample(struct weft_tune_log* log, const struct weft_tune_pending* p, float measured_us);
 
 #endif

@@ -336,7 +336,7 @@ static ncclResult_t init_on_device(struct ncclComm* comm) {
   s->p2p_recv_mem = calloc(comm->nranks, sizeof(*s->p2p_recv_mem));
   if (s->p2p_send_mem == NULL || s->p2p_recv_mem == NULL) return ncclSystemError;
   read_sizes(s);
-  s->env.tune_log = weft_tune_log_create(comm); /* predictions only: kernels are not timed */
+  s->env.tune_log = weft_tune_log_create(comm); /* kernels timed by events: tune_time.c */
   WEFT_CUDACHECK(cudaSetDevice(s->dev));
   WEFT_CHECK(cap_to_residency(comm, s));
   WEFT_CHECK(agree_shape(comm, s));
@@ -422,6 +422,7 @@ static void free_state(struct weft_bootstrap* bs, int rank, int nranks, struct w
   if (s->host) cudaFreeHost(s->host);
   if (s->last_event) cudaEventDestroy(s->last_event);
   if (s->setup_stream) cudaStreamDestroy(s->setup_stream);
+  weft_cuda_timers_free(s);
   cudaGetLastError(); /* teardown errors are not the next call's business */
   weft_tune_log_destroy(s->env.tune_log);
   free(s);
@@ -494,6 +495,7 @@ void weft_cuda_comm_fini(struct ncclComm* comm) {
    * closing a peer's CUDA IPC memory comes first.) */
   if (s->captured && !aborted) cudaDeviceSynchronize();
   weft_cuda_flush(comm); /* own launches end; a kernel that gave up is logged even if nobody asked */
+  if (!aborted) weft_cuda_timers_collect(s); /* the last timed kernels, for the tuning log */
   comm->cuda = NULL;
   if (aborted)
     reap_later(comm, s);

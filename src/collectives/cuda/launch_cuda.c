@@ -288,6 +288,7 @@ static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks,
   ncclResult_t res = w != NULL && owner != NULL ? ncclSuccess : ncclSystemError;
   struct weft_cuda_wlist* l = NULL;
   int nblocks = 0, uses_tree = 0;
+  weft_tune_log_start(s->env.tune_log); /* the choice to time is this launch's */
   if (res == ncclSuccess) res = plan_group(comm, tasks, w, owner, &nblocks, &uses_tree);
   if (res == ncclSuccess && uses_tree && !s->tree_connected) res = connect_tree(comm);
   if (res == ncclSuccess && nblocks > s->max_blocks) {
@@ -305,7 +306,11 @@ static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks,
               comm->rank, n);
   }
   if (res == ncclSuccess) args.launch = trace_launch(comm, tasks);
-  if (res == ncclSuccess) res = launch_batch(s, &args, nblocks, stream);
+  if (res == ncclSuccess) {
+    struct weft_cuda_timer* timer = weft_cuda_timer_begin(s, tasks, stream, capturing);
+    res = launch_batch(s, &args, nblocks, stream);
+    weft_cuda_timer_end(timer, stream, res == ncclSuccess);
+  }
   if (res == ncclSuccess) res = record_completion(comm, tasks, stream);
   if (l != NULL && !l->captured) {
     cudaError_t err = res == ncclSuccess ? cudaEventRecord(l->done, stream) : cudaSuccess;
@@ -438,6 +443,7 @@ static ncclResult_t launch_on_device(struct ncclComm* comm, struct weft_cuda_sta
                                      struct weft_task* tasks) {
   WEFT_CUDACHECK(cudaSetDevice(s->dev));
   WEFT_CHECK(weft_cuda_check_error(comm));
+  weft_cuda_timers_collect(s);
   WEFT_CHECK(check_buffers(comm, tasks));
   WEFT_CHECK(connect_p2p(comm, tasks));
   struct stream_set ss;

@@ -6,6 +6,7 @@
 
 #include "collectives/cuda/kernel.h"
 #include "collectives/plan.h"
+#include "collectives/tune_log.h"
 #include "transport/transport.h"
 
 struct ncclComm;
@@ -19,6 +20,14 @@ struct weft_cuda_wlist {
   int busy, captured;
   cudaEvent_t done; /* recorded after the kernel that reads the list */
   struct weft_cuda_wlist* next;
+};
+
+/* A pair of timing events around one kernel, for the tuning log (tune_time.c). */
+#define WEFT_CUDA_TIMERS 16 /* in flight at once: enough for a few size classes x 5 samples */
+struct weft_cuda_timer {
+  int busy; /* recorded, not yet read */
+  cudaEvent_t start, end;
+  struct weft_tune_pending pending; /* the choice the time belongs to */
 };
 
 struct weft_cuda_state {
@@ -50,6 +59,7 @@ struct weft_cuda_state {
   uint8_t* restore_p2p; /* suspended: the p2p pairs to reconnect at resume ([nranks] sends, receives) */
   int check_calls;      /* collectives' first steps carry and check their call's tag (WEFT_CHECK_CALLS) */
   uint64_t coll_seq;    /* collectives launched so far: numbered alike on every rank */
+  struct weft_cuda_timer timers[WEFT_CUDA_TIMERS]; /* kernels timed for the tuning log */
 };
 
 /* Connect the p2p connectors this launch needs (both sides of each pair call it). */
@@ -59,6 +69,14 @@ ncclResult_t weft_cuda_tree_connect(struct ncclComm* comm);
 /* Copy host memory to device memory now, on the private setup stream (never captured, never
  * behind user work), in relaxed capture mode so a capture in progress is not invalidated. */
 ncclResult_t weft_cuda_copy_now(struct weft_cuda_state* s, void* dev_dst, const void* src, size_t bytes);
+/* The tuning log's kernel times (rank 0 with NCCL_DEBUG_SUBSYS=TUNING; tune_time.c): begin
+ * before the launch of tasks (NULL: not timed), end after it; collect reads the finished ones. */
+struct weft_task;
+struct weft_cuda_timer* weft_cuda_timer_begin(struct weft_cuda_state* s, const struct weft_task* tasks,
+                                              cudaStream_t stream, int capturing);
+void weft_cuda_timer_end(struct weft_cuda_timer* t, cudaStream_t stream, int launched);
+void weft_cuda_timers_collect(struct weft_cuda_state* s);
+void weft_cuda_timers_free(struct weft_cuda_state* s);
 /* Free the device state and the work lists (after the comm's kernels have ended). NULL-safe. */
 void weft_cuda_devcomm_free(struct weft_cuda_state* s);
 
