@@ -51,41 +51,41 @@ void weft_engine_link_peer(struct ncclComm* comm, int peer, struct weft_link_pee
   if (e->link_peer) e->link_peer(comm, peer, lp);
 }
 
-ncclResult_t weft_engine_offer(struct ncclComm* comm, int peer, int tag, size_t simple, size_t ll,
-                               struct weft_link_mem** mem) {
+static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, size_t simple, size_t ll,
+                          struct weft_link_mem** mem) {
   struct weft_link_peer lp;
   weft_engine_link_peer(comm, peer, &lp);
   return weft_transport_offer(&lp, tag, simple, ll, mem);
 }
 
-ncclResult_t weft_engine_take(struct ncclComm* comm, int peer, int tag, int ack_tag,
-                              struct weft_link_mem** mem) {
+static ncclResult_t take(struct ncclComm* comm, int peer, int tag, int ack_tag, struct weft_link_mem** mem) {
   struct weft_link_peer lp;
   weft_engine_link_peer(comm, peer, &lp);
   return weft_transport_take(&lp, tag, ack_tag, mem);
 }
 
-ncclResult_t weft_engine_finish_offer(struct ncclComm* comm, int peer, int ack_tag,
-                                      struct weft_link_mem* mem) {
+static ncclResult_t finish_offer(struct ncclComm* comm, int peer, int ack_tag, struct weft_link_mem* mem) {
   struct weft_link_peer lp;
   weft_engine_link_peer(comm, peer, &lp);
   return weft_transport_finish_offer(&lp, ack_tag, mem);
 }
 
-ncclResult_t weft_engine_connect_peers(struct ncclComm* comm, int n, const int* peers, int tag, int ack_tag,
-                                       size_t simple, size_t ll, struct weft_conn* send,
-                                       struct weft_conn* recv, struct weft_link_mem** send_mem,
-                                       struct weft_link_mem** recv_mem) {
-  /* Offers, then takes, then acks: bootstrap sends never block, so any pattern connects. */
+ncclResult_t weft_engine_connect(struct ncclComm* comm, const struct weft_engine_link* links, int n,
+                                 size_t simple, size_t ll,
+                                 ncclResult_t (*offered)(struct ncclComm* comm, int peer,
+                                                         struct weft_link_mem* mem)) {
   for (int i = 0; i < n; i++) {
-    WEFT_CHECK(weft_engine_offer(comm, peers[i], tag, simple, ll, &recv_mem[i]));
-    weft_conn_bind(&recv[i], recv_mem[i]->host, peers[i]);
+    const struct weft_engine_link* l = &links[i];
+    if (l->recv == NULL) continue;
+    WEFT_CHECK(offer(comm, l->peer, l->tag, simple, ll, l->recv));
+    if (offered != NULL) WEFT_CHECK(offered(comm, l->peer, *l->recv));
   }
-  for (int i = 0; i < n; i++) {
-    WEFT_CHECK(weft_engine_take(comm, peers[i], tag, ack_tag, &send_mem[i]));
-    weft_conn_bind(&send[i], send_mem[i]->host, peers[i]);
-  }
-  for (int i = 0; i < n; i++) WEFT_CHECK(weft_engine_finish_offer(comm, peers[i], ack_tag, recv_mem[i]));
+  for (int i = 0; i < n; i++)
+    if (links[i].send != NULL)
+      WEFT_CHECK(take(comm, links[i].peer, links[i].tag, links[i].ack_tag, links[i].send));
+  for (int i = 0; i < n; i++)
+    if (links[i].recv != NULL)
+      WEFT_CHECK(finish_offer(comm, links[i].peer, links[i].ack_tag, *links[i].recv));
   return ncclSuccess;
 }
 
@@ -131,12 +131,13 @@ static void bind_send(const struct weft_coll_state* s, struct weft_conn* c, stru
 static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* s) {
   int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
   int nch = s->pp.nchannels;
-  for (int c = 0; c < nch; c++)
-    WEFT_CHECK(weft_engine_offer(comm, prev, TAG_RING + c, s->simple_bytes, s->ll_bytes, &s->recv_mem[c]));
-  for (int c = 0; c < nch; c++)
-    WEFT_CHECK(weft_engine_take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->send_mem[c]));
-  for (int c = 0; c < nch; c++)
-    WEFT_CHECK(weft_engine_finish_offer(comm, prev, TAG_RING_ACK + c, s->recv_mem[c]));
+  struct weft_engine_link links[2 * WEFT_PLAN_MAX_CHANNELS] = {{0}};
+  int n = 0;
+  for (int c = 0; c < nch; c++) {
+    links[n++] = (struct weft_engine_link){prev, TAG_RING + c, TAG_RING_ACK + c, &s->recv_mem[c], NULL};
+    links[n++] = (struct weft_engine_link){next, TAG_RING + c, TAG_RING_ACK + c, NULL, &s->send_mem[c]};
+  }
+  WEFT_CHECK(weft_engine_connect(comm, links, n, s->simple_bytes, s->ll_bytes, NULL));
   for (int c = 0; c < nch; c++) {
     bind_send(s, &s->send[c], s->send_mem[c], next);
     weft_conn_bind(&s->recv[c], s->recv_mem[c]->host, prev);
@@ -266,30 +267,33 @@ static void host_comm_fini(struct ncclComm* comm) {
   comm->coll = NULL;
 }
 
+/* What has memory is bound even when the connect failed part way: later launches connect only
+ * the peers without memory, and must not find an unbound connector. */
+static void bind_p2p(struct weft_coll_state* s, const struct weft_engine_link* links, int n) {
+  for (int i = 0; i < n; i++) {
+    struct weft_p2p_conn* c = &s->p2p[links[i].peer];
+    if (links[i].recv != NULL && c->recv_mem != NULL)
+      weft_conn_bind(&c->recv, c->recv_mem->host, links[i].peer);
+    if (links[i].send != NULL && c->send_mem != NULL) bind_send(s, &c->send, c->send_mem, links[i].peer);
+  }
+}
+
 ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_to,
                                      const uint8_t* recv_from) {
   struct weft_coll_state* s = comm->coll;
-  int k = comm->nranks;
-  uint8_t* offered = calloc(k, 1);
-  if (offered == NULL) return ncclSystemError;
-  ncclResult_t res = ncclSuccess;
-  /* Offers first, then takes, then acks: bootstrap sends never block, so any pattern connects. */
-  for (int p = 0; p < k; p++)
-    if (recv_from[p] && s->p2p[p].recv_mem == NULL) {
-      WEFT_CHECK_GOTO(weft_engine_offer(comm, p, TAG_P2P, s->p2p_bytes, 0, &s->p2p[p].recv_mem), res, out);
-      weft_conn_bind(&s->p2p[p].recv, s->p2p[p].recv_mem->host, p);
-      offered[p] = 1;
-    }
-  for (int p = 0; p < k; p++)
-    if (send_to[p] && s->p2p[p].send_mem == NULL) {
-      WEFT_CHECK_GOTO(weft_engine_take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p[p].send_mem), res, out);
-      bind_send(s, &s->p2p[p].send, s->p2p[p].send_mem, p);
-    }
-  for (int p = 0; p < k; p++)
-    if (offered[p])
-      WEFT_CHECK_GOTO(weft_engine_finish_offer(comm, p, TAG_P2P_ACK, s->p2p[p].recv_mem), res, out);
-out:
-  free(offered);
+  struct weft_engine_link* links = calloc(comm->nranks, sizeof(*links));
+  if (links == NULL) return ncclSystemError;
+  int n = 0;
+  for (int p = 0; p < comm->nranks; p++) {
+    struct weft_p2p_conn* c = &s->p2p[p];
+    struct weft_link_mem** recv = recv_from[p] && c->recv_mem == NULL ? &c->recv_mem : NULL;
+    struct weft_link_mem** send = send_to[p] && c->send_mem == NULL ? &c->send_mem : NULL;
+    if (recv != NULL || send != NULL)
+      links[n++] = (struct weft_engine_link){p, TAG_P2P, TAG_P2P_ACK, recv, send};
+  }
+  ncclResult_t res = weft_engine_connect(comm, links, n, s->p2p_bytes, 0, NULL);
+  bind_p2p(s, links, n);
+  free(links);
   return res;
 }
 

@@ -43,12 +43,6 @@ struct weft_coll_state {
 /* Connect p2p connectors for the peers this launch sends to (send_to[p]) and receives from
  * (recv_from[p]) that are not connected yet. Both sides of a pair must call it. */
 ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_to, const uint8_t* recv_from);
-/* Connect a send and a receive connector with each of peers[0..n) (every peer calls it with
- * this rank among its peers and the same tags). */
-ncclResult_t weft_engine_connect_peers(struct ncclComm* comm, int n, const int* peers, int tag, int ack_tag,
-                                       size_t simple, size_t ll, struct weft_conn* send,
-                                       struct weft_conn* recv, struct weft_link_mem** send_mem,
-                                       struct weft_link_mem** recv_mem);
 /* Run the launch's send/recv tasks (call order) to completion, all progressing together. */
 struct weft_waiter;
 ncclResult_t weft_host_p2p_run(struct ncclComm* comm, struct weft_task** tasks, int n, struct weft_waiter* w);
@@ -57,15 +51,23 @@ ncclResult_t weft_host_p2p_run(struct ncclComm* comm, struct weft_task** tasks, 
  * connectors are for its kernels (its executor's link_peer). */
 struct weft_link_peer;
 void weft_engine_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp);
-/* The connector setup of both executors, with peer as weft_engine_link_peer describes it:
- * offer the connector peer -> me, take the one me -> peer, finish the offer (every offer before
- * any take: bootstrap sends never block, so any pattern of pairs connects). */
-ncclResult_t weft_engine_offer(struct ncclComm* comm, int peer, int tag, size_t simple, size_t ll,
-                               struct weft_link_mem** mem);
-ncclResult_t weft_engine_take(struct ncclComm* comm, int peer, int tag, int ack_tag,
-                              struct weft_link_mem** mem);
-ncclResult_t weft_engine_finish_offer(struct ncclComm* comm, int peer, int ack_tag,
-                                      struct weft_link_mem* mem);
+/* One peer's part in weft_engine_connect: recv (when not NULL) gets the connector peer -> me that
+ * this rank offers, send (when not NULL) the connector me -> peer it takes from peer's offer. */
+struct weft_engine_link {
+  int peer, tag, ack_tag;
+  struct weft_link_mem **recv, **send;
+};
+/* The connector setup of both executors, with each peer as weft_engine_link_peer describes it:
+ * offer every link's receive side, take every send side, then finish the offers (the peers' acks),
+ * each phase in list order. Every offer goes before any take because bootstrap sends never block:
+ * then any pattern of pairs connects, as long as each peer lists this rank with the same tags.
+ * offered (may be NULL) runs right after each offer, before anything else is sent: the peer may
+ * be taking that memory already. Stops at the first error; what was made until then stays in the
+ * links' slots (for the caller to bind or release). */
+ncclResult_t weft_engine_connect(struct ncclComm* comm, const struct weft_engine_link* links, int n,
+                                 size_t simple, size_t ll,
+                                 ncclResult_t (*offered)(struct ncclComm* comm, int peer,
+                                                         struct weft_link_mem* mem));
 /* The planner settings comm's collectives are planned with (host: the engine's; CUDA: the CUDA
  * backend's; what each executor runs is in them); NULL before the engine is set up. */
 const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* comm);

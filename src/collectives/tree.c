@@ -45,33 +45,47 @@ void weft_tree_links(int nranks, const int* rank_to_node, int nnodes, int rank, 
   if (c1 >= 0) down[nd++] = node_rank(nranks, rank_to_node, c1, 0);
 }
 
+static void bind_pair(struct weft_conn* send, struct weft_conn* recv, const struct weft_engine_link* l) {
+  weft_conn_bind(send, (*l->send)->host, l->peer);
+  weft_conn_bind(recv, (*l->recv)->host, l->peer);
+}
+
+/* Channel c's connectors: a send and a receive one with the parent, then with each child. */
+static ncclResult_t connect_channel(struct ncclComm* comm, int c, size_t simple, size_t ll,
+                                    struct weft_tree_channel* ch) {
+  weft_tree_links(comm->nranks, comm->rank_to_node, comm->nnodes, comm->rank, c % 2, &ch->up, ch->down);
+  struct weft_engine_link links[1 + WEFT_TREE_MAX_DOWN];
+  int n = 0;
+  if (ch->up >= 0) links[n++].peer = ch->up;
+  for (int i = 0; i < WEFT_TREE_MAX_DOWN; i++)
+    if (ch->down[i] >= 0) links[n++].peer = ch->down[i];
+  ch->ndown = n - (ch->up >= 0);
+  for (int i = 0; i < n; i++) {
+    links[i].tag = TAG_TREE + c;
+    links[i].ack_tag = TAG_TREE_ACK + c;
+    links[i].send = &ch->mem[i];
+    links[i].recv = &ch->mem[n + i];
+  }
+  WEFT_CHECK(weft_engine_connect(comm, links, n, simple, ll, NULL));
+  int k = 0;
+  if (ch->up >= 0) bind_pair(&ch->send_up, &ch->recv_up, &links[k++]);
+  for (int i = 0; i < ch->ndown; i++) bind_pair(&ch->send_down[i], &ch->recv_down[i], &links[k++]);
+  WEFT_INFO(WEFT_INIT, "Trees [%d] %d/%d/%d->%d->%d", c, ch->down[0], ch->down[1], ch->down[2], comm->rank,
+            ch->up);
+  return ncclSuccess;
+}
+
 ncclResult_t weft_tree_connect(struct ncclComm* comm, int nchannels, size_t simple, size_t ll,
                                struct weft_tree_state** out) {
   struct weft_tree_state* ts = calloc(1, sizeof(*ts));
   if (ts == NULL) return ncclSystemError;
   ts->nchannels = nchannels;
-  ncclResult_t res = ncclSuccess;
-  for (int c = 0; c < nchannels && res == ncclSuccess; c++) {
-    struct weft_tree_channel* ch = &ts->ch[c];
-    weft_tree_links(comm->nranks, comm->rank_to_node, comm->nnodes, comm->rank, c % 2, &ch->up, ch->down);
-    int peers[1 + WEFT_TREE_MAX_DOWN], n = 0;
-    if (ch->up >= 0) peers[n++] = ch->up;
-    for (int i = 0; i < WEFT_TREE_MAX_DOWN; i++)
-      if (ch->down[i] >= 0) peers[n++] = ch->down[i];
-    ch->ndown = n - (ch->up >= 0);
-    struct weft_conn send[1 + WEFT_TREE_MAX_DOWN], recv[1 + WEFT_TREE_MAX_DOWN];
-    res = weft_engine_connect_peers(comm, n, peers, TAG_TREE + c, TAG_TREE_ACK + c, simple, ll, send, recv,
-                                    ch->mem, ch->mem + n);
-    if (res != ncclSuccess) break;
-    int k = 0;
-    if (ch->up >= 0) ch->send_up = send[k], ch->recv_up = recv[k], k++;
-    for (int i = 0; i < ch->ndown; i++, k++) ch->send_down[i] = send[k], ch->recv_down[i] = recv[k];
-    WEFT_INFO(WEFT_INIT, "Trees [%d] %d/%d/%d->%d->%d", c, ch->down[0], ch->down[1], ch->down[2], comm->rank,
-              ch->up);
-  }
-  if (res != ncclSuccess) {
-    weft_tree_free(ts);
-    return res;
+  for (int c = 0; c < nchannels; c++) {
+    ncclResult_t res = connect_channel(comm, c, simple, ll, &ts->ch[c]);
+    if (res != ncclSuccess) {
+      weft_tree_free(ts);
+      return res;
+    }
   }
   *out = ts;
   return ncclSuccess;

@@ -86,22 +86,23 @@ void weft_cuda_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer*
   lp->stream = s->setup_stream;
 }
 
-/* Create the connector peer -> me (in my GPU's memory, or host memory) and send peer its handle. */
-static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, struct weft_link_mem** mem) {
-  struct weft_cuda_state* s = comm->cuda;
-  WEFT_CHECK(weft_engine_offer(comm, peer, tag, s->simple_bytes, s->ll_bytes, mem));
+/* Each connector peer -> me that this rank offers (in my GPU's memory, or host memory): its
+ * transport goes to the log and its counters start where both sides' steps do. */
+static ncclResult_t offered(struct ncclComm* comm, int peer, struct weft_link_mem* mem) {
   WEFT_INFO(WEFT_INIT, "comm %p rank %d: connector from rank %d over %s", (void*)comm, comm->rank, peer,
-            (*mem)->tr->name);
-  return start_ctrl(s, *mem);
+            mem->tr->name);
+  return start_ctrl(comm->cuda, mem);
 }
 
 static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_cuda_state* s) {
   int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
-  for (int c = 0; c < s->nchannels; c++) WEFT_CHECK(offer(comm, prev, TAG_RING + c, &s->ring_recv_mem[c]));
-  for (int c = 0; c < s->nchannels; c++)
-    WEFT_CHECK(weft_engine_take(comm, next, TAG_RING + c, TAG_RING_ACK + c, &s->ring_send_mem[c]));
-  for (int c = 0; c < s->nchannels; c++)
-    WEFT_CHECK(weft_engine_finish_offer(comm, prev, TAG_RING_ACK + c, s->ring_recv_mem[c]));
+  struct weft_engine_link links[2 * WEFT_CUDA_MAX_CHANNELS];
+  int n = 0;
+  for (int c = 0; c < s->nchannels; c++) {
+    links[n++] = (struct weft_engine_link){prev, TAG_RING + c, TAG_RING_ACK + c, &s->ring_recv_mem[c], NULL};
+    links[n++] = (struct weft_engine_link){next, TAG_RING + c, TAG_RING_ACK + c, NULL, &s->ring_send_mem[c]};
+  }
+  WEFT_CHECK(weft_engine_connect(comm, links, n, s->simple_bytes, s->ll_bytes, offered));
   for (int c = 0; c < s->nchannels; c++) {
     bind(&s->mirror.ring_send[c], s->ring_send_mem[c], s->step_base, 1);
     bind(&s->mirror.ring_recv[c], s->ring_recv_mem[c], s->step_base, 0);
@@ -119,31 +120,34 @@ static ncclResult_t push_p2p(struct weft_cuda_state* s, struct weft_cuda_conn* d
   return weft_cuda_copy_now(s, &dev_array[peer], &c, sizeof(c));
 }
 
+/* What has memory is pushed even when the connect failed part way: later launches connect only
+ * the peers without memory, and must not find an unbound connector. */
+static ncclResult_t push_connected(struct weft_cuda_state* s, const struct weft_engine_link* links, int n) {
+  for (int i = 0; i < n; i++) {
+    int p = links[i].peer;
+    if (links[i].send != NULL && s->p2p_send_mem[p] != NULL)
+      WEFT_CHECK(push_p2p(s, s->mirror.p2p_send, p, s->p2p_send_mem[p], 1));
+    if (links[i].recv != NULL && s->p2p_recv_mem[p] != NULL)
+      WEFT_CHECK(push_p2p(s, s->mirror.p2p_recv, p, s->p2p_recv_mem[p], 0));
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t weft_cuda_p2p_connect(struct ncclComm* comm, const uint8_t* send_to, const uint8_t* recv_from) {
   struct weft_cuda_state* s = comm->cuda;
-  int k = comm->nranks;
-  uint8_t* offered = calloc(k, 1);
-  if (offered == NULL) return ncclSystemError;
-  ncclResult_t res = ncclSuccess;
-  /* Offers, then takes, then acks: bootstrap sends never block, so any pattern connects. */
-  for (int p = 0; p < k; p++)
-    if (recv_from[p] && s->p2p_recv_mem[p] == NULL) {
-      WEFT_CHECK_GOTO(offer(comm, p, TAG_P2P, &s->p2p_recv_mem[p]), res, out);
-      offered[p] = 1;
-    }
-  for (int p = 0; p < k; p++)
-    if (send_to[p] && s->p2p_send_mem[p] == NULL) {
-      WEFT_CHECK_GOTO(weft_engine_take(comm, p, TAG_P2P, TAG_P2P_ACK, &s->p2p_send_mem[p]), res, out);
-      WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_send, p, s->p2p_send_mem[p], 1), res, out);
-    }
-  for (int p = 0; p < k; p++)
-    if (offered[p]) {
-      WEFT_CHECK_GOTO(weft_engine_finish_offer(comm, p, TAG_P2P_ACK, s->p2p_recv_mem[p]), res, out);
-      WEFT_CHECK_GOTO(push_p2p(s, s->mirror.p2p_recv, p, s->p2p_recv_mem[p], 0), res, out);
-    }
-out:
-  free(offered);
-  return res;
+  struct weft_engine_link* links = calloc(comm->nranks, sizeof(*links));
+  if (links == NULL) return ncclSystemError;
+  int n = 0;
+  for (int p = 0; p < comm->nranks; p++) {
+    struct weft_link_mem** recv = recv_from[p] && s->p2p_recv_mem[p] == NULL ? &s->p2p_recv_mem[p] : NULL;
+    struct weft_link_mem** send = send_to[p] && s->p2p_send_mem[p] == NULL ? &s->p2p_send_mem[p] : NULL;
+    if (recv != NULL || send != NULL)
+      links[n++] = (struct weft_engine_link){p, TAG_P2P, TAG_P2P_ACK, recv, send};
+  }
+  ncclResult_t res = weft_engine_connect(comm, links, n, s->simple_bytes, s->ll_bytes, offered);
+  ncclResult_t pushed = push_connected(s, links, n);
+  free(links);
+  return res != ncclSuccess ? res : pushed;
 }
 
 /* Tree channel c's connector k: its peer (-1: none), and whether this side sends on it. */
@@ -154,23 +158,17 @@ static int tree_sends(int k) { return k % 2 == 0; }
 
 _Static_assert(WEFT_CUDA_TREE_DOWN == WEFT_TREE_MAX_DOWN, "a tree node's children, device and host");
 
-/* Offers (what the parent and children send this rank), then takes, then acks, as for the ring. */
+/* Connectors k and k + 1 (k even) go to and come from the same peer: one link. */
 static ncclResult_t connect_tree_links(struct ncclComm* comm, struct weft_cuda_state* s) {
   struct weft_cuda_devcomm* m = &s->mirror;
-  for (int c = 0; c < s->env.tree_channels; c++)
-    for (int k = 1; k < WEFT_TREE_CONNS; k += 2)
-      if (tree_peer(m, c, k) >= 0)
-        WEFT_CHECK(offer(comm, tree_peer(m, c, k), TAG_TREE + c, &s->tree_mem[c][k]));
+  struct weft_engine_link links[WEFT_CUDA_TREE_CHANNELS * WEFT_TREE_CONNS / 2];
+  int n = 0;
   for (int c = 0; c < s->env.tree_channels; c++)
     for (int k = 0; k < WEFT_TREE_CONNS; k += 2)
       if (tree_peer(m, c, k) >= 0)
-        WEFT_CHECK(
-            weft_engine_take(comm, tree_peer(m, c, k), TAG_TREE + c, TAG_TREE_ACK + c, &s->tree_mem[c][k]));
-  for (int c = 0; c < s->env.tree_channels; c++)
-    for (int k = 1; k < WEFT_TREE_CONNS; k += 2)
-      if (tree_peer(m, c, k) >= 0)
-        WEFT_CHECK(weft_engine_finish_offer(comm, tree_peer(m, c, k), TAG_TREE_ACK + c, s->tree_mem[c][k]));
-  return ncclSuccess;
+        links[n++] = (struct weft_engine_link){tree_peer(m, c, k), TAG_TREE + c, TAG_TREE_ACK + c,
+                                               &s->tree_mem[c][k + 1], &s->tree_mem[c][k]};
+  return weft_engine_connect(comm, links, n, s->simple_bytes, s->ll_bytes, offered);
 }
 
 ncclResult_t weft_cuda_tree_connect(struct ncclComm* comm) {
