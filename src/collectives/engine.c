@@ -543,6 +543,9 @@ static ncclResult_t host_launch(struct ncclComm* comm, struct weft_task* tasks) 
   }
   weft_prof_group_end(comm->prof);
   if (res != ncclSuccess) publish_cause(comm);
+  /* Ranks on other hosts may wait for steps this rank will not send: they fail now too. */
+  if (w.mismatch)
+    weft_proxy_announce_mismatch(&comm->abort_flag, comm->rank, comm->peers[comm->rank].host_name);
   trace_failed(comm, res);
   free(p2p);
   free_tasks(tasks);

@@ -26,12 +26,14 @@
 #define TAG_SIMPLE 0
 #define TAG_LL 1
 #define TAG_BYE 2    /* the sender tore down normally: EOF after it is no error */
-#define TAG_NOTICE 3 /* the sender's rank lost a peer: struct notice */
+#define TAG_NOTICE 3 /* the sender's rank lost a peer, or a call was mismatched: struct notice */
 
 /* Relayed to the other peers when a connection fails, so every rank names the rank lost first. */
+enum notice_kind { NOTICE_LOST = 0, NOTICE_MISMATCH = 1 };
 struct notice {
-  int32_t lost_rank;
-  char host[124];
+  int32_t rank; /* the rank lost, or the one that found the mismatch */
+  int32_t kind; /* enum notice_kind */
+  char host[120];
 };
 
 struct weft_proxy_conn {
@@ -67,13 +69,14 @@ static void post(uint64_t* counter, uint32_t* waiting, uint64_t value) {
 
 /* Tell the communicator's other network peers which rank was lost (best effort, once per peer);
  * returns how many notices are still in flight. Called with px.mu held. */
-static int relay(volatile uint32_t* abort_flag, const struct weft_proxy_conn* from, int lost,
+static int relay(volatile uint32_t* abort_flag, const struct weft_proxy_conn* from, int kind, int rank,
                  const char* host) {
   int pending = 0;
   for (struct weft_proxy_conn* c = px.conns; c; c = c->next) {
     if (c == from || !c->d.is_send || c->failed || c->closed || c->d.abort_flag != abort_flag) continue;
     if (c->notice_state == 0) {
-      c->notice.lost_rank = lost;
+      c->notice.rank = rank;
+      c->notice.kind = kind;
       snprintf(c->notice.host, sizeof(c->notice.host), "%s", host);
       ncclResult_t res =
           c->d.net->isend(c->d.net_comm, &c->notice, sizeof(c->notice), TAG_NOTICE, &c->notice_req);
@@ -91,13 +94,11 @@ static int relay(volatile uint32_t* abort_flag, const struct weft_proxy_conn* fr
   return pending;
 }
 
-void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause* cause) {
-  struct weft_cause lost;
-  if (!weft_cause_get(cause, &lost)) return;
+static void announce(volatile uint32_t* abort_flag, int kind, int rank, const char* host) {
   uint64_t start = weft_time_ns();
   for (;;) {
     pthread_mutex_lock(&px.mu);
-    int pending = relay(abort_flag, NULL, lost.rank, lost.host);
+    int pending = relay(abort_flag, NULL, kind, rank, host);
     pthread_mutex_unlock(&px.mu);
     if (pending == 0 || weft_time_ns() - start > 1000000000ull) return;
     struct timespec ts = {0, 50000};
@@ -105,16 +106,27 @@ void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause*
   }
 }
 
-/* Record the failure on the communicator (async error, abort flag); the first one relays. */
-static void fail_comm(struct weft_proxy_conn* c, int lost, const char* host) {
+void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause* cause) {
+  struct weft_cause lost;
+  if (weft_cause_get(cause, &lost)) announce(abort_flag, NOTICE_LOST, lost.rank, lost.host);
+}
+
+void weft_proxy_announce_mismatch(volatile uint32_t* abort_flag, int finder, const char* host) {
+  announce(abort_flag, NOTICE_MISMATCH, finder, host);
+}
+
+/* Record the failure on the communicator (async error, abort flag); the first one relays. A lost
+ * rank is the communicator's cause (ncclRemoteError); a mismatch is the callers' (ncclInvalidUsage). */
+static void fail_comm(struct weft_proxy_conn* c, int kind, int rank, const char* host) {
   c->failed = 1;
   int first = 0;
+  ncclResult_t res = kind == NOTICE_MISMATCH ? ncclInvalidUsage : ncclRemoteError;
   if (c->d.async_result != NULL)
-    first = __atomic_compare_exchange_n(c->d.async_result, &(ncclResult_t){ncclSuccess}, ncclRemoteError, 0,
+    first = __atomic_compare_exchange_n(c->d.async_result, &(ncclResult_t){ncclSuccess}, res, 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  if (c->d.cause != NULL) weft_cause_set(c->d.cause, lost, host);
+  if (c->d.cause != NULL && kind == NOTICE_LOST) weft_cause_set(c->d.cause, rank, host);
   if (c->d.abort_flag != NULL) __atomic_store_n(c->d.abort_flag, 1, __ATOMIC_RELEASE);
-  if (first) relay(c->d.abort_flag, c, lost, host);
+  if (first) relay(c->d.abort_flag, c, kind, rank, host);
 }
 
 static void fail(struct weft_proxy_conn* c, ncclResult_t res) {
@@ -123,7 +135,7 @@ static void fail(struct weft_proxy_conn* c, ncclResult_t res) {
       "rank %d is lost, the communicator is aborted",
       c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res),
       (unsigned long long)c->done, c->d.peer);
-  fail_comm(c, c->d.peer, c->d.peer_host);
+  fail_comm(c, NOTICE_LOST, c->d.peer, c->d.peer_host);
 }
 
 static int progress_send(struct weft_proxy_conn* c) {
@@ -147,8 +159,12 @@ static int progress_send(struct weft_proxy_conn* c) {
       size = info ? (info & WEFT_STEP_BYTES) : v->simple_slot;
       tag = TAG_SIMPLE;
     }
+    /* The step's call tag (collectives/host/step_tag.h) travels with it where the network can
+     * carry one, so the receiver checks it as on shared memory. */
+    uint64_t step_tag = __atomic_load_n(&v->ctrl->step_tag[slot], __ATOMIC_RELAXED);
     void* req = NULL;
-    ncclResult_t res = net->isend(c->d.net_comm, ptr, size, tag, &req);
+    ncclResult_t res = net->isend_meta ? net->isend_meta(c->d.net_comm, ptr, size, tag, step_tag, &req)
+                                       : net->isend(c->d.net_comm, ptr, size, tag, &req);
     if (res != ncclSuccess) return fail(c, res), 0;
     if (req == NULL) break;
     c->reqs[slot] = req;
@@ -175,6 +191,23 @@ static void store_ll(struct weft_proxy_conn* c, int slot, size_t bytes) {
   for (size_t i = 0; i < bytes / 8; i++) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
 }
 
+static void heard_notice(struct weft_proxy_conn* c) {
+  const struct notice* n = &c->notice;
+  c->notice.host[sizeof(c->notice.host) - 1] = 0;
+  if (n->kind == NOTICE_MISMATCH)
+    WEFT_WARN(
+        "Rank %d: mismatched collective, found by rank %d (host %s) and reported by peer rank %d (host %s): "
+        "every rank must call the same collectives with the same count, datatype, op and root; the "
+        "communicator is unusable",
+        c->d.rank, n->rank, n->host, c->d.peer, c->d.peer_host);
+  else
+    WEFT_WARN(
+        "Rank %d: peer rank %d (host %s) reports that rank %d (host %s) was lost; the communicator is "
+        "aborted",
+        c->d.rank, c->d.peer, c->d.peer_host, n->rank, n->host);
+  fail_comm(c, n->kind == NOTICE_MISMATCH ? NOTICE_MISMATCH : NOTICE_LOST, n->rank, n->host);
+}
+
 static int progress_recv(struct weft_proxy_conn* c) {
   struct weft_conn* v = &c->view;
   const struct weft_net_ops* net = c->d.net;
@@ -199,7 +232,9 @@ static int progress_recv(struct weft_proxy_conn* c) {
   while (c->done < c->posted) {
     int slot = (int)(c->done % WEFT_NSTEPS), done = 0;
     size_t got[4];
-    ncclResult_t res = net->test(c->reqs[slot], &done, got);
+    uint64_t step_tag = 0;
+    ncclResult_t res = net->test_meta ? net->test_meta(c->reqs[slot], &done, got, &step_tag)
+                                      : net->test(c->reqs[slot], &done, got);
     if (res != ncclSuccess) return fail(c, res), 0;
     if (!done) break;
     if (got[2] != SIZE_MAX) { /* the peer tore down normally; nothing more will come */
@@ -207,13 +242,13 @@ static int progress_recv(struct weft_proxy_conn* c) {
       return 1;
     }
     if (got[3] != SIZE_MAX) {
-      c->notice.host[sizeof(c->notice.host) - 1] = 0;
-      WEFT_WARN(
-          "Rank %d: peer rank %d (host %s) reports that rank %d (host %s) was lost; the communicator is "
-          "aborted",
-          c->d.rank, c->d.peer, c->d.peer_host, c->notice.lost_rank, c->notice.host);
-      fail_comm(c, c->notice.lost_rank, c->notice.host);
+      heard_notice(c);
       return 1;
+    }
+    /* The tag before the step: an LL receiver reads it as soon as the lines' flags are there. */
+    if (net->test_meta) {
+      __atomic_store_n(&v->ctrl->step_tag[slot], step_tag, __ATOMIC_RELAXED);
+      __atomic_thread_fence(__ATOMIC_RELEASE);
     }
     if (got[1] != SIZE_MAX) store_ll(c, slot, got[1]);
     c->done++;

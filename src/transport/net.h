@@ -52,6 +52,12 @@ struct weft_net_ops {
   /* Optional (NULL: nothing to do): [data, data+size) stays allocated while comm is open and
    * many transfers will use it, so a network that registers memory may do so once (plugins). */
   ncclResult_t (*keep_registered)(void* comm, void* data, size_t size);
+  /* Optional (NULL: steps over this network carry no call tag and go unchecked, as on plugins):
+   * isend with 64 bits of metadata (a step's call tag) that the receiving request gives back in
+   * test_meta, which is test with that value (0 for sends, and for receives of plain isends). */
+  ncclResult_t (*isend_meta)(void* send_comm, const void* data, size_t size, int tag, uint64_t meta,
+                             void** request);
+  ncclResult_t (*test_meta)(void* request, int* done, size_t* sizes, uint64_t* meta);
 };
 
 extern const struct weft_net_ops weft_net_socket_ops;

@@ -652,7 +652,8 @@ static void progress(struct comm* c) {
     for (int j = 0; j < c->nsocks && atomic_load(&c->err) == ncclSuccess; j++) progress_sock(c, &c->socks[j]);
 }
 
-static ncclResult_t sock_isend(void* sc, const void* data, size_t size, int tag, void** request) {
+static ncclResult_t sock_isend_meta(void* sc, const void* data, size_t size, int tag, uint64_t meta,
+                                    void** request) {
   struct comm* c = sc;
   *request = NULL;
   if (atomic_load(&c->err) != ncclSuccess) return atomic_load(&c->err);
@@ -661,10 +662,14 @@ static ncclResult_t sock_isend(void* sc, const void* data, size_t size, int tag,
   r->is_send = 1;
   r->data = (char*)data;
   r->size = size;
-  r->hdr = (struct weft_net_socket_msg_hdr){size, tag, (uint32_t)MAGIC};
+  r->hdr = (struct weft_net_socket_msg_hdr){size, tag, (uint32_t)MAGIC, meta};
   *request = r;
   progress(c);
   return ncclSuccess;
+}
+
+static ncclResult_t sock_isend(void* sc, const void* data, size_t size, int tag, void** request) {
+  return sock_isend_meta(sc, data, size, tag, 0, request);
 }
 
 static ncclResult_t sock_irecv(void* rc, int n, void* const* data, const size_t* sizes, const int* tags,
@@ -686,7 +691,7 @@ static ncclResult_t sock_irecv(void* rc, int n, void* const* data, const size_t*
   return ncclSuccess;
 }
 
-static ncclResult_t sock_test(void* request, int* done, size_t* sizes) {
+static ncclResult_t sock_test_meta(void* request, int* done, size_t* sizes, uint64_t* meta) {
   struct req* r = request;
   struct comm* c = r->comm;
   *done = 0;
@@ -704,8 +709,13 @@ static ncclResult_t sock_test(void* request, int* done, size_t* sizes) {
       for (int i = 0; i < r->nbuf; i++) sizes[i] = i == r->matched ? r->size : SIZE_MAX;
     }
   }
+  if (meta != NULL) *meta = r->is_send ? 0 : r->hdr.meta;
   r->used = 0;
   return ncclSuccess;
+}
+
+static ncclResult_t sock_test(void* request, int* done, size_t* sizes) {
+  return sock_test_meta(request, done, sizes, NULL);
 }
 
 /* Closing is abrupt: the peer sees EOF, an error unless the layer above said goodbye first. */
@@ -744,4 +754,6 @@ const struct weft_net_ops weft_net_socket_ops = {
     .close_send = sock_close_send,
     .close_recv = sock_close_recv,
     .close_listen = sock_close_listen,
+    .isend_meta = sock_isend_meta,
+    .test_meta = sock_test_meta,
 };

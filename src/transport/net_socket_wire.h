@@ -26,6 +26,7 @@ struct weft_net_socket_msg_hdr {
   uint64_t size;
   int32_t tag;
   uint32_t magic;
+  uint64_t meta; /* isend_meta's value (a step's call tag), else 0 */
 };
 
 /* Whether an authenticated hello's socket joins the connection a listener is assembling: none

@@ -13,6 +13,7 @@
 #include "collectives/profiler.h"
 #include "collectives/trace.h"
 #include "core/comm.h"
+#include "proxy/proxy.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -326,7 +327,9 @@ static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks,
  * which peer differs and what this rank called. */
 static ncclResult_t report_mismatch(struct ncclComm* comm, struct weft_cuda_state* s) {
   uint64_t theirs = s->host->err_theirs, mine = s->host->err_mine;
-  if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL))
+  if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL)) {
+    /* Ranks on other hosts may wait for steps this rank's kernel will not send: they fail too. */
+    weft_proxy_announce_mismatch(&s->host->abort, comm->rank, comm->peers[comm->rank].host_name);
     WEFT_WARN(
         "comm %p rank %d: mismatched collective on device %d: a step from rank %d on channel %d belongs to "
         "its "
@@ -336,6 +339,7 @@ static ncclResult_t report_mismatch(struct ncclComm* comm, struct weft_cuda_stat
         (void*)comm, comm->rank, s->dev, s->host->err_peer, s->host->err_channel,
         (unsigned long long)(theirs >> 32), (unsigned)theirs, weft_coll_name(s->host->err_coll),
         (unsigned long long)(mine >> 32), (unsigned)mine);
+  }
   weft_comm_set_async_error(comm, ncclInvalidUsage);
   return ncclInvalidUsage;
 }

@@ -137,6 +137,7 @@ static ncclResult_t check_state(struct weft_waiter* w, uint64_t start, uint64_t 
   }
   if (w->poll != NULL) {
     ncclResult_t res = w->poll(w->hook_arg, w);
+    w->mismatch |= res == ncclInvalidUsage;
     if (res != ncclSuccess) return res;
   }
   if (now >= w->next_live_check_ns) {
@@ -339,6 +340,7 @@ ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, ui
 }
 
 ncclResult_t weft_host_bad_step(struct weft_waiter* w, int peer, uint64_t theirs) {
+  w->mismatch = 1;
   if (w->bad_step != NULL) return w->bad_step(w->hook_arg, w, peer, theirs);
   WEFT_WARN(
       "Rank %d: mismatched collective (seq %llu): a step from rank %d belongs to its collective #%llu "
