@@ -84,6 +84,19 @@ static int graph_body(ncclComm_t comm, int rank, int nranks, void* arg) {
   return bad;
 }
 
+/* One all-reduce captured on st (thread-local mode) as an executable graph. */
+static int capture_allreduce(ncclComm_t comm, const float* in, float* out, cudaStream_t st,
+                             cudaGraphExec_t* exec) {
+  cudaGraph_t graph;
+  GPU_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  ncclResult_t res = ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, st);
+  GPU_CHECK(cudaStreamEndCapture(st, &graph));
+  if (res != ncclSuccess) return 1;
+  GPU_CHECK(cudaGraphInstantiate(exec, graph, 0));
+  GPU_CHECK(cudaGraphDestroy(graph)); /* the executable graph keeps what it needs */
+  return 0;
+}
+
 static int check_allreduce(const float* h, int rank, int nranks, int it, const char* what) {
   int bad = 0;
   for (size_t i = 0; i < COUNT && bad < 3; i++) {
@@ -115,13 +128,9 @@ static int mixed_body(ncclComm_t comm, int rank, int nranks, void* arg) {
   GPU_CHECK(cudaMalloc((void**)&g_out, COUNT * sizeof(float)));
   GPU_CHECK(cudaMalloc((void**)&e_in, COUNT * sizeof(float)));
   GPU_CHECK(cudaMalloc((void**)&e_out, COUNT * sizeof(float)));
-  cudaGraph_t graph;
   cudaGraphExec_t exec;
-  GPU_CHECK(cudaStreamBeginCapture(gs, cudaStreamCaptureModeThreadLocal));
-  ncclResult_t res = ncclAllReduce(g_in, g_out, COUNT, ncclFloat32, ncclSum, comm, gs);
-  GPU_CHECK(cudaStreamEndCapture(gs, &graph));
-  if (res != ncclSuccess) return 1;
-  GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  if (capture_allreduce(comm, g_in, g_out, gs, &exec)) return 1;
+  ncclResult_t res;
   int bad = 0;
   for (int it = 0; it < 2 * REPLAYS && !bad; it++) {
     if (set_input(g_in, h, rank, it) || set_input(e_in, h, rank, it + 50)) return 1;
@@ -137,7 +146,6 @@ static int mixed_body(ncclComm_t comm, int rank, int nranks, void* arg) {
     bad += check_allreduce(h, rank, nranks, it + 50, "eager all-reduce beside replay");
   }
   cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaFree(g_in), cudaFree(g_out), cudaFree(e_in), cudaFree(e_out);
   cudaStreamDestroy(gs), cudaStreamDestroy(es);
   free(h);
@@ -154,13 +162,8 @@ static int destroy_during_replay_body(ncclComm_t comm, int rank, int nranks, voi
   float* d;
   GPU_CHECK(cudaMalloc((void**)&d, COUNT * sizeof(float)));
   GPU_CHECK(cudaMemset(d, 0, COUNT * sizeof(float)));
-  cudaGraph_t graph;
   cudaGraphExec_t exec;
-  GPU_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  ncclResult_t res = ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st);
-  GPU_CHECK(cudaStreamEndCapture(st, &graph));
-  if (res != ncclSuccess) return 1;
-  GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  if (capture_allreduce(comm, d, d, st, &exec)) return 1;
   if (rank == 1) sleep(1);
   GPU_CHECK(cudaGraphLaunch(exec, st));
   if (rank == 1) GPU_CHECK(cudaStreamSynchronize(st));
