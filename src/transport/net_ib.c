@@ -122,7 +122,10 @@ static ncclResult_t make_fifo(struct ib_comm* c, const struct weft_ibv_fns* ibv)
   int access = IBV_ACCESS_LOCAL_WRITE | (c->is_send ? IBV_ACCESS_REMOTE_WRITE : 0);
   c->fifo_mr = ibv->reg_mr(c->pd, c->fifo, (IB_SLOTS + 1) * sizeof(*c->fifo), access);
   if (!c->is_send) c->seq_mr = ibv->reg_mr(c->pd, c->seq_out, sizeof(c->seq_out), IBV_ACCESS_LOCAL_WRITE);
-  if (c->fifo_mr == NULL || (!c->is_send && c->seq_mr == NULL))
+  /* Messages' metadata words: the sender writes them from its array into the receiver's. */
+  c->meta_mr = ibv->reg_mr(c->pd, c->meta, sizeof(c->meta),
+                           IBV_ACCESS_LOCAL_WRITE | (c->is_send ? 0 : IBV_ACCESS_REMOTE_WRITE));
+  if (c->fifo_mr == NULL || (!c->is_send && c->seq_mr == NULL) || c->meta_mr == NULL)
     return weft_ib_fail(c, ncclSystemError, "cannot register the FIFO");
   return ncclSuccess;
 }
@@ -244,6 +247,7 @@ static void comm_free(struct ib_comm* c) {
     if (c->qp[i]) ibv->destroy_qp(c->qp[i]);
   if (c->fifo_mr) ibv->dereg_mr(c->fifo_mr);
   if (c->seq_mr) ibv->dereg_mr(c->seq_mr);
+  if (c->meta_mr) ibv->dereg_mr(c->meta_mr);
   if (c->cq) ibv->destroy_cq(c->cq);
   if (c->pd) ibv->dealloc_pd(c->pd);
   free(c->fifo);
@@ -358,6 +362,8 @@ const struct weft_net_ops weft_net_ib_ops = {
     .isend = weft_ib_isend,
     .irecv = weft_ib_irecv,
     .test = weft_ib_test,
+    .isend_meta = weft_ib_isend_meta,
+    .test_meta = weft_ib_test_meta,
     .close_send = ib_close,
     .close_recv = ib_close,
     .close_listen = ib_close_listen,

@@ -25,6 +25,7 @@
 #define IB_WR_PROBE (1ull << 33)  /* the sender's empty writes that find a receiver gone, */
 #define IB_WR_CLOSE (1ull << 34)  /* and the receiver's word saying it closed, */
 #define IB_WR_REJECT (1ull << 35) /* and the sender's answer to an offer its message fits in no buffer of */
+#define IB_WR_META (1ull << 36)   /* and the sender's write of a message's metadata word */
 /* The FIFO has one slot more: its seq word is set when the receiver closes, so that a send
  * still waiting for an offer fails at once instead of waiting for one forever. */
 #define IB_CLOSED_SLOT IB_SLOTS
@@ -37,8 +38,9 @@ struct ib_cts_entry {
 };
 struct ib_cts_slot {
   struct ib_cts_entry e[WEFT_NET_MAX_RECVS];
-  uint32_t n, pad;
-  uint64_t seq; /* irecv number + 1 */
+  uint32_t n, meta_rkey;
+  uint64_t meta_addr; /* where the sender writes the message's metadata (isend_meta), before it */
+  uint64_t seq;       /* irecv number + 1 */
 };
 
 /* What each side tells the other at setup. */
@@ -72,6 +74,7 @@ struct ib_req {
   int got_index; /* irecv: the buffer the message landed in */
   size_t got_size;
   uint64_t seq;
+  uint64_t meta;    /* isend_meta's word */
   const void* data; /* isend */
   size_t size;
   int tag;
@@ -101,6 +104,8 @@ struct ib_comm {
   struct ibv_mr* fifo_mr;
   uint64_t seq_out[IB_SLOTS + 1]; /* receiver: the seq words its writes carry, then its closed word */
   struct ibv_mr* seq_mr;
+  uint64_t meta[IB_SLOTS]; /* per request slot: the sender writes from it, the receiver is written */
+  struct ibv_mr* meta_mr;
   struct ib_req reqs[IB_SLOTS];
   uint64_t issued, posted; /* requests made; sender: writes posted, in order */
   ncclResult_t error;
@@ -115,6 +120,9 @@ ncclResult_t weft_ib_isend(void* send_comm, const void* data, size_t size, int t
 ncclResult_t weft_ib_irecv(void* recv_comm, int n, void* const* data, const size_t* sizes, const int* tags,
                            void** request);
 ncclResult_t weft_ib_test(void* request, int* done, size_t* sizes);
+ncclResult_t weft_ib_isend_meta(void* send_comm, const void* data, size_t size, int tag, uint64_t meta,
+                                void** request);
+ncclResult_t weft_ib_test_meta(void* request, int* done, size_t* sizes, uint64_t* meta);
 /* Records the first failure of c (WARN naming the device and the peer) and returns it. */
 ncclResult_t weft_ib_fail(struct ib_comm* c, ncclResult_t res, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));

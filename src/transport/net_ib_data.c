@@ -98,7 +98,7 @@ static ncclResult_t on_completion(struct ib_comm* c, const struct ibv_wc* wc) {
     return ncclSuccess;
   }
   if (wc->wr_id & IB_WR_PROBE) c->probing = 0;
-  if (wc->wr_id & (IB_WR_CTS | IB_WR_PROBE | IB_WR_CLOSE | IB_WR_REJECT)) return ncclSuccess;
+  if (wc->wr_id & (IB_WR_CTS | IB_WR_PROBE | IB_WR_CLOSE | IB_WR_REJECT | IB_WR_META)) return ncclSuccess;
   struct ib_req* r = &c->reqs[wc->wr_id % IB_SLOTS];
   if (!c->is_send) {
     uint32_t imm = ntohl(wc->imm_data);
@@ -134,10 +134,19 @@ static ncclResult_t poll(struct ib_comm* c) {
 
 /* The message into the receiver's buffer index i: on its turn's queue pair, or split in equal
  * parts over all of them, each part with its own immediate (buffer index, part size). */
-static ncclResult_t write_message(struct ib_comm* c, struct ib_req* r, const struct ib_cts_entry* e, int i) {
+static ncclResult_t write_message(struct ib_comm* c, struct ib_req* r, const struct ib_cts_slot* s, int i) {
+  const struct ib_cts_entry* e = &s->e[i];
   uint64_t wr_id = r->seq % IB_SLOTS;
   uint32_t lkey = r->mr[0] ? r->mr[0]->lkey : 0;
   int parts = c->split ? c->nqps : 1;
+  /* The metadata word goes first on the queue pair of the first part: the receive completes
+   * only after that part, which lands after it. */
+  if (r->meta != 0) {
+    c->meta[wr_id] = r->meta;
+    struct ibv_qp* qp = c->split ? c->qp[0] : c->qp[r->seq % (uint64_t)c->nqps];
+    WEFT_CHECK(post_write(c, qp, IB_WR_META | wr_id, &c->meta[wr_id], sizeof(uint64_t), c->meta_mr->lkey,
+                          s->meta_addr, s->meta_rkey, 0, 0));
+  }
   size_t part = (r->size + (size_t)parts - 1) / (size_t)parts;
   r->pending = parts;
   for (int q = 0; q < parts; q++) {
@@ -177,7 +186,7 @@ static ncclResult_t post_sends(struct ib_comm* c) {
     int i = 0, n = s->n < WEFT_NET_MAX_RECVS ? (int)s->n : WEFT_NET_MAX_RECVS;
     while (i < n && s->e[i].tag != r->tag) i++;
     if (i == n || r->size > s->e[i].size) return reject(c, r, s, i);
-    WEFT_CHECK(write_message(c, r, &s->e[i], i));
+    WEFT_CHECK(write_message(c, r, s, i));
     c->posted++;
   }
   return ncclSuccess;
@@ -199,7 +208,8 @@ static ncclResult_t next_request(struct ib_comm* c, struct ib_req** r) {
   return ncclSuccess;
 }
 
-ncclResult_t weft_ib_isend(void* send_comm, const void* data, size_t size, int tag, void** request) {
+ncclResult_t weft_ib_isend_meta(void* send_comm, const void* data, size_t size, int tag, uint64_t meta,
+                                void** request) {
   struct ib_comm* c = send_comm;
   *request = NULL;
   if (!fits_one_send(size, "a message")) return ncclInvalidArgument;
@@ -209,12 +219,17 @@ ncclResult_t weft_ib_isend(void* send_comm, const void* data, size_t size, int t
   r->data = data;
   r->size = size;
   r->tag = tag;
+  r->meta = meta;
   r->nbuf = 1;
   ncclResult_t res = reg(c, (void*)data, size, 0, &r->mr[0]);
   if (res == ncclSuccess) res = post_sends(c);
   if (res != ncclSuccess) return res;
   *request = r;
   return ncclSuccess;
+}
+
+ncclResult_t weft_ib_isend(void* send_comm, const void* data, size_t size, int tag, void** request) {
+  return weft_ib_isend_meta(send_comm, data, size, tag, 0, request);
 }
 
 /* ---- receives ---- */
@@ -231,6 +246,9 @@ static ncclResult_t offer(struct ib_comm* c, struct ib_req* r, void* const* data
                                     .tag = tags[i]};
   }
   s->n = (uint32_t)r->nbuf;
+  c->meta[slot] = 0; /* stays 0 unless the sender writes one */
+  s->meta_addr = (uint64_t)(uintptr_t)&c->meta[slot];
+  s->meta_rkey = c->meta_mr->rkey;
   c->seq_out[slot] = r->seq + 1;
   /* A receive on each queue pair a part of the message comes by. */
   r->pending = c->split ? c->nqps : 1;
@@ -318,6 +336,10 @@ static ncclResult_t progress(struct ib_comm* c) {
 }
 
 ncclResult_t weft_ib_test(void* request, int* done, size_t* sizes) {
+  return weft_ib_test_meta(request, done, sizes, NULL);
+}
+
+ncclResult_t weft_ib_test_meta(void* request, int* done, size_t* sizes, uint64_t* meta) {
   struct ib_req* r = request;
   struct ib_comm* c = r->c;
   *done = 0;
@@ -336,6 +358,7 @@ ncclResult_t weft_ib_test(void* request, int* done, size_t* sizes) {
     for (int i = 0; i < r->nbuf; i++) sizes[i] = c->is_send ? r->size : SIZE_MAX;
     if (!c->is_send) sizes[r->got_index] = r->got_size;
   }
+  if (meta != NULL) *meta = c->is_send ? 0 : __atomic_load_n(&c->meta[r->seq % IB_SLOTS], __ATOMIC_RELAXED);
   weft_ib_req_release(r);
   *done = 1;
   return ncclSuccess;

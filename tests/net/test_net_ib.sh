@@ -2,8 +2,8 @@
 # The IB network (transport/net_ib*.c) on the test verbs provider (tests/ibemu), through the same
 # scripts as the socket network: emulated hosts over loopback (every collective and send/recv,
 # Ring/Tree x Simple/LL, 2x1 2x2 3x1 and the variants), namespace hosts with a RoCE device
-# (2x1 2x2 3x1), and the namespace fault matrix (a rank killed, a host's link down, latency and
-# loss). NCCL_NET=IB makes a job that cannot use the IB network fail. SKIPs as those scripts do.
+# (2x1 2x2 3x1), the namespace fault matrix (a rank killed, a host's link down, latency and
+# loss), and mismatched calls between two emulated hosts (test_coll_mismatch hosts). NCCL_NET=IB makes a job that cannot use the IB network fail. SKIPs as those scripts do.
 set -u
 cd "$(dirname "$0")/../.."
 export WEFT_TEST_NET=IB
@@ -39,5 +39,13 @@ rm -f "$key"
 run bash tests/net/test_net_loopback.sh
 run env NET_SHAPES="2x1 2x2 3x1" bash tests/net/test_netns_coll.sh
 run bash tests/net/test_netns_faults.sh
+# Mismatched calls between two emulated hosts: the steps' call tags cross IB as metadata words.
+mismatch_over_ib() (
+  . tests/net/lib.sh
+  use_test_ib mlx5_0 >/dev/null
+  export NCCL_SOCKET_IFNAME=lo
+  "${BUILD:-build}/tests/integration/test_coll_mismatch" hosts
+)
+run mismatch_over_ib
 [ $fail = 0 ] && [ $ran = 0 ] && { echo "SKIP: nothing could run"; exit 77; }
 exit $fail
