@@ -2,7 +2,8 @@
  * network and the external test plugin (tests/net/plugin) built for each NCCL ABI version, 6 to
  * 12, all loaded at once through NCCL_NET_PLUGIN and run through the adapter. The same cases run over each:
  * listen/connect/accept, sizes 0, 1 and large, tags picking one of several offered buffers, requests in
- * flight up to the limit, an unknown tag, bad arguments, and closing while idle. */
+ * flight up to the limit, the metadata word where a network carries one (Socket, IB), an unknown
+ * tag, bad arguments, and closing while idle. */
 #include <libgen.h>
 #include <limits.h>
 #include <stdint.h>
@@ -124,6 +125,44 @@ static void case_inflight(void* s, void* r) {
   }
 }
 
+/* A network that carries metadata (isend_meta, test_meta): each receive reports its message's
+ * word, in order and whatever its size (a plain isend's is 0); a send reports 0. */
+static void case_meta(void* s, void* r) {
+  static const uint64_t words[] = {0x0123456789abcdefull, 0, 1, ~0ull, 0x5745465400000007ull};
+  static const size_t sizes[] = {0, 64, 4096, 1, (1u << 20) + 5};
+  enum { N = sizeof(words) / sizeof(words[0]) };
+  unsigned char* buf = calloc(1, (1u << 20) + 8);
+  unsigned char* dst[N];
+  void *sreq[N] = {0}, *rreq[N] = {0};
+  for (int i = 0; i < N; i++) {
+    void* bufs[1] = {dst[i] = calloc(1, sizes[i] + 1)};
+    size_t caps[1] = {sizes[i] + 1};
+    int tags[1] = {4};
+    EXPECT(net->irecv(r, 1, bufs, caps, tags, &rreq[i]) == ncclSuccess && rreq[i] != NULL);
+  }
+  for (int i = 0; i < N; i++) {
+    ncclResult_t res = i == 1 ? net->isend(s, buf, sizes[i], 4, &sreq[i])
+                              : net->isend_meta(s, buf, sizes[i], 4, words[i], &sreq[i]);
+    EXPECT(res == ncclSuccess && sreq[i] != NULL);
+  }
+  for (int i = 0; i < N; i++) {
+    uint64_t got = 7;
+    int done = 0;
+    double t0 = now_s();
+    while (sreq[i] && !done && now_s() - t0 < 10)
+      EXPECT(net->test_meta(sreq[i], &done, NULL, &got) == ncclSuccess);
+    EXPECT_MSG(done && got == 0, "%s: send %d done %d reports word %llx", label, i, done,
+               (unsigned long long)got);
+    done = 0;
+    while (rreq[i] && !done && now_s() - t0 < 10)
+      EXPECT(net->test_meta(rreq[i], &done, NULL, &got) == ncclSuccess);
+    EXPECT_MSG(done && got == words[i], "%s: message %d (%zu bytes) carried word %llx, sent %llx", label, i,
+               sizes[i], (unsigned long long)got, (unsigned long long)words[i]);
+    free(dst[i]);
+  }
+  free(buf);
+}
+
 /* n outside 1..WEFT_NET_MAX_RECVS is an error, not a crash. */
 static void case_bad_args(void* r) {
   char buf[8];
@@ -173,6 +212,7 @@ static void run_suite(void) {
   case_sizes(s, r);
   if (test_failures == before) case_multi(s, r);
   if (test_failures == before) case_inflight(s, r);
+  if (test_failures == before && net->isend_meta != NULL) case_meta(s, r);
   if (test_failures == before) case_bad_args(r);
   if (test_failures == before) case_unknown_tag(s, r);
   net->close_send(s);
