@@ -43,8 +43,7 @@ struct weft_cuda_conn {
 enum {
   WEFT_CUDA_ERR_NONE = 0,
   WEFT_CUDA_ERR_TIMEOUT = 1,
-  WEFT_CUDA_ERR_ABORT = 2,
-  WEFT_CUDA_ERR_MISMATCH = 3
+  WEFT_CUDA_ERR_MISMATCH = 3 /* 2 was an abort code no kernel ever wrote */
 };
 
 /* The only state host and kernels share while kernels run, in host-mapped memory: kernels read

@@ -344,39 +344,20 @@ static ncclResult_t report_mismatch(struct ncclComm* comm, struct weft_cuda_stat
   return ncclInvalidUsage;
 }
 
-/* A network connector's proxy lost a peer (or heard from another rank that one was lost) and
- * stopped this comm's kernels through their abort flag: name the rank lost, as the host backend
- * does, rather than the neighbour the kernel was waiting for. */
-static ncclResult_t report_lost(struct ncclComm* comm, struct weft_cuda_state* s,
-                                const struct weft_cause* lost) {
-  if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL))
-    WEFT_WARN(
-        "comm %p rank %d: a %s kernel on device %d stopped waiting for rank %d on channel %d: rank %d (host "
-        "%s) "
-        "was lost; the communicator is aborted",
-        (void*)comm, comm->rank, weft_coll_name(s->host->err_coll), s->dev, s->host->err_peer,
-        s->host->err_channel, lost->rank, lost->host);
-  weft_comm_set_async_error(comm, ncclRemoteError);
-  return ncclRemoteError;
-}
-
 /* A kernel that gave up (timeout) left its reason in the host-mapped device state, which the host
  * reads at any time: the next launch, ncclCommGetAsyncError, Finalize and Destroy all see it. */
 static ncclResult_t kernel_error(struct ncclComm* comm, struct weft_cuda_state* s) {
   uint32_t err = __atomic_load_n(&s->host->error, __ATOMIC_ACQUIRE); /* then its fields */
   if (err == WEFT_CUDA_ERR_NONE) return ncclSuccess;
   if (err == WEFT_CUDA_ERR_MISMATCH) return report_mismatch(comm, s);
-  if (err == WEFT_CUDA_ERR_ABORT) {
-    struct weft_cause lost;
-    if (weft_cause_get(&comm->cause, &lost)) return report_lost(comm, s, &lost);
-  }
+  /* A kernel stopped by the abort flag reports nothing: the user's abort, or the proxy's, which
+   * names the rank lost in its own WARN and async error. */
   if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL))
     WEFT_WARN("comm %p rank %d: a %s kernel on device %d %s waiting for rank %d on channel %d", (void*)comm,
               comm->rank, weft_coll_name(s->host->err_coll), s->dev,
               err == WEFT_CUDA_ERR_TIMEOUT ? "timed out (WEFT_TIMEOUT)" : "failed", s->host->err_peer,
               s->host->err_channel);
-  /* A timeout is NCCL's ncclTimeout; a kernel stopped by the abort flag was cut short by the user. */
-  ncclResult_t res = err == WEFT_CUDA_ERR_TIMEOUT ? ncclTimeout : ncclInvalidUsage;
+  ncclResult_t res = err == WEFT_CUDA_ERR_TIMEOUT ? ncclTimeout : ncclInternalError; /* NCCL's timeout code */
   weft_comm_set_async_error(comm, res);
   return res;
 }
