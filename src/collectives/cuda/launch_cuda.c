@@ -357,7 +357,8 @@ static ncclResult_t kernel_error(struct ncclComm* comm, struct weft_cuda_state* 
               comm->rank, weft_coll_name(s->host->err_coll), s->dev,
               err == WEFT_CUDA_ERR_TIMEOUT ? "timed out (WEFT_TIMEOUT)" : "failed", s->host->err_peer,
               s->host->err_channel);
-  ncclResult_t res = err == WEFT_CUDA_ERR_TIMEOUT ? ncclTimeout : ncclInternalError; /* NCCL's timeout code */
+  /* A timeout is NCCL's ncclTimeout; no kernel writes any other code here. */
+  ncclResult_t res = err == WEFT_CUDA_ERR_TIMEOUT ? ncclTimeout : ncclInternalError;
   weft_comm_set_async_error(comm, res);
   return res;
 }
