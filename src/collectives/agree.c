@@ -11,8 +11,8 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll_config.h"
+#include "collectives/context.h"
 #include "collectives/tuner.h"
-#include "core/comm.h"
 #include "transport/connector.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -31,7 +31,7 @@ struct rank_settings {
  * host. Short steps let a rank reduce or copy one step while the next is on the wire, which pays
  * most in small rings; each step also costs wake-ups and system calls, which dominate in larger
  * ones (measured in docs/PERFORMANCE.md). */
-static size_t net_step_limit(const struct ncclComm* comm) {
+static size_t net_step_limit(const struct weft_comm_ctx* comm) {
   if (comm->nnodes < 2) return SIZE_MAX;
   int64_t chunk = weft_param_is_set("WEFT_NET_CHUNKSIZE") ? weft_param_int("WEFT_NET_CHUNKSIZE")
                                                           : (int64_t)comm->nnodes * 64 * 1024;
@@ -39,7 +39,7 @@ static size_t net_step_limit(const struct ncclComm* comm) {
   return chunk > 0 ? (size_t)chunk : SIZE_MAX;
 }
 
-static struct rank_settings mine(const struct ncclComm* comm, const struct weft_plan_params* pp,
+static struct rank_settings mine(const struct weft_comm_ctx* comm, const struct weft_plan_params* pp,
                                  size_t simple_bytes, size_t ll_bytes) {
   size_t step = weft_conn_slot_bytes(simple_bytes), limit = net_step_limit(comm);
   return (struct rank_settings){.simple_step = step < limit ? step : limit,
@@ -63,7 +63,8 @@ static int same_choices(const struct rank_settings* a, const struct rank_setting
 
 /* A tuner plugin decides for every rank only if every rank has the same one (NCCL assumes so, and
  * ranks that choose differently hang): otherwise no rank uses it. */
-static void agree_tuner(struct ncclComm* comm, struct weft_plan_params* pp, const struct rank_settings* all) {
+static void agree_tuner(struct weft_comm_ctx* comm, struct weft_plan_params* pp,
+                        const struct rank_settings* all) {
   int r = 0;
   while (r < comm->nranks && all[r].tuner == all[0].tuner) r++;
   if (r == comm->nranks) return;
@@ -77,7 +78,7 @@ static void agree_tuner(struct ncclComm* comm, struct weft_plan_params* pp, cons
   pp->tuner = NULL;
 }
 
-ncclResult_t weft_plan_agree(struct ncclComm* comm, struct weft_plan_params* pp, size_t simple_bytes,
+ncclResult_t weft_plan_agree(struct weft_comm_ctx* comm, struct weft_plan_params* pp, size_t simple_bytes,
                              size_t ll_bytes) {
   struct rank_settings me = mine(comm, pp, simple_bytes, ll_bytes);
   pp->simple_slot = me.simple_step;
@@ -150,7 +151,7 @@ static uint64_t mix(uint64_t x) {
 }
 
 /* Returns whether a selection changes; *last is the one the launch ends with. */
-static int summarize_calls(const struct ncclComm* comm, const struct weft_task* tasks,
+static int summarize_calls(const struct weft_comm_ctx* comm, const struct weft_task* tasks,
                            struct calls_summary* s, uint64_t* last) {
   uint64_t cur = comm->sel_agreed;
   int changed = 0;
@@ -170,7 +171,7 @@ static int summarize_calls(const struct ncclComm* comm, const struct weft_task* 
   return changed;
 }
 
-static void warn_calls(const struct ncclComm* comm, const struct calls_summary* all, int bad) {
+static void warn_calls(const struct weft_comm_ctx* comm, const struct calls_summary* all, int bad) {
   char a[192], b[192];
   weft_coll_sel_text(all[0].first, a, sizeof(a));
   weft_coll_sel_text(all[bad].first, b, sizeof(b));
@@ -183,7 +184,7 @@ static void warn_calls(const struct ncclComm* comm, const struct calls_summary* 
       (unsigned long long)all[bad].seq, b);
 }
 
-ncclResult_t weft_plan_agree_calls(struct ncclComm* comm, const struct weft_task* tasks) {
+ncclResult_t weft_plan_agree_calls(struct weft_comm_ctx* comm, const struct weft_task* tasks) {
   struct calls_summary me;
   uint64_t last;
   if (!summarize_calls(comm, tasks, &me, &last) || comm->nranks < 2) {

@@ -8,10 +8,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "collectives/context.h"
 #include "collectives/engine.h"
 #include "collectives/plan.h"
-#include "core/comm.h"
-#include "core/tuned.h"
+#include "collectives/tuned.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -173,7 +173,8 @@ static ncclResult_t check_fields(const ncclCollConfig_t* user, const char* name,
 }
 
 /* A CTA bound of the call must lie within the communicator's (ncclConfig_t minCTAs..maxCTAs). */
-static ncclResult_t check_ctas(const ncclCollConfig_t* c, const struct ncclComm* comm, const char* name) {
+static ncclResult_t check_ctas(const ncclCollConfig_t* c, const struct weft_comm_ctx* comm,
+                               const char* name) {
   int lo = comm->config.minCTAs, hi = comm->config.maxCTAs;
   WEFT_ARG_CHECK(c->minCTAs == NCCL_CONFIG_UNDEF_INT || (c->minCTAs >= lo && c->minCTAs <= hi),
                  "%s: config minCTAs %d outside the communicator's %d..%d (comm %p rank %d)", name,
@@ -259,15 +260,11 @@ static void log_config(const struct weft_call* call, const struct parsed* p, con
             (void*)o->completion_event);
 }
 
-ncclResult_t weft_enqueue_config(struct weft_call* call, int coll, const ncclCollConfig_t* config,
-                                 weft_call_check_fn check, weft_call_build_fn build) {
-  if (config == NULL) return weft_enqueue(call, check, build);
+ncclResult_t weft_enqueue_config(const struct weft_call* call, int coll, const ncclCollConfig_t* config,
+                                 struct weft_call_opts* opts) {
   struct parsed p;
   WEFT_CHECK(check_fields(config, call->name, &p));
-  WEFT_CHECK(weft_comm_check(call->comm, call->name));
-  struct weft_call_opts opts;
-  WEFT_CHECK(resolve(&p, call, coll, &opts));
-  log_config(call, &p, &opts);
-  call->opts = &opts;
-  return weft_enqueue(call, check, build);
+  WEFT_CHECK(resolve(&p, call, coll, opts));
+  log_config(call, &p, opts);
+  return ncclSuccess;
 }

@@ -9,12 +9,11 @@
 #include "collectives/enqueue.h"
 #include "nccl.h"
 
-/* config NULL: weft_enqueue, the plain call. Otherwise the config is read and checked first,
- * outside the call's implicit group, so a refused config is an error of this call alone (as in
- * NCCL, the rest of an enclosing group still runs). coll: the enum weft_coll the call is planned
- * as, WEFT_COLL_SEND for AlltoAll, Gather and Scatter (sends and receives: nothing to select). */
-ncclResult_t weft_enqueue_config(struct weft_call* call, int coll, const ncclCollConfig_t* config,
-                                 weft_call_check_fn check, weft_call_build_fn build);
+/* Reads and checks a call's config into *opts (logged at INFO/COLL), for a call whose comm is
+ * valid. coll: the enum weft_coll the call is planned as, WEFT_COLL_SEND for AlltoAll, Gather and
+ * Scatter (sends and receives: nothing to select). */
+ncclResult_t weft_enqueue_config(const struct weft_call* call, int coll, const ncclCollConfig_t* config,
+                                 struct weft_call_opts* opts);
 
 /* Parses an algSelection text: NCCL's algorithm and protocol names (as NCCL_ALGO and NCCL_PROTO
  * take them: any case, comma separated, blanks and empty items ignored, a leading ^ excluding the

@@ -10,6 +10,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/agree.h"
 #include "collectives/coll.h"
+#include "collectives/context.h"
 #include "collectives/cuda/engine_cuda.h"
 #include "collectives/executor.h"
 #include "collectives/fingerprint.h"
@@ -25,7 +26,6 @@
 #include "collectives/tree.h"
 #include "collectives/tune_log.h"
 #include "collectives/window.h"
-#include "core/comm.h"
 #include "proxy/proxy.h"
 #include "transport/net.h"
 #include "transport/transport.h"
@@ -39,7 +39,7 @@
 #define TAG_P2P_ACK 0x57450400
 #define DEFAULT_LL_BYTES (256 * 1024)
 
-void weft_engine_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp) {
+void weft_engine_link_peer(struct weft_comm_ctx* comm, int peer, struct weft_link_peer* lp) {
   memset(lp, 0, sizeof(*lp));
   lp->net =
       (struct weft_net_peer){comm->bootstrap,   comm->rank,          peer,        comm->peers[peer].host_name,
@@ -51,28 +51,30 @@ void weft_engine_link_peer(struct ncclComm* comm, int peer, struct weft_link_pee
   if (e->link_peer) e->link_peer(comm, peer, lp);
 }
 
-static ncclResult_t offer(struct ncclComm* comm, int peer, int tag, size_t simple, size_t ll,
+static ncclResult_t offer(struct weft_comm_ctx* comm, int peer, int tag, size_t simple, size_t ll,
                           struct weft_link_mem** mem) {
   struct weft_link_peer lp;
   weft_engine_link_peer(comm, peer, &lp);
   return weft_transport_offer(&lp, tag, simple, ll, mem);
 }
 
-static ncclResult_t take(struct ncclComm* comm, int peer, int tag, int ack_tag, struct weft_link_mem** mem) {
+static ncclResult_t take(struct weft_comm_ctx* comm, int peer, int tag, int ack_tag,
+                         struct weft_link_mem** mem) {
   struct weft_link_peer lp;
   weft_engine_link_peer(comm, peer, &lp);
   return weft_transport_take(&lp, tag, ack_tag, mem);
 }
 
-static ncclResult_t finish_offer(struct ncclComm* comm, int peer, int ack_tag, struct weft_link_mem* mem) {
+static ncclResult_t finish_offer(struct weft_comm_ctx* comm, int peer, int ack_tag,
+                                 struct weft_link_mem* mem) {
   struct weft_link_peer lp;
   weft_engine_link_peer(comm, peer, &lp);
   return weft_transport_finish_offer(&lp, ack_tag, mem);
 }
 
-ncclResult_t weft_engine_connect(struct ncclComm* comm, const struct weft_engine_link* links, int n,
+ncclResult_t weft_engine_connect(struct weft_comm_ctx* comm, const struct weft_engine_link* links, int n,
                                  size_t simple, size_t ll,
-                                 ncclResult_t (*offered)(struct ncclComm* comm, int peer,
+                                 ncclResult_t (*offered)(struct weft_comm_ctx* comm, int peer,
                                                          struct weft_link_mem* mem)) {
   for (int i = 0; i < n; i++) {
     const struct weft_engine_link* l = &links[i];
@@ -89,7 +91,7 @@ ncclResult_t weft_engine_connect(struct ncclComm* comm, const struct weft_engine
   return ncclSuccess;
 }
 
-static void init_watch(struct ncclComm* comm, struct weft_coll_state* s) {
+static void init_watch(struct weft_comm_ctx* comm, struct weft_coll_state* s) {
   const struct weft_peer_info* me = &comm->peers[comm->rank];
   for (int p = 0; p < comm->nranks; p++) {
     const struct weft_peer_info* pi = &comm->peers[p];
@@ -102,7 +104,7 @@ static void init_watch(struct ncclComm* comm, struct weft_coll_state* s) {
 /* A ring neighbour on this host shares connector pages with this rank: when it gives up it
  * writes its cause there (publish_cause), as the sender of this rank's receive connector and
  * as the receiver of its send connector. Network connectors carry notices instead. */
-static void find_peer_causes(const struct ncclComm* comm, struct weft_coll_state* s) {
+static void find_peer_causes(const struct weft_comm_ctx* comm, struct weft_coll_state* s) {
   int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
   if (s->recv_mem[0]->tr != &weft_transport_net) s->peer_cause[prev] = &s->recv[0].ctrl->cause[0];
   if (s->send_mem[0]->tr != &weft_transport_net) s->peer_cause[next] = &s->send[0].ctrl->cause[1];
@@ -110,7 +112,7 @@ static void find_peer_causes(const struct ncclComm* comm, struct weft_coll_state
 
 /* Before an error leaves a launch: tell the ring neighbours on this host (shared pages) and the
  * network peers (notices) which rank was lost. */
-static void publish_cause(struct ncclComm* comm) {
+static void publish_cause(struct weft_comm_ctx* comm) {
   struct weft_coll_state* s = comm->coll;
   struct weft_cause c;
   if (s == NULL || comm->nranks < 2 || !weft_cause_get(&comm->cause, &c)) return;
@@ -128,7 +130,7 @@ static void bind_send(const struct weft_coll_state* s, struct weft_conn* c, stru
   c->by_ref = s->send_by_ref && weft_conn_sends_by_ref(c);
 }
 
-static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* s) {
+static ncclResult_t connect_ring(struct weft_comm_ctx* comm, struct weft_coll_state* s) {
   int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
   int nch = s->pp.nchannels;
   struct weft_engine_link links[2 * WEFT_PLAN_MAX_CHANNELS] = {{0}};
@@ -148,7 +150,7 @@ static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_coll_state* 
 /* Point-to-point and tree connectors that existed when the comm was suspended are connected
  * again at resume: their peers had them too (both sides of a pair connect together, and every
  * rank connects its trees at the same collective), so every rank restores the same pairs. */
-static ncclResult_t restore_lazy(struct ncclComm* comm, struct weft_coll_state* s) {
+static ncclResult_t restore_lazy(struct weft_comm_ctx* comm, struct weft_coll_state* s) {
   ncclResult_t res = ncclSuccess;
   if (s->restore_p2p != NULL)
     res = weft_engine_p2p_connect(comm, s->restore_p2p, s->restore_p2p + comm->nranks);
@@ -163,7 +165,7 @@ static ncclResult_t restore_lazy(struct ncclComm* comm, struct weft_coll_state* 
 /* The comm's buffers: the ring connectors of every channel, the direct paths' boards, and what
  * restore_lazy brings back. Init and ncclCommResume both build them here (collective: every
  * rank calls it together); buffers_release undoes it for ncclCommSuspend and teardown. */
-static ncclResult_t buffers_create(struct ncclComm* comm, struct weft_coll_state* s) {
+static ncclResult_t buffers_create(struct weft_comm_ctx* comm, struct weft_coll_state* s) {
   if (comm->nranks > 1) {
     WEFT_CHECK(connect_ring(comm, s));
     find_peer_causes(comm, s);
@@ -176,7 +178,7 @@ static ncclResult_t buffers_create(struct ncclComm* comm, struct weft_coll_state
 }
 
 /* NULL-safe on every part, so a half-built or already released comm is fine. */
-static void buffers_release(struct ncclComm* comm, struct weft_coll_state* s) {
+static void buffers_release(struct weft_comm_ctx* comm, struct weft_coll_state* s) {
   weft_host_direct_fini(s->direct);
   s->direct = NULL;
   weft_host_interleave_free(s->co_stacks, WEFT_PLAN_MAX_CHANNELS);
@@ -200,7 +202,7 @@ static void buffers_release(struct ncclComm* comm, struct weft_coll_state* s) {
 }
 
 /* Note what restore_lazy must bring back, then release. Nothing is released on failure. */
-static ncclResult_t host_suspend(struct ncclComm* comm) {
+static ncclResult_t host_suspend(struct weft_comm_ctx* comm) {
   struct weft_coll_state* s = comm->coll;
   int k = comm->nranks;
   uint8_t* flags = calloc(2 * (size_t)k, 1);
@@ -219,9 +221,9 @@ static ncclResult_t host_suspend(struct ncclComm* comm) {
   return ncclSuccess;
 }
 
-static ncclResult_t host_resume(struct ncclComm* comm) { return buffers_create(comm, comm->coll); }
+static ncclResult_t host_resume(struct weft_comm_ctx* comm) { return buffers_create(comm, comm->coll); }
 
-static ncclResult_t host_comm_init(struct ncclComm* comm) {
+static ncclResult_t host_comm_init(struct weft_comm_ctx* comm) {
   struct weft_coll_state* s = calloc(1, sizeof(*s));
   if (s == NULL) return ncclSystemError;
   comm->coll = s;
@@ -255,7 +257,7 @@ static ncclResult_t host_comm_init(struct ncclComm* comm) {
   return ncclSuccess;
 }
 
-static void host_comm_fini(struct ncclComm* comm) {
+static void host_comm_fini(struct weft_comm_ctx* comm) {
   struct weft_coll_state* s = comm->coll;
   if (s == NULL) return;
   buffers_release(comm, s);
@@ -278,7 +280,7 @@ static void bind_p2p(struct weft_coll_state* s, const struct weft_engine_link* l
   }
 }
 
-ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_to,
+ncclResult_t weft_engine_p2p_connect(struct weft_comm_ctx* comm, const uint8_t* send_to,
                                      const uint8_t* recv_from) {
   struct weft_coll_state* s = comm->coll;
   struct weft_engine_link* links = calloc(comm->nranks, sizeof(*links));
@@ -297,7 +299,7 @@ ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_
   return res;
 }
 
-static const struct weft_plan_params* host_plan_params(const struct ncclComm* comm) {
+static const struct weft_plan_params* host_plan_params(const struct weft_comm_ctx* comm) {
   return comm->coll ? &comm->coll->pp : NULL;
 }
 
@@ -316,8 +318,8 @@ static ncclResult_t peek_unexpected(struct weft_coll_state* s, const uint64_t* r
   return ncclSuccess;
 }
 
-static ncclResult_t run_ring(struct ncclComm* comm, const struct weft_plan* plan, const struct weft_task* t,
-                             struct weft_waiter* w) {
+static ncclResult_t run_ring(struct weft_comm_ctx* comm, const struct weft_plan* plan,
+                             const struct weft_task* t, struct weft_waiter* w) {
   struct weft_coll_state* s = comm->coll;
   int one = comm->nranks == 1;
   if (s->interleave && plan->nchannels > 1) {
@@ -341,7 +343,7 @@ static ncclResult_t run_ring(struct ncclComm* comm, const struct weft_plan* plan
   return one ? ncclSuccess : peek_unexpected(s, recv_steps, plan->nchannels, w);
 }
 
-static ncclResult_t run_coll_body(struct ncclComm* comm, struct weft_task* t, struct weft_waiter* w) {
+static ncclResult_t run_coll_body(struct weft_comm_ctx* comm, struct weft_task* t, struct weft_waiter* w) {
   struct weft_coll_state* s = comm->coll;
   w->opname = weft_coll_name(t->coll);
   w->seq = t->seq;
@@ -378,7 +380,7 @@ static ncclResult_t run_coll_body(struct ncclComm* comm, struct weft_task* t, st
 }
 
 /* Timed for the tuning log: measured beside the model's prediction (collectives/tune_log.c). */
-static ncclResult_t run_coll(struct ncclComm* comm, struct weft_task* t, struct weft_waiter* w) {
+static ncclResult_t run_coll(struct weft_comm_ctx* comm, struct weft_task* t, struct weft_waiter* w) {
   uint64_t start = weft_tune_log_start(comm->coll->pp.tune_log);
   ncclResult_t res = run_coll_body(comm, t, w);
   if (res == ncclSuccess) weft_tune_log_measured(comm->coll->pp.tune_log, start);
@@ -402,7 +404,7 @@ static struct weft_task* next_self(struct weft_task* t, enum weft_coll coll, int
 /* A rank's sends to itself pair with its receives from itself in call order, on both backends: an
  * unpaired one is an error, and a pair that moves a buffer onto itself (the root's share of an
  * in-place Gather or Scatter) is dropped, since the copy would change nothing. */
-static ncclResult_t match_self(const struct ncclComm* comm, struct weft_task* tasks) {
+static ncclResult_t match_self(const struct weft_comm_ctx* comm, struct weft_task* tasks) {
   struct weft_task* s = next_self(tasks, WEFT_COLL_SEND, comm->rank);
   struct weft_task* r = next_self(tasks, WEFT_COLL_RECV, comm->rank);
   for (; s && r; s = next_self(s->next, WEFT_COLL_SEND, comm->rank),
@@ -421,7 +423,7 @@ static ncclResult_t match_self(const struct ncclComm* comm, struct weft_task* ta
   return ncclInvalidUsage;
 }
 
-void weft_engine_waiter(struct ncclComm* comm, struct weft_waiter* w) {
+void weft_engine_waiter(struct weft_comm_ctx* comm, struct weft_waiter* w) {
   *w = comm->coll->waiter;
   w->async_result = &comm->async_result;
   w->trace_ch = comm->trace ? comm->trace->chan : NULL;
@@ -460,11 +462,11 @@ static void prof_cuda(struct weft_prof* p, struct weft_task* tasks, int begin) {
 }
 
 /* A failed launch leaves this rank's view of it in WEFT_TRACE_DIR (when set). */
-static void trace_failed(struct ncclComm* comm, ncclResult_t res) {
+static void trace_failed(struct weft_comm_ctx* comm, ncclResult_t res) {
   if (res != ncclSuccess && comm->trace) weft_trace_dump(comm, NULL, WEFT_TRACE_ON_FAILURE, 0);
 }
 
-ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
+ncclResult_t weft_enqueue_launch(struct weft_comm_ctx* comm) {
   /* One-sided operations first, in call order, as NCCL plans them (collectives/rma.c). */
   ncclResult_t rma = weft_rma_launch(comm);
   if (rma != ncclSuccess) {
@@ -490,7 +492,7 @@ ncclResult_t weft_enqueue_launch(struct ncclComm* comm) {
   return weft_executor_of(comm)->launch(comm, tasks);
 }
 
-static ncclResult_t cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
+static ncclResult_t cuda_launch(struct weft_comm_ctx* comm, struct weft_task* tasks) {
   /* The kernel runs after this returns: its progress and end reach the recorder through the
    * progress area beside its abort flag (launch_cuda.c, collectives/progress.h). */
   trace_all(comm->trace, tasks, WEFT_TRACE_RUNNING, ncclSuccess);
@@ -503,7 +505,7 @@ static ncclResult_t cuda_launch(struct ncclComm* comm, struct weft_task* tasks) 
   return res;
 }
 
-static ncclResult_t host_launch(struct ncclComm* comm, struct weft_task* tasks) {
+static ncclResult_t host_launch(struct weft_comm_ctx* comm, struct weft_task* tasks) {
   if (comm->coll == NULL) {
     WEFT_WARN("comm %p rank %d: collectives launched on a communicator that is not initialized", (void*)comm,
               comm->rank);
@@ -552,7 +554,8 @@ static ncclResult_t host_launch(struct ncclComm* comm, struct weft_task* tasks) 
   return res;
 }
 
-static ncclResult_t host_predict(const struct ncclComm* comm, const struct weft_task* t, float* time_us) {
+static ncclResult_t host_predict(const struct weft_comm_ctx* comm, const struct weft_task* t,
+                                 float* time_us) {
   if (comm->coll == NULL) {
     WEFT_WARN("comm %p rank %d: a group simulated on a communicator that is not initialized", (void*)comm,
               comm->rank);
@@ -569,7 +572,7 @@ static ncclResult_t host_predict(const struct ncclComm* comm, const struct weft_
 
 /* Sends, receives, one-sided and empty operations have no tuning prediction (NCCL's simulation
  * times only what its tuner sizes), so they add nothing. */
-ncclResult_t weft_enqueue_simulate(struct ncclComm* comm, float* time_us) {
+ncclResult_t weft_enqueue_simulate(struct weft_comm_ctx* comm, float* time_us) {
   *time_us = 0;
   ncclResult_t res = ncclSuccess;
   for (struct weft_task* t = comm->tasks.head; t && res == ncclSuccess; t = t->next) {
@@ -585,7 +588,7 @@ ncclResult_t weft_enqueue_simulate(struct ncclComm* comm, float* time_us) {
   return res;
 }
 
-void weft_enqueue_discard(struct ncclComm* comm) {
+void weft_enqueue_discard(struct weft_comm_ctx* comm) {
   if (comm == NULL) return;
   weft_rma_discard(comm);
   free_tasks(comm->tasks.head);
@@ -619,15 +622,17 @@ const struct weft_executor weft_executor_cuda = {
     .link_peer = weft_cuda_link_peer,
 };
 
-const struct weft_executor* weft_executor_of(const struct ncclComm* comm) {
+const struct weft_executor* weft_executor_of(const struct weft_comm_ctx* comm) {
   return comm->backend == WEFT_BACKEND_CUDA ? &weft_executor_cuda : &weft_executor_host;
 }
 
 /* ---- What core/ calls (coll.h): the comm's executor, and what every executor shares ---- */
 
-ncclResult_t weft_coll_comm_init(struct ncclComm* comm) { return weft_executor_of(comm)->comm_init(comm); }
+ncclResult_t weft_coll_comm_init(struct weft_comm_ctx* comm) {
+  return weft_executor_of(comm)->comm_init(comm);
+}
 
-void weft_coll_comm_fini(struct ncclComm* comm) {
+void weft_coll_comm_fini(struct weft_comm_ctx* comm) {
   if (comm == NULL) return;
   weft_mem_comm_fini(comm);    /* registrations of ncclCommRegister die with the comm */
   weft_window_comm_fini(comm); /* so do windows and the signal boards */
@@ -635,7 +640,7 @@ void weft_coll_comm_fini(struct ncclComm* comm) {
   weft_executor_of(comm)->comm_fini(comm);
 }
 
-ncclResult_t weft_coll_comm_suspend(struct ncclComm* comm) {
+ncclResult_t weft_coll_comm_suspend(struct weft_comm_ctx* comm) {
   /* CUDA kernels write into peers' connectors: every rank's must have ended (waited for here)
    * before any rank frees memory (after the barrier). Host work ends with each call. */
   const struct weft_executor* e = weft_executor_of(comm);
@@ -644,23 +649,25 @@ ncclResult_t weft_coll_comm_suspend(struct ncclComm* comm) {
   return e->suspend(comm);
 }
 
-ncclResult_t weft_coll_comm_resume(struct ncclComm* comm) { return weft_executor_of(comm)->resume(comm); }
+ncclResult_t weft_coll_comm_resume(struct weft_comm_ctx* comm) {
+  return weft_executor_of(comm)->resume(comm);
+}
 
-ncclResult_t weft_coll_check_error(struct ncclComm* comm) {
+ncclResult_t weft_coll_check_error(struct weft_comm_ctx* comm) {
   const struct weft_executor* e = weft_executor_of(comm);
   return e->check_error ? e->check_error(comm) : ncclSuccess;
 }
 
-ncclResult_t weft_coll_flush(struct ncclComm* comm) {
+ncclResult_t weft_coll_flush(struct weft_comm_ctx* comm) {
   const struct weft_executor* e = weft_executor_of(comm);
   return e->flush ? e->flush(comm) : ncclSuccess;
 }
 
-void weft_coll_stop(struct ncclComm* comm) {
+void weft_coll_stop(struct weft_comm_ctx* comm) {
   const struct weft_executor* e = weft_executor_of(comm);
   if (e->stop) e->stop(comm);
 }
 
-const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* comm) {
+const struct weft_plan_params* weft_engine_plan_params(const struct weft_comm_ctx* comm) {
   return weft_executor_of(comm)->plan_params(comm);
 }

@@ -9,7 +9,7 @@
 #include "collectives/plan.h"
 #include "transport/connector.h"
 
-struct ncclComm;
+struct weft_comm_ctx;
 struct weft_link_mem;
 
 struct weft_p2p_conn {
@@ -42,15 +42,17 @@ struct weft_coll_state {
 
 /* Connect p2p connectors for the peers this launch sends to (send_to[p]) and receives from
  * (recv_from[p]) that are not connected yet. Both sides of a pair must call it. */
-ncclResult_t weft_engine_p2p_connect(struct ncclComm* comm, const uint8_t* send_to, const uint8_t* recv_from);
+ncclResult_t weft_engine_p2p_connect(struct weft_comm_ctx* comm, const uint8_t* send_to,
+                                     const uint8_t* recv_from);
 /* Run the launch's send/recv tasks (call order) to completion, all progressing together. */
 struct weft_waiter;
-ncclResult_t weft_host_p2p_run(struct ncclComm* comm, struct weft_task** tasks, int n, struct weft_waiter* w);
+ncclResult_t weft_host_p2p_run(struct weft_comm_ctx* comm, struct weft_task** tasks, int n,
+                               struct weft_waiter* w);
 /* Who is at the other end of a connector to peer, for transport/transport.c: peers on other hosts
  * (host_hash, i.e. WEFT_HOSTID) are reached over the network; errors go to comm; a CUDA comm's
  * connectors are for its kernels (its executor's link_peer). */
 struct weft_link_peer;
-void weft_engine_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp);
+void weft_engine_link_peer(struct weft_comm_ctx* comm, int peer, struct weft_link_peer* lp);
 /* One peer's part in weft_engine_connect: recv (when not NULL) gets the connector peer -> me that
  * this rank offers, send (when not NULL) the connector me -> peer it takes from peer's offer. */
 struct weft_engine_link {
@@ -64,14 +66,14 @@ struct weft_engine_link {
  * offered (may be NULL) runs right after each offer, before anything else is sent: the peer may
  * be taking that memory already. Stops at the first error; what was made until then stays in the
  * links' slots (for the caller to bind or release). */
-ncclResult_t weft_engine_connect(struct ncclComm* comm, const struct weft_engine_link* links, int n,
+ncclResult_t weft_engine_connect(struct weft_comm_ctx* comm, const struct weft_engine_link* links, int n,
                                  size_t simple, size_t ll,
-                                 ncclResult_t (*offered)(struct ncclComm* comm, int peer,
+                                 ncclResult_t (*offered)(struct weft_comm_ctx* comm, int peer,
                                                          struct weft_link_mem* mem));
 /* The planner settings comm's collectives are planned with (host: the engine's; CUDA: the CUDA
  * backend's; what each executor runs is in them); NULL before the engine is set up. */
-const struct weft_plan_params* weft_engine_plan_params(const struct ncclComm* comm);
+const struct weft_plan_params* weft_engine_plan_params(const struct weft_comm_ctx* comm);
 /* The waiter a launch of comm starts from: the comm's parameters, its peers and their causes. */
-void weft_engine_waiter(struct ncclComm* comm, struct weft_waiter* w);
+void weft_engine_waiter(struct weft_comm_ctx* comm, struct weft_waiter* w);
 
 #endif

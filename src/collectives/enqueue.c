@@ -5,12 +5,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "collectives/context.h"
 #include "collectives/profiler.h"
 #include "collectives/redop.h"
+#include "collectives/rma.h"
 #include "collectives/trace.h"
-#include "core/comm.h"
-#include "core/group.h"
-#include "core/suspend.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -57,7 +56,7 @@ ncclResult_t weft_enqueue_check_overlap(const struct weft_call* call, const void
   return ncclSuccess;
 }
 
-ncclResult_t weft_enqueue_append(struct ncclComm* comm, const struct weft_task* task) {
+ncclResult_t weft_enqueue_append(struct weft_comm_ctx* comm, const struct weft_task* task) {
   struct weft_task* t = malloc(sizeof(*t));
   if (t == NULL) {
     WEFT_WARN("Failed to allocate a task (%zu bytes) on comm %p rank %d", sizeof(*t), (void*)comm,
@@ -81,7 +80,7 @@ ncclResult_t weft_enqueue_append(struct ncclComm* comm, const struct weft_task* 
 
 /* Everything but the buffers: datatype, op, root/peer. */
 static ncclResult_t check_scalars(const struct weft_call* call, struct weft_redop* op) {
-  struct ncclComm* comm = call->comm;
+  struct weft_comm_ctx* comm = call->comm;
   size_t size = weft_dtype_size(call->dtype);
   WEFT_ARG_CHECK(size != 0, "%s: invalid datatype %d (comm %p rank %d)", call->name, (int)call->dtype,
                  (void*)comm, comm->rank);
@@ -98,11 +97,9 @@ static ncclResult_t check_scalars(const struct weft_call* call, struct weft_redo
   return ncclSuccess;
 }
 
-static ncclResult_t validate_and_build(const struct weft_call* call, weft_call_check_fn check,
-                                       weft_call_build_fn build) {
-  struct ncclComm* comm = call->comm;
+ncclResult_t weft_enqueue(const struct weft_call* call, weft_call_check_fn check, weft_call_build_fn build) {
+  struct weft_comm_ctx* comm = call->comm;
   struct weft_redop op = {.kind = WEFT_OP_SUM, .user_op = ncclSum};
-  WEFT_CHECK(weft_comm_check_active(comm, call->name));
   WEFT_INFO(WEFT_COLL,
             "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] "
             "stream %p",
@@ -111,8 +108,6 @@ static ncclResult_t validate_and_build(const struct weft_call* call, weft_call_c
   WEFT_CHECK(check_scalars(call, &op));
   WEFT_CHECK(check(call));
   if (call->count == 0) return ncclSuccess;
-  /* Listed before building, so tasks appended before a failure are dropped at group end. */
-  weft_group_add_comm(comm);
   weft_prof_api_call_begin(comm->prof, call->root_name, call->name, call->count, call->dtype, call->root,
                            (void*)call->stream);
   ncclResult_t res = build(call, &op);
@@ -120,10 +115,6 @@ static ncclResult_t validate_and_build(const struct weft_call* call, weft_call_c
   return res;
 }
 
-ncclResult_t weft_enqueue(const struct weft_call* call, weft_call_check_fn check, weft_call_build_fn build) {
-  weft_group_enter();
-  ncclResult_t res = validate_and_build(call, check, build);
-  if (WEFT_FAILED(res)) weft_group_set_error(res);
-  ncclResult_t end = weft_group_leave();
-  return WEFT_FAILED(res) ? res : end;
+int weft_comm_has_queued(const struct weft_comm_ctx* comm) {
+  return comm->tasks.head != NULL || weft_rma_queued(comm);
 }

@@ -1,5 +1,6 @@
 /* Argument checks and task queueing shared by the collective and point-to-point entry points
- * (core/api_coll.c, core/api_p2p.c): validate, log the call, append tasks inside an implicit group. */
+ * (core/api_coll.c, core/api_p2p.c): validate, log the call, append tasks. The entry points
+ * check the comm and hold the call's implicit group. */
 #ifndef WEFT_COLLECTIVES_ENQUEUE_H
 #define WEFT_COLLECTIVES_ENQUEUE_H
 
@@ -8,7 +9,7 @@
 #include "collectives/task.h"
 #include "nccl.h"
 
-struct ncclComm;
+struct weft_comm_ctx;
 
 /* One API call as the caller gave it. */
 struct weft_call {
@@ -21,7 +22,7 @@ struct weft_call {
   int has_op;
   int root;              /* root or peer; 0 for calls that have neither */
   const char* root_name; /* "root", "peer" or NULL when the call has neither */
-  struct ncclComm* comm;
+  struct weft_comm_ctx* comm;
   cudaStream_t stream;
   const struct weft_call_opts* opts; /* nccl*Config: what the config adds to the tasks; NULL: plain */
 };
@@ -41,11 +42,10 @@ ncclResult_t weft_enqueue_check_buf(const struct weft_call* call, const char* ar
 ncclResult_t weft_enqueue_check_overlap(const struct weft_call* call, const void* send, size_t send_bytes,
                                         const void* recv, size_t recv_bytes, const void* in_place_send);
 
-/* Validate the call (comm, datatype, op, root, then check), log it at INFO/COLL and, when
- * count > 0, build its tasks; all inside an implicit group, so errors are latched there and an
- * enclosing ncclGroupEnd reports them too. */
+/* Log the call at INFO/COLL, validate it (datatype, op, root, then check) and, when count > 0,
+ * build its tasks. call->comm is active (the entry point checked it). */
 ncclResult_t weft_enqueue(const struct weft_call* call, weft_call_check_fn check, weft_call_build_fn build);
 /* Append a copy of task to comm->tasks with the next sequence number. */
-ncclResult_t weft_enqueue_append(struct ncclComm* comm, const struct weft_task* task);
+ncclResult_t weft_enqueue_append(struct weft_comm_ctx* comm, const struct weft_task* task);
 
 #endif

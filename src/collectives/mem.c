@@ -1,5 +1,6 @@
 /* ncclMemAlloc / ncclMemFree on the host backend (shared memory other ranks of the host can
- * map) and ncclCommRegister / ncclCommDeregister (per-communicator registrations). */
+ * map) and ncclCommRegister / ncclCommDeregister (per-communicator registrations); the entry
+ * points are in core/api_mem.c. */
 #include "collectives/mem.h"
 
 #include <errno.h>
@@ -12,9 +13,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "collectives/context.h"
 #include "collectives/cuda/engine_cuda.h"
-#include "core/api.h"
-#include "core/comm.h"
 #include "transport/connector.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -69,7 +69,7 @@ static size_t page_round(size_t size) {
   return (size + page - 1) / page * page;
 }
 
-WEFT_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+ncclResult_t weft_mem_alloc(void** ptr, size_t size) {
   WEFT_ARG_CHECK(ptr != NULL, "ncclMemAlloc: ptr is NULL (size %zu)", size);
   WEFT_ARG_CHECK(size != 0, "ncclMemAlloc: size is 0");
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -126,7 +126,7 @@ void weft_mem_unmap(void* base, size_t size) {
   if (base != NULL) munmap(base, size);
 }
 
-WEFT_API(ncclResult_t, ncclMemFree, void* ptr) {
+ncclResult_t weft_mem_free(void* ptr) {
   if (ptr == NULL) return ncclSuccess;
   if (weft_cuda_mem_owns(ptr)) return weft_cuda_mem_free(ptr);
   pthread_mutex_lock(&mem_lock);
@@ -163,8 +163,7 @@ ncclResult_t weft_mem_lookup(const void* addr, size_t len, struct weft_mem_seg* 
   return res;
 }
 
-WEFT_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  WEFT_CHECK(weft_comm_check(comm, "ncclCommRegister"));
+ncclResult_t weft_mem_register(struct weft_comm_ctx* comm, void* buff, size_t size, void** handle) {
   WEFT_ARG_CHECK(buff != NULL, "ncclCommRegister: buff is NULL (size %zu, comm %p)", size, (void*)comm);
   WEFT_ARG_CHECK(size != 0, "ncclCommRegister: size is 0 (buff %p, comm %p)", buff, (void*)comm);
   WEFT_ARG_CHECK(handle != NULL, "ncclCommRegister: handle is NULL (buff %p, comm %p)", buff, (void*)comm);
@@ -189,8 +188,7 @@ WEFT_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size
   return ncclSuccess;
 }
 
-WEFT_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
-  WEFT_CHECK(weft_comm_check(comm, "ncclCommDeregister"));
+ncclResult_t weft_mem_deregister(struct weft_comm_ctx* comm, void* handle) {
   pthread_mutex_lock(&mem_lock);
   struct weft_mem_reg** at = &regs;
   while (*at && (*at != handle || (*at)->comm != comm)) at = &(*at)->next;
@@ -204,7 +202,7 @@ WEFT_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) 
   return ncclSuccess;
 }
 
-const struct weft_mem_reg* weft_mem_reg_find(const struct ncclComm* comm, const void* addr, size_t len) {
+const struct weft_mem_reg* weft_mem_reg_find(const struct weft_comm_ctx* comm, const void* addr, size_t len) {
   const struct weft_mem_reg* found = NULL;
   pthread_mutex_lock(&mem_lock);
   for (struct weft_mem_reg* r = regs; r && !found; r = r->next) {
@@ -214,7 +212,7 @@ const struct weft_mem_reg* weft_mem_reg_find(const struct ncclComm* comm, const 
   return found;
 }
 
-void weft_mem_reg_usage(const struct ncclComm* comm, uint64_t* count, uint64_t* bytes) {
+void weft_mem_reg_usage(const struct weft_comm_ctx* comm, uint64_t* count, uint64_t* bytes) {
   *count = *bytes = 0;
   pthread_mutex_lock(&mem_lock);
   for (struct weft_mem_reg* r = regs; r; r = r->next) {
@@ -225,7 +223,7 @@ void weft_mem_reg_usage(const struct ncclComm* comm, uint64_t* count, uint64_t* 
   pthread_mutex_unlock(&mem_lock);
 }
 
-void weft_mem_comm_fini(struct ncclComm* comm) {
+void weft_mem_comm_fini(struct weft_comm_ctx* comm) {
   if (comm == NULL) return;
   pthread_mutex_lock(&mem_lock);
   struct weft_mem_reg** at = &regs;

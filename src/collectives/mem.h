@@ -9,7 +9,7 @@
 
 #include "nccl.h"
 
-struct ncclComm;
+struct weft_comm_ctx;
 
 /* One ncclMemAlloc allocation. The shm name is unlinked at once (a killed job leaves nothing
  * in /dev/shm); peers of the host map it by opening path, which stays valid while the owner
@@ -23,6 +23,10 @@ struct weft_mem_seg {
   char path[64]; /* "/proc/<pid>/fd/<fd>" */
 };
 
+/* ncclMemAlloc / ncclMemFree (their entry points are in core/api_mem.c): device memory on the
+ * CUDA backend, else a shared segment. */
+ncclResult_t weft_mem_alloc(void** ptr, size_t size);
+ncclResult_t weft_mem_free(void* ptr);
 /* Shared memory like ncclMemAlloc's (in the registry, so weft_mem_lookup finds it), for the
  * library's own use: no API logging. Freed with ncclMemFree. */
 ncclResult_t weft_mem_alloc_shared(size_t size, void** ptr);
@@ -37,18 +41,21 @@ ncclResult_t weft_mem_lookup(const void* addr, size_t len, struct weft_mem_seg* 
 
 /* A registration of ncclCommRegister; the handle given to the caller points at it. */
 struct weft_mem_reg {
-  struct ncclComm* comm;
+  struct weft_comm_ctx* comm;
   void* buff;
   size_t size;
   int shared; /* inside memory from ncclMemAlloc */
   struct weft_mem_reg* next;
 };
 
+/* ncclCommRegister / ncclCommDeregister, on a comm core/ checked. */
+ncclResult_t weft_mem_register(struct weft_comm_ctx* comm, void* buff, size_t size, void** handle);
+ncclResult_t weft_mem_deregister(struct weft_comm_ctx* comm, void* handle);
 /* The registration of comm covering [addr, addr+len), or NULL. */
-const struct weft_mem_reg* weft_mem_reg_find(const struct ncclComm* comm, const void* addr, size_t len);
+const struct weft_mem_reg* weft_mem_reg_find(const struct weft_comm_ctx* comm, const void* addr, size_t len);
 /* How many registrations comm has and the bytes of user memory they cover (memory accounting). */
-void weft_mem_reg_usage(const struct ncclComm* comm, uint64_t* count, uint64_t* bytes);
+void weft_mem_reg_usage(const struct weft_comm_ctx* comm, uint64_t* count, uint64_t* bytes);
 /* Drop every registration of comm (communicator teardown). NULL-safe. */
-void weft_mem_comm_fini(struct ncclComm* comm);
+void weft_mem_comm_fini(struct weft_comm_ctx* comm);
 
 #endif

@@ -5,12 +5,12 @@
 
 #include <string.h>
 
+#include "collectives/context.h"
 #include "collectives/engine.h"
 #include "collectives/host/direct_impl.h"
 #include "collectives/host/interleave.h"
 #include "collectives/mem.h"
 #include "collectives/tree.h"
-#include "core/comm.h"
 #include "transport/transport.h"
 
 const char* weft_mem_kind_name(enum weft_mem_kind k) {
@@ -50,7 +50,7 @@ static void add_direct(struct weft_mem_usage* u, const struct weft_direct* d) {
   if (d->tmp != NULL) u->suspendable[WEFT_MEM_STAGING] += WEFT_DIRECT_CHUNK;
 }
 
-static void host_usage(const struct ncclComm* comm, const struct weft_coll_state* s,
+static void host_usage(const struct weft_comm_ctx* comm, const struct weft_coll_state* s,
                        struct weft_mem_usage* u) {
   for (int c = 0; c < WEFT_PLAN_MAX_CHANNELS; c++) {
     add_conn(u, s->send_mem[c]);
@@ -69,7 +69,7 @@ static void host_usage(const struct ncclComm* comm, const struct weft_coll_state
   u->persist[WEFT_MEM_STATE] += sizeof(*s) + (uint64_t)comm->nranks * per_peer;
 }
 
-void weft_coll_mem_usage(const struct ncclComm* comm, struct weft_mem_usage* u) {
+void weft_coll_mem_usage(const struct weft_comm_ctx* comm, struct weft_mem_usage* u) {
   memset(u, 0, sizeof(*u));
   if (comm->coll != NULL) host_usage(comm, comm->coll, u);
   weft_cuda_mem_usage(comm, u);

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct ncclComm;
+struct weft_comm_ctx;
 
 enum weft_mem_kind {
   WEFT_MEM_CONNECTORS, /* connector FIFOs in process memory: peers that are threads, network peers */
@@ -31,8 +31,8 @@ uint64_t weft_mem_usage_suspendable(const struct weft_mem_usage* u);
 uint64_t weft_mem_usage_persist(const struct weft_mem_usage* u);
 
 /* The comm's usage now (either backend), registrations included. */
-void weft_coll_mem_usage(const struct ncclComm* comm, struct weft_mem_usage* u);
+void weft_coll_mem_usage(const struct weft_comm_ctx* comm, struct weft_mem_usage* u);
 /* The CUDA backend's part (collectives/cuda/engine_cuda.c); adds nothing without CUDA. */
-void weft_cuda_mem_usage(const struct ncclComm* comm, struct weft_mem_usage* u);
+void weft_cuda_mem_usage(const struct weft_comm_ctx* comm, struct weft_mem_usage* u);
 
 #endif

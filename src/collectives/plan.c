@@ -11,8 +11,8 @@
 #include <strings.h>
 
 #include "collectives/tune_log.h"
+#include "collectives/tuned.h"
 #include "collectives/tuner.h"
-#include "core/tuned.h"
 #include "transport/connector.h"
 #include "util/check.h"
 #include "util/log.h"

@@ -12,11 +12,11 @@
 enum weft_plan_algo { WEFT_PLAN_RING = 0, WEFT_PLAN_TREE = 1 };
 
 /* What the comm offers the planner: set up once at comm init. */
-struct ncclComm;
+struct weft_comm_ctx;
 struct weft_tune_log;
 struct weft_tuner;
 struct weft_plan_params {
-  const struct ncclComm* comm; /* its tuning model decides when present (NULL: defaults below) */
+  const struct weft_comm_ctx* comm; /* its tuning model decides when present (NULL: defaults below) */
   int nranks, rank;
   int nchannels;      /* channels with connectors */
   size_t simple_slot; /* bytes one Simple step carries: the slot size, or less across hosts */
@@ -30,7 +30,7 @@ struct weft_plan_params {
   struct weft_tune_log* tune_log; /* explains choices under NCCL_DEBUG_SUBSYS=TUNING (NULL: off) */
   struct weft_tuner* tuner;       /* external tuner plugin, agreed by every rank (NULL: none) */
   /* What the executor runs, set by its backend at init (0: the host executor's values). */
-  unsigned impl_algos;      /* core/tuned.h algorithm bits; Ring is always run (0: Ring and Tree) */
+  unsigned impl_algos;      /* collectives/tuned.h algorithm bits; Ring is always run (0: Ring and Tree) */
   size_t bytes_per_channel; /* the defaults add a channel per this many bytes (0: 1 MiB) */
   int tree_channels;        /* channels with tree connectors, at most (0: nchannels) */
 };
@@ -48,7 +48,7 @@ int weft_plan_channels_to_connect(void);
  * the tuner plugin when there is one. */
 ncclResult_t weft_plan_choose(const struct weft_plan_params* pp, int coll, size_t bytes,
                               const struct weft_call_opts* opts, int* algo, int* proto, int* nchannels);
-/* Whether the planner can meet a selection of algorithms and protocols (core/tuned.h bits) for
+/* Whether the planner can meet a selection of algorithms and protocols (collectives/tuned.h bits) for
  * coll on this comm: what its tuning model or NCCL_ALGO / NCCL_PROTO enable, and what the
  * executor implements (pp->impl_algos). Send/receive have nothing to choose. */
 int weft_plan_can_meet(const struct weft_plan_params* pp, int coll, unsigned algos, unsigned protos);

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/context.h"
 #include "collectives/plan.h"
-#include "core/comm.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -50,7 +50,7 @@ static const char* dtype_name(ncclDataType_t t) {
   }
 }
 
-static void log_mask(const struct ncclComm* comm, int mask) {
+static void log_mask(const struct weft_comm_ctx* comm, int mask) {
   static const char* const names[] = {"Group",     "Coll",      "P2p",      "ProxyOp",
                                       "ProxyStep", "ProxyCtrl", "KernelCh", "NetPlugin",
                                       "GroupApi",  "CollApi",   "P2pApi",   "KernelLaunch"};
@@ -62,7 +62,7 @@ static void log_mask(const struct ncclComm* comm, int mask) {
             weft_prof_plugin_name(), weft_prof_plugin_version(), mask, n ? text : " none");
 }
 
-void weft_prof_create(struct ncclComm* comm) {
+void weft_prof_create(struct weft_comm_ctx* comm) {
   comm->prof = NULL;
   if (!weft_prof_plugin_acquire()) return;
   struct weft_prof* p = calloc(1, sizeof(*p));
@@ -89,7 +89,7 @@ void weft_prof_create(struct ncclComm* comm) {
   comm->prof = p;
 }
 
-void weft_prof_destroy(struct ncclComm* comm) {
+void weft_prof_destroy(struct weft_comm_ctx* comm) {
   if (comm == NULL || comm->prof == NULL) return;
   struct weft_prof* p = comm->prof;
   comm->prof = NULL;

@@ -12,7 +12,7 @@
 #include "nccl.h"
 #include "proxy/watch.h"
 
-struct ncclComm;
+struct weft_comm_ctx;
 
 #define WEFT_PROF_CHANNELS 4 /* WEFT_PLAN_MAX_CHANNELS, without plan.h (graph.h users include this) */
 #define WEFT_PROF_STEPS 8    /* WEFT_NSTEPS: a connector's steps in flight at once */
@@ -52,8 +52,8 @@ struct weft_prof {
 
 /* At init (comm hash, ranks and nodes known): loads the plugin, calls its init. Never fails:
  * without a plugin, or when its init fails, comm->prof stays NULL. */
-void weft_prof_create(struct ncclComm* comm);
-void weft_prof_destroy(struct ncclComm* comm); /* finalize; NULL-safe */
+void weft_prof_create(struct weft_comm_ctx* comm);
+void weft_prof_destroy(struct weft_comm_ctx* comm); /* finalize; NULL-safe */
 
 void weft_prof_group_begin_(struct weft_prof* p);
 void weft_prof_group_end_(struct weft_prof* p);

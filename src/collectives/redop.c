@@ -6,9 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/context.h"
 #include "collectives/enqueue.h"
-#include "core/api.h"
-#include "core/comm.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -82,7 +81,7 @@ static int is_float(ncclDataType_t dtype) {
          dtype == ncclFloat8e4m3 || dtype == ncclFloat8e5m2;
 }
 
-static ncclResult_t resolve_user(struct ncclComm* comm, const char* name, ncclRedOp_t op,
+static ncclResult_t resolve_user(struct weft_comm_ctx* comm, const char* name, ncclRedOp_t op,
                                  ncclDataType_t dtype, struct weft_redop* out) {
   long ix = (long)op - ncclNumOps;
   WEFT_ARG_CHECK(ix < comm->user_ops_capacity && comm->user_ops[ix].kind != FREE_SLOT,
@@ -96,8 +95,8 @@ static ncclResult_t resolve_user(struct ncclComm* comm, const char* name, ncclRe
   return ncclSuccess;
 }
 
-ncclResult_t weft_redop_resolve(struct ncclComm* comm, const char* name, ncclRedOp_t op, ncclDataType_t dtype,
-                                struct weft_redop* out) {
+ncclResult_t weft_redop_resolve(struct weft_comm_ctx* comm, const char* name, ncclRedOp_t op,
+                                ncclDataType_t dtype, struct weft_redop* out) {
   WEFT_ARG_CHECK((int)op >= 0, "%s: invalid reduction operation %d", name, (int)op);
   memset(out, 0, sizeof(*out));
   out->user_op = op;
@@ -130,7 +129,7 @@ ncclResult_t weft_redop_resolve(struct ncclComm* comm, const char* name, ncclRed
 }
 
 /* Index of a free slot, growing the table when full; -1 when out of memory. */
-static int free_slot(struct ncclComm* comm) {
+static int free_slot(struct weft_comm_ctx* comm) {
   for (int i = 0; i < comm->user_ops_capacity; i++) {
     if (comm->user_ops[i].kind == FREE_SLOT) return i;
   }
@@ -147,9 +146,8 @@ static int free_slot(struct ncclComm* comm) {
   return ix;
 }
 
-WEFT_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
-         ncclScalarResidence_t residence, ncclComm_t comm) {
-  WEFT_CHECK(weft_comm_check(comm, "ncclRedOpCreatePreMulSum"));
+ncclResult_t weft_redop_create(struct weft_comm_ctx* comm, ncclRedOp_t* op, void* scalar,
+                               ncclDataType_t datatype, ncclScalarResidence_t residence) {
   WEFT_ARG_CHECK(op != NULL, "ncclRedOpCreatePreMulSum: op is NULL");
   WEFT_ARG_CHECK(scalar != NULL, "ncclRedOpCreatePreMulSum: scalar is NULL");
   size_t size = weft_dtype_size(datatype);
@@ -178,8 +176,7 @@ WEFT_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, 
   return ncclSuccess;
 }
 
-WEFT_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
-  WEFT_CHECK(weft_comm_check(comm, "ncclRedOpDestroy"));
+ncclResult_t weft_redop_destroy(struct weft_comm_ctx* comm, ncclRedOp_t op) {
   WEFT_ARG_CHECK(!((int)op >= 0 && op < ncclNumOps), "ncclRedOpDestroy: op %d is a built-in operation",
                  (int)op);
   long ix = (long)op - ncclNumOps;

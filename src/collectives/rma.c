@@ -1,10 +1,10 @@
-/* ncclPutSignal, ncclSignal and ncclWaitSignal on the host backend. Arguments are checked when
- * called; the operation is queued on its communicator inside an implicit group and runs at the
- * group's end, before the group's collectives and in call order, as NCCL plans one-sided work.
- * A put copies into the peer's window as mapped in this process, then releases one signal
- * (sigIdx, ctx) on the peer's board, so the data is visible before the signal is; a wait
- * returns once the described numbers of new signals arrived (each wait consumes them). Peers
- * must be on this host: between hosts these calls are refused (not supported by Weft yet). */
+/* ncclPutSignal, ncclSignal and ncclWaitSignal on the host backend (their entry points are in
+ * core/api_rma.c). Arguments are checked when called; the operation is queued on its
+ * communicator inside an implicit group and runs at the group's end, before the group's collectives and in
+ * call order, as NCCL plans one-sided work. A put copies into the peer's window as mapped in this process,
+ * then releases one signal (sigIdx, ctx) on the peer's board, so the data is visible before the signal is; a
+ * wait returns once the described numbers of new signals arrived (each wait consumes them). Peers must be on
+ * this host: between hosts these calls are refused (not supported by Weft yet). */
 #include "collectives/rma.h"
 
 #include <stdint.h>
@@ -12,15 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/context.h"
 #include "collectives/engine.h"
 #include "collectives/enqueue.h"
 #include "collectives/host/signals.h"
 #include "collectives/host/wait.h"
 #include "collectives/window.h"
-#include "core/api.h"
-#include "core/comm.h"
-#include "core/group.h"
-#include "core/suspend.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -46,7 +43,7 @@ static const char* kind_name(enum rma_kind k) {
 
 /* sigIdx and ctx ranges from the config: NCCL's default of one context (numRmaCtx 0 turns
  * one-sided operations off) and one signal index; more when the config asks, up to our cap. */
-static void limits(const struct ncclComm* comm, int* nsig, int* nctx) {
+static void limits(const struct weft_comm_ctx* comm, int* nsig, int* nctx) {
   int ctx = comm->config.numRmaCtx, sig = comm->config.numRmaSig;
   *nctx = ctx == NCCL_CONFIG_UNDEF_INT || ctx < 0 ? 1 : ctx;
   *nsig = sig == NCCL_CONFIG_UNDEF_INT || sig < 1 ? 1 : sig;
@@ -57,7 +54,7 @@ static void limits(const struct ncclComm* comm, int* nsig, int* nctx) {
   if (*nsig > WEFT_RMA_MAX_SIG) *nsig = WEFT_RMA_MAX_SIG;
 }
 
-struct weft_rma_state* weft_rma_state(struct ncclComm* comm) {
+struct weft_rma_state* weft_rma_state(struct weft_comm_ctx* comm) {
   if (comm->rma != NULL) return comm->rma;
   struct weft_rma_state* st = calloc(1, sizeof(*st));
   if (st == NULL) {
@@ -69,7 +66,7 @@ struct weft_rma_state* weft_rma_state(struct ncclComm* comm) {
   return st;
 }
 
-ncclResult_t weft_rma_ensure_signals(struct ncclComm* comm) {
+ncclResult_t weft_rma_ensure_signals(struct weft_comm_ctx* comm) {
   struct weft_rma_state* st = weft_rma_state(comm);
   if (st == NULL) return ncclSystemError;
   if (st->signals != NULL) return ncclSuccess;
@@ -85,13 +82,13 @@ static void free_tasks(struct weft_rma_task* t) {
   }
 }
 
-void weft_rma_discard(struct ncclComm* comm) {
+void weft_rma_discard(struct weft_comm_ctx* comm) {
   if (comm == NULL || comm->rma == NULL) return;
   free_tasks(comm->rma->head);
   comm->rma->head = comm->rma->tail = NULL;
 }
 
-void weft_rma_comm_fini(struct ncclComm* comm) {
+void weft_rma_comm_fini(struct weft_comm_ctx* comm) {
   if (comm == NULL || comm->rma == NULL) return;
   weft_rma_discard(comm);
   weft_signals_destroy(comm->rma->signals);
@@ -101,8 +98,7 @@ void weft_rma_comm_fini(struct ncclComm* comm) {
 
 /* ---- argument checks (at call time, so a bad call fails before anything runs) ---- */
 
-static ncclResult_t check_comm(struct ncclComm* comm, const char* name) {
-  WEFT_CHECK(weft_comm_check_active(comm, name));
+static ncclResult_t check_comm(struct weft_comm_ctx* comm, const char* name) {
   if (comm->backend == WEFT_BACKEND_CUDA) {
     WEFT_WARN(
         "%s: one-sided operations on the CUDA backend are not supported by Weft yet (comm %p rank %d); "
@@ -121,8 +117,8 @@ static ncclResult_t check_comm(struct ncclComm* comm, const char* name) {
 }
 
 /* peer, sigIdx and ctx of one signal; the peer must share this host. */
-static ncclResult_t check_target(const struct ncclComm* comm, const char* name, const char* what, int peer,
-                                 int sig, int ctx) {
+static ncclResult_t check_target(const struct weft_comm_ctx* comm, const char* name, const char* what,
+                                 int peer, int sig, int ctx) {
   const struct weft_rma_state* st = comm->rma;
   WEFT_ARG_CHECK(peer >= 0 && peer < comm->nranks,
                  "%s: %speer %d is not in the 0..%d range (comm %p rank %d)", name, what, peer,
@@ -145,7 +141,7 @@ static ncclResult_t check_target(const struct ncclComm* comm, const char* name, 
 }
 
 /* The destination: inside peer's part of the window, and mapped in this process. */
-static ncclResult_t check_destination(const struct ncclComm* comm, struct weft_rma_task* t,
+static ncclResult_t check_destination(const struct weft_comm_ctx* comm, struct weft_rma_task* t,
                                       ncclWindow_t peerWin) {
   WEFT_ARG_CHECK(peerWin != NULL, "ncclPutSignal: peerWin is NULL (peer %d comm %p rank %d)", t->peer,
                  (const void*)comm, comm->rank);
@@ -168,7 +164,7 @@ static ncclResult_t check_destination(const struct ncclComm* comm, struct weft_r
   return ncclSuccess;
 }
 
-static ncclResult_t check_put(struct ncclComm* comm, const void* localbuff, size_t count,
+static ncclResult_t check_put(struct weft_comm_ctx* comm, const void* localbuff, size_t count,
                               ncclDataType_t datatype, ncclWindow_t peerWin, unsigned int flags,
                               struct weft_rma_task* t) {
   WEFT_CHECK(check_comm(comm, "ncclPutSignal"));
@@ -192,7 +188,7 @@ static ncclResult_t check_put(struct ncclComm* comm, const void* localbuff, size
   return check_destination(comm, t, peerWin);
 }
 
-static ncclResult_t check_wait(struct ncclComm* comm, int nDesc, const ncclWaitSignalDesc_t* descs) {
+static ncclResult_t check_wait(struct weft_comm_ctx* comm, int nDesc, const ncclWaitSignalDesc_t* descs) {
   WEFT_CHECK(check_comm(comm, "ncclWaitSignal"));
   WEFT_ARG_CHECK(nDesc > 0 && descs != NULL, "ncclWaitSignal: nDesc %d signalDescs %p (comm %p rank %d)",
                  nDesc, (const void*)descs, (void*)comm, comm->rank);
@@ -209,7 +205,7 @@ static ncclResult_t check_wait(struct ncclComm* comm, int nDesc, const ncclWaitS
 
 /* ---- queueing ---- */
 
-static ncclResult_t append(struct ncclComm* comm, const struct weft_rma_task* proto,
+static ncclResult_t append(struct weft_comm_ctx* comm, const struct weft_rma_task* proto,
                            const ncclWaitSignalDesc_t* descs) {
   struct weft_rma_task* t = calloc(1, sizeof(*t));
   if (t != NULL) *t = *proto;
@@ -230,7 +226,6 @@ static ncclResult_t append(struct ncclComm* comm, const struct weft_rma_task* pr
             t->offset, t->sig, t->ctx, t->ndesc, (void*)comm, comm->nranks);
   t->seq = comm->next_seq++;
   t->next = NULL;
-  weft_group_add_comm(comm); /* its launch at the group's end runs the queue */
   struct weft_rma_state* st = comm->rma;
   if (st->tail)
     st->tail->next = t;
@@ -240,54 +235,36 @@ static ncclResult_t append(struct ncclComm* comm, const struct weft_rma_task* pr
   return ncclSuccess;
 }
 
-/* Leave the implicit group: a failure is latched, so an enclosing ncclGroupEnd reports it too. */
-static ncclResult_t finish(ncclResult_t res) {
-  if (WEFT_FAILED(res)) weft_group_set_error(res);
-  ncclResult_t end = weft_group_leave();
-  return WEFT_FAILED(res) ? res : end;
-}
-
-WEFT_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
-         ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
-         cudaStream_t stream) {
-  (void)stream; /* host backend: the call (or the group's end) returns when the put is done */
+ncclResult_t weft_rma_put(struct weft_comm_ctx* comm, const void* localbuff, size_t count,
+                          ncclDataType_t datatype, int peer, ncclWindow_t peerWin, size_t peerWinOffset,
+                          int sigIdx, int ctx, unsigned int flags) {
   struct weft_rma_task t = {
       .kind = RMA_PUT, .peer = peer, .sig = sigIdx, .ctx = ctx, .offset = peerWinOffset};
-  weft_group_enter();
-  ncclResult_t res = check_put(comm, localbuff, count, datatype, peerWin, flags, &t);
-  if (res == ncclSuccess) res = append(comm, &t, NULL);
-  return finish(res);
+  WEFT_CHECK(check_put(comm, localbuff, count, datatype, peerWin, flags, &t));
+  return append(comm, &t, NULL);
 }
 
-WEFT_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
-         cudaStream_t stream) {
-  (void)stream;
+ncclResult_t weft_rma_signal(struct weft_comm_ctx* comm, int peer, int sigIdx, int ctx, unsigned int flags) {
   struct weft_rma_task t = {.kind = RMA_SIGNAL, .peer = peer, .sig = sigIdx, .ctx = ctx};
-  weft_group_enter();
-  ncclResult_t res = check_comm(comm, "ncclSignal");
-  if (res == ncclSuccess && flags != 0) {
-    WEFT_WARN("Invalid argument: ncclSignal: flags 0x%x must be 0 (comm %p rank %d)", flags, (void*)comm,
-              comm->rank);
-    res = ncclInvalidArgument;
-  }
-  if (res == ncclSuccess) res = check_target(comm, "ncclSignal", "", peer, sigIdx, ctx);
-  if (res == ncclSuccess) res = append(comm, &t, NULL);
-  return finish(res);
+  WEFT_CHECK(check_comm(comm, "ncclSignal"));
+  WEFT_ARG_CHECK(flags == 0, "ncclSignal: flags 0x%x must be 0 (comm %p rank %d)", flags, (void*)comm,
+                 comm->rank);
+  WEFT_CHECK(check_target(comm, "ncclSignal", "", peer, sigIdx, ctx));
+  return append(comm, &t, NULL);
 }
 
-WEFT_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
-         cudaStream_t stream) {
-  (void)stream;
+ncclResult_t weft_rma_wait(struct weft_comm_ctx* comm, int nDesc, const ncclWaitSignalDesc_t* signalDescs) {
   struct weft_rma_task t = {.kind = RMA_WAIT, .ndesc = nDesc};
-  weft_group_enter();
-  ncclResult_t res = check_wait(comm, nDesc, signalDescs);
-  if (res == ncclSuccess) res = append(comm, &t, signalDescs);
-  return finish(res);
+  WEFT_CHECK(check_wait(comm, nDesc, signalDescs));
+  return append(comm, &t, signalDescs);
 }
+
+int weft_rma_queued(const struct weft_comm_ctx* comm) { return comm->rma != NULL && comm->rma->head != NULL; }
 
 /* ---- running a group's queue ---- */
 
-static ncclResult_t run_put(struct ncclComm* comm, struct weft_rma_state* st, const struct weft_rma_task* t) {
+static ncclResult_t run_put(struct weft_comm_ctx* comm, struct weft_rma_state* st,
+                            const struct weft_rma_task* t) {
   struct weft_window* w = weft_window_find(comm, (ncclWindow_t)t->win, "ncclPutSignal", "peerWin");
   if (w == NULL || w->seq != t->win_seq) {
     WEFT_WARN(
@@ -311,8 +288,8 @@ static ncclResult_t run_wait(struct weft_rma_state* st, const struct weft_rma_ta
   return res;
 }
 
-static ncclResult_t run_task(struct ncclComm* comm, struct weft_rma_state* st, const struct weft_rma_task* t,
-                             struct weft_waiter* w) {
+static ncclResult_t run_task(struct weft_comm_ctx* comm, struct weft_rma_state* st,
+                             const struct weft_rma_task* t, struct weft_waiter* w) {
   w->opname = kind_name(t->kind);
   w->seq = t->seq;
   w->warned = 0;
@@ -326,7 +303,7 @@ static ncclResult_t run_task(struct ncclComm* comm, struct weft_rma_state* st, c
   }
 }
 
-ncclResult_t weft_rma_launch(struct ncclComm* comm) {
+ncclResult_t weft_rma_launch(struct weft_comm_ctx* comm) {
   struct weft_rma_state* st = comm->rma;
   if (st == NULL || st->head == NULL) return ncclSuccess;
   struct weft_rma_task* tasks = st->head;

@@ -5,11 +5,12 @@
 #ifndef WEFT_COLLECTIVES_RMA_H
 #define WEFT_COLLECTIVES_RMA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nccl.h"
 
-struct ncclComm;
+struct weft_comm_ctx;
 struct weft_signals;
 struct weft_rma_task;
 struct weft_win_op;
@@ -26,16 +27,25 @@ struct weft_rma_state {
 };
 
 /* The state of comm, created on first use; NULL (WARNed) when out of memory. */
-struct weft_rma_state* weft_rma_state(struct ncclComm* comm);
+struct weft_rma_state* weft_rma_state(struct weft_comm_ctx* comm);
 /* Set up the signal boards unless done already: collective over comm, so every rank reaches
  * it at its first registration or first one-sided operation, whichever comes first. */
-ncclResult_t weft_rma_ensure_signals(struct ncclComm* comm);
+ncclResult_t weft_rma_ensure_signals(struct weft_comm_ctx* comm);
+/* Check and queue one operation (the calls' arguments, on a comm core/ checked is active); its
+ * group's end runs it. */
+ncclResult_t weft_rma_put(struct weft_comm_ctx* comm, const void* localbuff, size_t count,
+                          ncclDataType_t datatype, int peer, ncclWindow_t peerWin, size_t peerWinOffset,
+                          int sigIdx, int ctx, unsigned int flags);
+ncclResult_t weft_rma_signal(struct weft_comm_ctx* comm, int peer, int sigIdx, int ctx, unsigned int flags);
+ncclResult_t weft_rma_wait(struct weft_comm_ctx* comm, int nDesc, const ncclWaitSignalDesc_t* signalDescs);
+/* Whether one-sided operations are queued on comm. */
+int weft_rma_queued(const struct weft_comm_ctx* comm);
 /* Run the one-sided operations the group queued on comm, in call order (before its
  * collectives, as NCCL plans them); drop them without running. */
-ncclResult_t weft_rma_launch(struct ncclComm* comm);
-void weft_rma_discard(struct ncclComm* comm);
+ncclResult_t weft_rma_launch(struct weft_comm_ctx* comm);
+void weft_rma_discard(struct weft_comm_ctx* comm);
 /* Communicator teardown: close the signal board (peers waiting on it give up), drop queued
  * work. NULL-safe. */
-void weft_rma_comm_fini(struct ncclComm* comm);
+void weft_rma_comm_fini(struct weft_comm_ctx* comm);
 
 #endif

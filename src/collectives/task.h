@@ -1,5 +1,5 @@
 /* A collective or point-to-point call as queued on its communicator until the group ends.
- * The API layer (collectives/api*.c) validates arguments and appends tasks; the engine
+ * The entry points (core/api*.c) validate arguments and append tasks; the engine
  * (plan.c and an executor) consumes them in weft_enqueue_launch. */
 #ifndef WEFT_COLLECTIVES_TASK_H
 #define WEFT_COLLECTIVES_TASK_H
@@ -51,7 +51,7 @@ struct weft_redop {
 /* What a nccl*Config call adds to its tasks (collectives/coll_config.c); all zero for a plain call,
  * which the planner reads as automatic. */
 struct weft_call_opts {
-  /* Algorithms and protocols the planner may use (core/tuned.h's WEFT_TUNED_* bits); 0: any. */
+  /* Algorithms and protocols the planner may use (collectives/tuned.h's WEFT_TUNED_* bits); 0: any. */
   unsigned algos, protos;
   int min_channels, max_channels; /* channel bounds of this call; 0: unset */
   /* The call's selection as every rank must have given it (0: automatic): collectives/agree.c

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "collectives/context.h"
 #include "util/log.h"
 #include "util/param.h"
 #include "util/sysfs.h"
@@ -58,7 +58,7 @@ uint64_t weft_trace_wall(const struct weft_trace_clock* c, uint64_t ticks) {
   return (uint64_t)((double)c->wall_now - ago);
 }
 
-void weft_trace_create(struct ncclComm* comm) {
+void weft_trace_create(struct weft_comm_ctx* comm) {
   int64_t n = weft_param_int("WEFT_TRACE_BUFFER");
   comm->trace = NULL;
   if (n <= 0) return;
@@ -80,7 +80,7 @@ void weft_trace_create(struct ncclComm* comm) {
   if (weft_param_str("WEFT_TRACE_DIR") != NULL) weft_trace_signals_add(tr);
 }
 
-void weft_trace_destroy(struct ncclComm* comm) {
+void weft_trace_destroy(struct weft_comm_ctx* comm) {
   if (comm == NULL || comm->trace == NULL) return;
   weft_trace_signals_remove(comm->trace); /* waits for a dump of it in progress */
   free(comm->trace);

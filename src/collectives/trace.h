@@ -13,7 +13,7 @@
 #include "nccl.h"
 #include "util/time.h"
 
-struct ncclComm;
+struct weft_comm_ctx;
 
 #define WEFT_TRACE_CHANNELS 4  /* progress slots: ring/tree channels (p2p and boards use slot 0) */
 #define WEFT_TRACE_LAUNCHES 64 /* CUDA launches whose end the recorder can still place */
@@ -56,7 +56,7 @@ struct weft_trace_chan {
 };
 
 struct weft_trace {
-  struct ncclComm* comm;
+  struct weft_comm_ctx* comm;
   uint32_t size;      /* records in ring (a power of two is not required) */
   uint64_t colls;     /* collectives queued so far */
   uint64_t inflight;  /* seq of the running operation + 1; 0: none */
@@ -97,8 +97,8 @@ uint64_t weft_trace_wall(const struct weft_trace_clock* c, uint64_t ticks); /* 0
 
 /* Allocates comm->trace (WEFT_TRACE_BUFFER records; 0: off) and, when WEFT_TRACE_DIR is set,
  * lists it for the signal dumper. Never fails the init: without memory the recorder is off. */
-void weft_trace_create(struct ncclComm* comm);
-void weft_trace_destroy(struct ncclComm* comm); /* NULL-safe */
+void weft_trace_create(struct weft_comm_ctx* comm);
+void weft_trace_destroy(struct weft_comm_ctx* comm); /* NULL-safe */
 
 /* The per-call path: a few stores into the ring slot of the task. */
 void weft_trace_enqueue(struct weft_trace* tr, const struct weft_task* t);
@@ -149,7 +149,7 @@ enum weft_trace_reason {
 };
 /* Writes the comm's dump into dir (NULL: WEFT_TRACE_DIR; nothing written, ncclSuccess, when that
  * is unset too and !required). The file is weft-trace-<commHash>-r<rank>-<host>-<pid>.json. */
-ncclResult_t weft_trace_dump(struct ncclComm* comm, const char* dir, enum weft_trace_reason why,
+ncclResult_t weft_trace_dump(struct weft_comm_ctx* comm, const char* dir, enum weft_trace_reason why,
                              int required);
 
 #endif

@@ -7,8 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collectives/context.h"
 #include "collectives/trace.h"
-#include "core/comm.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -141,7 +141,7 @@ static void put_inflight(FILE* f, const struct weft_trace* tr, const struct weft
   fprintf(f, "\n  ]}\n");
 }
 
-static void put_header(FILE* f, const struct ncclComm* comm, const struct weft_trace* tr,
+static void put_header(FILE* f, const struct weft_comm_ctx* comm, const struct weft_trace* tr,
                        enum weft_trace_reason why, const struct weft_trace_clock* clk) {
   const struct weft_peer_info* me = &comm->peers[comm->rank];
   fprintf(f, "{\n  \"weft_trace\": 1,\n  \"comm_hash\": \"%016llx\",\n  \"rank\": %d,\n  \"nranks\": %d,\n",
@@ -182,7 +182,7 @@ static void safe_name(char* out, size_t size, const char* s) {
   out[i] = 0;
 }
 
-ncclResult_t weft_trace_dump(struct ncclComm* comm, const char* dir, enum weft_trace_reason why,
+ncclResult_t weft_trace_dump(struct weft_comm_ctx* comm, const char* dir, enum weft_trace_reason why,
                              int required) {
   struct weft_trace* tr = comm->trace;
   if (dir == NULL) dir = weft_param_str("WEFT_TRACE_DIR");

@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collectives/context.h"
 #include "collectives/trace.h"
-#include "core/comm.h"
 #include "util/log.h"
 #include "util/param.h"
 

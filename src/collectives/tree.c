@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/context.h"
 #include "collectives/engine.h"
-#include "core/comm.h"
 #include "transport/transport.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -51,7 +51,7 @@ static void bind_pair(struct weft_conn* send, struct weft_conn* recv, const stru
 }
 
 /* Channel c's connectors: a send and a receive one with the parent, then with each child. */
-static ncclResult_t connect_channel(struct ncclComm* comm, int c, size_t simple, size_t ll,
+static ncclResult_t connect_channel(struct weft_comm_ctx* comm, int c, size_t simple, size_t ll,
                                     struct weft_tree_channel* ch) {
   weft_tree_links(comm->nranks, comm->rank_to_node, comm->nnodes, comm->rank, c % 2, &ch->up, ch->down);
   struct weft_engine_link links[1 + WEFT_TREE_MAX_DOWN];
@@ -75,7 +75,7 @@ static ncclResult_t connect_channel(struct ncclComm* comm, int c, size_t simple,
   return ncclSuccess;
 }
 
-ncclResult_t weft_tree_connect(struct ncclComm* comm, int nchannels, size_t simple, size_t ll,
+ncclResult_t weft_tree_connect(struct weft_comm_ctx* comm, int nchannels, size_t simple, size_t ll,
                                struct weft_tree_state** out) {
   struct weft_tree_state* ts = calloc(1, sizeof(*ts));
   if (ts == NULL) return ncclSystemError;

@@ -25,12 +25,12 @@ struct weft_tree_state {
   struct weft_tree_channel ch[WEFT_PLAN_MAX_CHANNELS];
 };
 
-struct ncclComm;
+struct weft_comm_ctx;
 /* Parent and children of rank in tree t (0 or 1) given each rank's host; pure, for tests. */
 void weft_tree_links(int nranks, const int* rank_to_node, int nnodes, int rank, int t, int* up,
                      int down[WEFT_TREE_MAX_DOWN]);
 /* Connect the tree connectors of every channel (collective: every rank calls it together). */
-ncclResult_t weft_tree_connect(struct ncclComm* comm, int nchannels, size_t simple, size_t ll,
+ncclResult_t weft_tree_connect(struct weft_comm_ctx* comm, int nchannels, size_t simple, size_t ll,
                                struct weft_tree_state** out);
 void weft_tree_free(struct weft_tree_state* t); /* NULL-safe */
 /* Host executor: run one channel's share of a tree all-reduce (host/tree_exec.c). */

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/context.h"
 #include "collectives/dev_types.h"
 #include "collectives/plan.h"
 #include "collectives/task.h"
-#include "core/comm.h"
-#include "core/tuned.h"
+#include "collectives/tuned.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -25,14 +25,14 @@ struct slot {
 };
 
 struct weft_tune_log {
-  const struct ncclComm* comm;
+  const struct weft_comm_ctx* comm;
   struct slot slots[NCOLLS][NCLASSES];
   struct slot* pending; /* the call weft_tune_log_choice saw last, until it is measured */
   int pending_coll, pending_class;
   float pending_us;
 };
 
-struct weft_tune_log* weft_tune_log_create(const struct ncclComm* comm) {
+struct weft_tune_log* weft_tune_log_create(const struct weft_comm_ctx* comm) {
   if (comm->rank != 0 || !WEFT_LOG_ON(WEFT_LOG_INFO, WEFT_TUNING)) return NULL;
   struct weft_tune_log* log = calloc(1, sizeof(*log));
   if (log != NULL) log->comm = comm;
@@ -50,7 +50,7 @@ static void class_text(int k, char* buf, size_t size) {
 }
 
 struct emit_ctx {
-  const struct ncclComm* comm;
+  const struct weft_comm_ctx* comm;
   char cls[16];
 };
 

@@ -11,24 +11,25 @@
 
 #define WEFT_TUNE_LOG_SAMPLES 5
 
-struct ncclComm;
+struct weft_comm_ctx;
 struct weft_tune_log;
 
 /* One call's decision as the planner made it. */
 struct weft_tune_choice {
   int coll; /* enum weft_coll */
   size_t bytes;
-  int algo, proto, nchannels;       /* enum weft_plan_algo, collectives' enum weft_proto */
-  float time_us;                    /* the model's prediction for exactly this (<0: none) */
-  unsigned call_algos, call_protos; /* the call's selection, core/tuned.h masks (the _ALL ones: none) */
-  unsigned impl_algos;              /* algorithms the backend runs (tuned.h masks) */
-  const char* rule;                 /* NULL: the model chose; else the rule that did */
-  const char* channels_note;        /* NULL, or why the channel count is not the model's */
+  int algo, proto, nchannels; /* enum weft_plan_algo, collectives' enum weft_proto */
+  float time_us;              /* the model's prediction for exactly this (<0: none) */
+  unsigned call_algos,
+      call_protos;           /* the call's selection, collectives/tuned.h masks (the _ALL ones: none) */
+  unsigned impl_algos;       /* algorithms the backend runs (tuned.h masks) */
+  const char* rule;          /* NULL: the model chose; else the rule that did */
+  const char* channels_note; /* NULL, or why the channel count is not the model's */
 };
 
 /* Fixed-size per-communicator record; NULL (and every call below a no-op) unless this is rank 0
  * and TUNING is logged at INFO. */
-struct weft_tune_log* weft_tune_log_create(const struct ncclComm* comm);
+struct weft_tune_log* weft_tune_log_create(const struct weft_comm_ctx* comm);
 void weft_tune_log_destroy(struct weft_tune_log* log);
 /* The planner's decision for the call about to run: explained the first time its class is seen. */
 void weft_tune_log_choice(struct weft_tune_log* log, const struct weft_tune_choice* c);

@@ -16,11 +16,9 @@
 #include <string.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/context.h"
 #include "collectives/mem.h"
 #include "collectives/rma.h"
-#include "core/api.h"
-#include "core/comm.h"
-#include "core/group.h"
 #include "nccl_device/host.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -67,7 +65,7 @@ const char* weft_window_reach_text(int reach) {
   }
 }
 
-static struct weft_window* lookup(const struct ncclComm* comm, const void* handle) {
+static struct weft_window* lookup(const struct weft_comm_ctx* comm, const void* handle) {
   struct weft_window* found = NULL;
   pthread_mutex_lock(&win_lock);
   for (struct weft_window* w = windows; w && !found; w = w->next)
@@ -76,7 +74,7 @@ static struct weft_window* lookup(const struct ncclComm* comm, const void* handl
   return found;
 }
 
-struct weft_window* weft_window_find(const struct ncclComm* comm, ncclWindow_t win, const char* caller,
+struct weft_window* weft_window_find(const struct weft_comm_ctx* comm, ncclWindow_t win, const char* caller,
                                      const char* arg) {
   struct weft_window* w = lookup(comm, win);
   if (w == NULL && comm != NULL && lookup(NULL, win) != NULL)
@@ -107,7 +105,7 @@ static void unlink_window(struct weft_window* w) {
   pthread_mutex_unlock(&win_lock);
 }
 
-void weft_window_comm_fini(struct ncclComm* comm) {
+void weft_window_comm_fini(struct weft_comm_ctx* comm) {
   if (comm == NULL) return;
   for (;;) {
     struct weft_window* mine = NULL;
@@ -126,7 +124,7 @@ void weft_window_comm_fini(struct ncclComm* comm) {
 
 /* ---- registration ---- */
 
-static ncclResult_t check_flags(const struct ncclComm* comm, int flags) {
+static ncclResult_t check_flags(const struct weft_comm_ctx* comm, int flags) {
   if (flags & REFUSED_FLAGS) {
     WEFT_WARN("ncclCommWindowRegister: winFlags 0x%x (%s) is not supported by Weft yet (comm %p rank %d)",
               flags, (flags & NCCL_WIN_GIN_ONLY) ? "NCCL_WIN_GIN_ONLY" : "NCCL_WIN_CFT_COUNTED",
@@ -141,7 +139,7 @@ static ncclResult_t check_flags(const struct ncclComm* comm, int flags) {
 
 /* What this rank tells the others about its buffer. Arguments refused here still take part in
  * the exchange (status), so the other ranks fail at once instead of waiting for this one. */
-static void describe(const struct ncclComm* comm, void* buff, size_t size, int flags, uint64_t seq,
+static void describe(const struct weft_comm_ctx* comm, void* buff, size_t size, int flags, uint64_t seq,
                      struct win_xchg* x) {
   *x = (struct win_xchg){.magic = XCHG_MAGIC, .seq = seq, .flags = flags};
   x->addr = (uint64_t)(uintptr_t)buff;
@@ -166,7 +164,7 @@ static void describe(const struct ncclComm* comm, void* buff, size_t size, int f
 }
 
 /* Every rank must be in the same call for the same window; the first that is not is named. */
-static ncclResult_t check_exchange(const struct ncclComm* comm, const struct win_xchg* x) {
+static ncclResult_t check_exchange(const struct weft_comm_ctx* comm, const struct win_xchg* x) {
   const struct win_xchg* me = &x[comm->rank];
   for (int p = 0; p < comm->nranks; p++) {
     if (x[p].magic != XCHG_MAGIC) {
@@ -193,7 +191,7 @@ static ncclResult_t check_exchange(const struct ncclComm* comm, const struct win
   return ncclSuccess;
 }
 
-static ncclResult_t alloc_window(struct ncclComm* comm, struct weft_window** out) {
+static ncclResult_t alloc_window(struct weft_comm_ctx* comm, struct weft_window** out) {
   struct weft_window* w = calloc(1, sizeof(*w));
   *out = w;
   if (w == NULL) return ncclSystemError;
@@ -213,7 +211,7 @@ static ncclResult_t alloc_window(struct ncclComm* comm, struct weft_window** out
 }
 
 /* Where peer p's part of the window is in this process, or why it is nowhere. */
-static void resolve_peer(struct ncclComm* comm, struct weft_window* w, int p, const struct win_xchg* x) {
+static void resolve_peer(struct weft_comm_ctx* comm, struct weft_window* w, int p, const struct win_xchg* x) {
   w->peer_size[p] = x->size;
   if (p == comm->rank) {
     w->peer_ptr[p] = w->buff;
@@ -232,7 +230,7 @@ static void resolve_peer(struct ncclComm* comm, struct weft_window* w, int p, co
   }
 }
 
-static ncclResult_t build_window(struct ncclComm* comm, const struct win_xchg* x, void* buff,
+static ncclResult_t build_window(struct weft_comm_ctx* comm, const struct win_xchg* x, void* buff,
                                  struct weft_window** out) {
   struct weft_window* w;
   ncclResult_t res = alloc_window(comm, &w);
@@ -266,8 +264,8 @@ static ncclResult_t build_window(struct ncclComm* comm, const struct win_xchg* x
   return ncclSuccess;
 }
 
-static ncclResult_t do_register(struct ncclComm* comm, void* buff, size_t size, int flags,
-                                ncclWindow_t* out) {
+ncclResult_t weft_window_register(struct weft_comm_ctx* comm, void* buff, size_t size, int flags,
+                                  ncclWindow_t* out) {
   struct weft_rma_state* st = weft_rma_state(comm);
   if (st == NULL) return ncclSystemError;
   WEFT_CHECK(weft_rma_ensure_signals(comm));
@@ -291,85 +289,52 @@ static ncclResult_t do_register(struct ncclComm* comm, void* buff, size_t size, 
 
 /* ---- group deferral: a comm's registrations run in call order at the group's end ---- */
 
-static ncclResult_t run_ops(struct weft_async_job* job) {
-  struct weft_rma_state* st = job->comm->rma;
+ncclResult_t weft_window_run_deferred(struct weft_comm_ctx* comm) {
+  struct weft_rma_state* st = comm->rma;
   struct weft_win_op* op = st->ops;
   st->ops = st->ops_tail = NULL;
   ncclResult_t first = ncclSuccess;
   while (op) {
     struct weft_win_op* next = op->next;
     /* After a failure the ranks may be out of step: later exchanges would pair wrongly. */
-    if (first == ncclSuccess) first = do_register(job->comm, op->buff, op->size, op->flags, op->out);
+    if (first == ncclSuccess) first = weft_window_register(comm, op->buff, op->size, op->flags, op->out);
     free(op);
     op = next;
   }
   return first;
 }
 
-static void ops_done(struct weft_async_job* job, ncclResult_t res) {
-  (void)res;
-  free(job);
-}
-
-static ncclResult_t defer(struct ncclComm* comm, const struct weft_win_op* proto) {
+ncclResult_t weft_window_defer(struct weft_comm_ctx* comm, void* buff, size_t size, int flags,
+                               ncclWindow_t* out, int* first) {
   struct weft_rma_state* st = weft_rma_state(comm);
   struct weft_win_op* op = st ? malloc(sizeof(*op)) : NULL;
-  struct weft_async_job* job = st && st->ops == NULL ? calloc(1, sizeof(*job)) : NULL;
-  if (op == NULL || (st->ops == NULL && job == NULL)) {
-    free(op);
+  if (op == NULL) {
     WEFT_WARN("Out of memory queueing a window registration on comm %p rank %d", (void*)comm, comm->rank);
     return ncclSystemError;
   }
-  *op = *proto;
-  op->next = NULL;
-  if (job != NULL) { /* the comm's first in this group: one job runs them all, in order */
-    job->run = run_ops;
-    job->done = ops_done;
-    job->comm = comm;
-    weft_group_add_job(job);
+  *op = (struct weft_win_op){.buff = buff, .size = size, .flags = flags, .out = out};
+  *first = st->ops == NULL;
+  if (*first)
     st->ops = op;
-  } else {
+  else
     st->ops_tail->next = op;
-  }
   st->ops_tail = op;
   return ncclSuccess;
 }
 
-static ncclResult_t host_backend_only(const struct ncclComm* comm, const char* caller) {
-  if (comm->backend != WEFT_BACKEND_CUDA) return ncclSuccess;
-  WEFT_WARN(
-      "%s: windows on the CUDA backend are not supported by Weft yet (comm %p rank %d); the host "
-      "backend (WEFT_BACKEND=host) has them",
-      caller, (const void*)comm, comm->rank);
-  return ncclInvalidUsage;
-}
-
-static ncclResult_t window_register(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
-  WEFT_CHECK(weft_comm_check(comm, "ncclCommWindowRegister"));
-  WEFT_ARG_CHECK(win != NULL, "ncclCommWindowRegister: win is NULL (buff %p size %zu comm %p rank %d)", buff,
-                 size, (void*)comm, comm->rank);
-  *win = NULL;
-  WEFT_CHECK(host_backend_only(comm, "ncclCommWindowRegister"));
-  WEFT_CHECK(check_flags(comm, flags));
-  if (weft_group_depth() > 0) {
-    struct weft_win_op op = {.buff = buff, .size = size, .flags = flags, .out = win};
-    return defer(comm, &op);
+ncclResult_t weft_window_check_register(const struct weft_comm_ctx* comm, int flags) {
+  if (comm->backend == WEFT_BACKEND_CUDA) {
+    WEFT_WARN(
+        "ncclCommWindowRegister: windows on the CUDA backend are not supported by Weft yet (comm %p rank "
+        "%d); the host backend (WEFT_BACKEND=host) has them",
+        (const void*)comm, comm->rank);
+    return ncclInvalidUsage;
   }
-  return do_register(comm, buff, size, flags, win);
-}
-
-WEFT_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
-         int winFlags) {
-  ncclResult_t res = window_register(comm, buff, size, win, winFlags);
-  if (WEFT_FAILED(res) && weft_group_depth() > 0) weft_group_set_error(res);
-  return res;
+  return check_flags(comm, flags);
 }
 
 /* Local, and allowed on a comm that failed: cleanup paths deregister before they abort. */
-WEFT_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
-  WEFT_ARG_CHECK(comm != NULL && comm->magic == WEFT_COMM_MAGIC,
-                 "ncclCommWindowDeregister: comm %p is not a live communicator (win %p)", (void*)comm,
-                 (void*)win);
+ncclResult_t weft_window_deregister(struct weft_comm_ctx* comm, ncclWindow_t win) {
   if (win == NULL) return ncclSuccess; /* NCCL accepts a NULL window */
   struct weft_window* w = weft_window_find(comm, win, "ncclCommWindowDeregister", "win");
   if (w == NULL) return ncclInvalidArgument;
@@ -382,21 +347,11 @@ WEFT_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t w
 
 /* ---- queries ---- */
 
-WEFT_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
-  WEFT_CHECK(weft_comm_check(comm, "ncclWinGetUserPtr"));
-  WEFT_ARG_CHECK(outUserPtr != NULL, "ncclWinGetUserPtr: outUserPtr is NULL (win %p comm %p rank %d)",
-                 (void*)win, (void*)comm, comm->rank);
-  struct weft_window* w = weft_window_find(comm, win, "ncclWinGetUserPtr", "win");
-  if (w == NULL) return ncclInvalidArgument;
-  *outUserPtr = w->buff;
-  return ncclSuccess;
-}
-
 /* The shared part of both pointer queries; lsa: peer was named as an LSA rank, which must be
  * load/store reachable, where a world peer on another host is answered with NULL, as NCCL does. */
 static ncclResult_t peer_pointer(const char* caller, const struct weft_window* w, size_t offset, int peer,
                                  int lsa, void** out) {
-  const struct ncclComm* comm = w->comm;
+  const struct weft_comm_ctx* comm = w->comm;
   WEFT_ARG_CHECK(offset < w->peer_size[peer],
                  "%s: offset %zu is outside the %zu-byte window %p of rank %d (comm %p rank %d)", caller,
                  offset, w->peer_size[peer], (const void*)w, peer, (const void*)comm, comm->rank);
@@ -414,8 +369,7 @@ static ncclResult_t peer_pointer(const char* caller, const struct weft_window* w
   return ncclInvalidUsage;
 }
 
-WEFT_API(ncclResult_t, ncclGetPeerDevicePointer, ncclWindow_t window, size_t offset, int peer,
-         void** outPtr) {
+ncclResult_t weft_window_peer_pointer(ncclWindow_t window, size_t offset, int peer, void** outPtr) {
   WEFT_ARG_CHECK(outPtr != NULL, "ncclGetPeerDevicePointer: outPtr is NULL (window %p)", (void*)window);
   *outPtr = NULL;
   struct weft_window* w = weft_window_find(NULL, window, "ncclGetPeerDevicePointer", "window");
@@ -427,13 +381,12 @@ WEFT_API(ncclResult_t, ncclGetPeerDevicePointer, ncclWindow_t window, size_t off
 }
 
 /* Weft's LSA team is the ranks of this host, in rank order. */
-WEFT_API(ncclResult_t, ncclGetLsaDevicePointer, ncclWindow_t window, size_t offset, int lsaRank,
-         void** outPtr) {
+ncclResult_t weft_window_lsa_pointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr) {
   WEFT_ARG_CHECK(outPtr != NULL, "ncclGetLsaDevicePointer: outPtr is NULL (window %p)", (void*)window);
   *outPtr = NULL;
   struct weft_window* w = weft_window_find(NULL, window, "ncclGetLsaDevicePointer", "window");
   if (w == NULL) return ncclInvalidArgument;
-  const struct ncclComm* comm = w->comm;
+  const struct weft_comm_ctx* comm = w->comm;
   WEFT_ARG_CHECK(
       lsaRank >= 0 && lsaRank < comm->local_nranks,
       "ncclGetLsaDevicePointer: lsaRank %d is not in the 0..%d range of this host's ranks (window %p "

@@ -10,7 +10,7 @@
 
 #include "nccl.h"
 
-struct ncclComm;
+struct weft_comm_ctx;
 
 /* Why a peer's buffer has no pointer here. */
 enum weft_win_reach {
@@ -23,7 +23,7 @@ enum weft_win_reach {
 /* The object an ncclWindow_t points at. Every rank holds its own for one registration; they
  * share seq, the registration's position in the communicator's order. */
 struct weft_window {
-  struct ncclComm* comm;
+  struct weft_comm_ctx* comm;
   void* buff;
   size_t size;
   int flags;
@@ -36,12 +36,27 @@ struct weft_window {
   struct weft_window* next;
 };
 
+/* ncclCommWindowRegister on a comm core/ checked (entry points in core/api_mem.c): the checks
+ * made at call time, then the registration, collective over comm; inside a group it is deferred
+ * (*first: comm's first deferral of the group, which core/ runs with weft_window_run_deferred
+ * at the group's end, in call order). */
+ncclResult_t weft_window_check_register(const struct weft_comm_ctx* comm, int flags);
+ncclResult_t weft_window_register(struct weft_comm_ctx* comm, void* buff, size_t size, int flags,
+                                  ncclWindow_t* out);
+ncclResult_t weft_window_defer(struct weft_comm_ctx* comm, void* buff, size_t size, int flags,
+                               ncclWindow_t* out, int* first);
+ncclResult_t weft_window_run_deferred(struct weft_comm_ctx* comm);
+/* ncclCommWindowDeregister: local, and allowed on a comm that failed. */
+ncclResult_t weft_window_deregister(struct weft_comm_ctx* comm, ncclWindow_t win);
+/* ncclGetPeerDevicePointer / ncclGetLsaDevicePointer. */
+ncclResult_t weft_window_peer_pointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+ncclResult_t weft_window_lsa_pointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr);
 /* The live window win of comm, or NULL (WARN naming caller and argument) when win is not one. */
-struct weft_window* weft_window_find(const struct ncclComm* comm, ncclWindow_t win, const char* caller,
+struct weft_window* weft_window_find(const struct weft_comm_ctx* comm, ncclWindow_t win, const char* caller,
                                      const char* arg);
 /* Text for a reach value ("runs on another host", ...), for WARNs. */
 const char* weft_window_reach_text(int reach);
 /* Drop every window of comm locally (communicator teardown). NULL-safe. */
-void weft_window_comm_fini(struct ncclComm* comm);
+void weft_window_comm_fini(struct weft_comm_ctx* comm);
 
 #endif

@@ -8,6 +8,8 @@
 #include "collectives/enqueue.h"
 #include "core/api.h"
 #include "core/comm.h"
+#include "core/group.h"
+#include "core/suspend.h"
 #include "util/check.h"
 
 static size_t call_bytes(const struct weft_call* call) { return call->count * weft_dtype_size(call->dtype); }
@@ -57,6 +59,23 @@ static ncclResult_t build_allreduce(const struct weft_call* call, const struct w
   return build_one(call, op, WEFT_COLL_ALLREDUCE);
 }
 
+ncclResult_t weft_api_enqueue(struct ncclComm* comm, struct weft_call* call, int coll,
+                              const ncclCollConfig_t* config, weft_call_check_fn check,
+                              weft_call_build_fn build) {
+  struct weft_call_opts opts;
+  if (config != NULL) {
+    WEFT_CHECK(weft_comm_check(comm, call->name));
+    call->comm = &comm->ctx;
+    WEFT_CHECK(weft_enqueue_config(call, coll, config, &opts));
+    call->opts = &opts;
+  }
+  weft_group_enter();
+  ncclResult_t res = weft_comm_check_active(comm, call->name);
+  if (res != ncclSuccess) return weft_group_call_end(NULL, res);
+  call->comm = &comm->ctx;
+  return weft_group_call_end(comm, weft_enqueue(call, check, build));
+}
+
 static ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
                                const ncclCollConfig_t* config) {
@@ -67,9 +86,8 @@ static ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t coun
                            .dtype = datatype,
                            .op = op,
                            .has_op = 1,
-                           .comm = comm,
                            .stream = stream};
-  return weft_enqueue_config(&call, WEFT_COLL_ALLREDUCE, config, check_allreduce, build_allreduce);
+  return weft_api_enqueue(comm, &call, WEFT_COLL_ALLREDUCE, config, check_allreduce, build_allreduce);
 }
 
 WEFT_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
@@ -102,9 +120,8 @@ static ncclResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count
                            .dtype = datatype,
                            .root = root,
                            .root_name = "root",
-                           .comm = comm,
                            .stream = stream};
-  return weft_enqueue_config(&call, WEFT_COLL_BROADCAST, config, check_broadcast, build_broadcast);
+  return weft_api_enqueue(comm, &call, WEFT_COLL_BROADCAST, config, check_broadcast, build_broadcast);
 }
 
 WEFT_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
@@ -132,9 +149,8 @@ WEFT_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datat
                            .dtype = datatype,
                            .root = root,
                            .root_name = "root",
-                           .comm = comm,
                            .stream = stream};
-  return weft_enqueue(&call, check_bcast, build_broadcast);
+  return weft_api_enqueue(comm, &call, WEFT_COLL_BROADCAST, NULL, check_bcast, build_broadcast);
 }
 
 /* Every rank sends; only the root's recvbuff is written. */
@@ -158,9 +174,8 @@ static ncclResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, n
                            .has_op = 1,
                            .root = root,
                            .root_name = "root",
-                           .comm = comm,
                            .stream = stream};
-  return weft_enqueue_config(&call, WEFT_COLL_REDUCE, config, check_reduce, build_reduce);
+  return weft_api_enqueue(comm, &call, WEFT_COLL_REDUCE, config, check_reduce, build_reduce);
 }
 
 WEFT_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
@@ -194,9 +209,8 @@ static ncclResult_t all_gather(const void* sendbuff, void* recvbuff, size_t send
                            .recvbuff = recvbuff,
                            .count = sendcount,
                            .dtype = datatype,
-                           .comm = comm,
                            .stream = stream};
-  return weft_enqueue_config(&call, WEFT_COLL_ALLGATHER, config, check_allgather, build_allgather);
+  return weft_api_enqueue(comm, &call, WEFT_COLL_ALLGATHER, config, check_allgather, build_allgather);
 }
 
 WEFT_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -232,10 +246,9 @@ static ncclResult_t reduce_scatter(const void* sendbuff, void* recvbuff, size_t 
                            .dtype = datatype,
                            .op = op,
                            .has_op = 1,
-                           .comm = comm,
                            .stream = stream};
-  return weft_enqueue_config(&call, WEFT_COLL_REDUCESCATTER, config, check_reducescatter,
-                             build_reducescatter);
+  return weft_api_enqueue(comm, &call, WEFT_COLL_REDUCESCATTER, config, check_reducescatter,
+                          build_reducescatter);
 }
 
 WEFT_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,

@@ -46,9 +46,8 @@ WEFT_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataTyp
                            .dtype = datatype,
                            .root = peer,
                            .root_name = "peer",
-                           .comm = comm,
                            .stream = stream};
-  return weft_enqueue(&call, check_send, build_send);
+  return weft_api_enqueue(comm, &call, WEFT_COLL_SEND, NULL, check_send, build_send);
 }
 
 static ncclResult_t check_recv(const struct weft_call* call) {
@@ -67,9 +66,8 @@ WEFT_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t da
                            .dtype = datatype,
                            .root = peer,
                            .root_name = "peer",
-                           .comm = comm,
                            .stream = stream};
-  return weft_enqueue(&call, check_recv, build_recv);
+  return weft_api_enqueue(comm, &call, WEFT_COLL_RECV, NULL, check_recv, build_recv);
 }
 
 /* Every slice of sendbuff goes out while slices of recvbuff come in, in no defined order:
@@ -97,9 +95,8 @@ static ncclResult_t all_to_all(const void* sendbuff, void* recvbuff, size_t coun
                            .recvbuff = recvbuff,
                            .count = count,
                            .dtype = datatype,
-                           .comm = comm,
                            .stream = stream};
-  return weft_enqueue_config(&call, WEFT_COLL_SEND, config, check_alltoall, build_alltoall);
+  return weft_api_enqueue(comm, &call, WEFT_COLL_SEND, config, check_alltoall, build_alltoall);
 }
 
 WEFT_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
@@ -141,9 +138,8 @@ static ncclResult_t gather(const void* sendbuff, void* recvbuff, size_t count, n
                            .dtype = datatype,
                            .root = root,
                            .root_name = "root",
-                           .comm = comm,
                            .stream = stream};
-  return weft_enqueue_config(&call, WEFT_COLL_SEND, config, check_gather, build_gather);
+  return weft_api_enqueue(comm, &call, WEFT_COLL_SEND, config, check_gather, build_gather);
 }
 
 WEFT_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
@@ -187,9 +183,8 @@ static ncclResult_t scatter(const void* sendbuff, void* recvbuff, size_t count, 
                            .dtype = datatype,
                            .root = root,
                            .root_name = "root",
-                           .comm = comm,
                            .stream = stream};
-  return weft_enqueue_config(&call, WEFT_COLL_SEND, config, check_scatter, build_scatter);
+  return weft_api_enqueue(comm, &call, WEFT_COLL_SEND, config, check_scatter, build_scatter);
 }
 
 WEFT_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,

@@ -53,6 +53,13 @@ void weft_group_add_comm(struct ncclComm* comm) {
   group.comms[group.ncomms++] = comm;
 }
 
+ncclResult_t weft_group_call_end(struct ncclComm* comm, ncclResult_t res) {
+  if (comm != NULL && (WEFT_FAILED(res) || weft_comm_has_queued(&comm->ctx))) weft_group_add_comm(comm);
+  if (WEFT_FAILED(res)) weft_group_set_error(res);
+  ncclResult_t end = weft_group_leave();
+  return WEFT_FAILED(res) ? res : end;
+}
+
 /* Runs fn(arg[i]) for every i, concurrently when there are several, and returns the first
  * failure. */
 struct parallel_call {
@@ -116,12 +123,12 @@ static ncclResult_t launch_one(struct ncclComm* comm) {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   if (__atomic_load_n(&comm->revoked, __ATOMIC_SEQ_CST)) {
     WEFT_WARN("comm %p rank %d was revoked while this group was queued; its operations are dropped",
-              (void*)comm, comm->rank);
-    weft_enqueue_discard(comm);
+              (void*)comm, comm->ctx.rank);
+    weft_enqueue_discard(&comm->ctx);
     return ncclInvalidUsage;
   }
-  ncclResult_t res = weft_enqueue_launch(comm);
-  if (WEFT_FAILED(res)) weft_comm_set_async_error(comm, res);
+  ncclResult_t res = weft_enqueue_launch(&comm->ctx);
+  if (WEFT_FAILED(res)) weft_comm_set_async_error(&comm->ctx, res);
   return res;
 }
 
@@ -208,12 +215,12 @@ void weft_group_worker_destroy(struct ncclComm* comm) {
 static ncclResult_t launch_comms(struct ncclComm** comms, int n, ncclResult_t error) {
   if (n == 0) return ncclSuccess;
   if (WEFT_FAILED(error)) {
-    for (int i = 0; i < n; i++) weft_enqueue_discard(comms[i]);
+    for (int i = 0; i < n; i++) weft_enqueue_discard(&comms[i]->ctx);
     return error;
   }
   struct weft_group_worker** workers = calloc(n, sizeof(*workers));
   if (workers == NULL) {
-    for (int i = 0; i < n; i++) weft_enqueue_discard(comms[i]);
+    for (int i = 0; i < n; i++) weft_enqueue_discard(&comms[i]->ctx);
     return ncclSystemError;
   }
   for (int i = 0; i < n; i++) __atomic_add_fetch(&comms[i]->launches_in_flight, 1, __ATOMIC_ACQ_REL);
@@ -222,7 +229,7 @@ static ncclResult_t launch_comms(struct ncclComm** comms, int n, ncclResult_t er
   ncclResult_t res = ncclSuccess;
   if (missing) {
     WEFT_WARN("Could not start a launch thread for a group of %d communicators", n);
-    for (int i = 0; i < n; i++) weft_enqueue_discard(comms[i]);
+    for (int i = 0; i < n; i++) weft_enqueue_discard(&comms[i]->ctx);
     res = ncclSystemError;
   } else {
     for (int i = 1; i < n; i++) worker_post(workers[i]);
@@ -275,12 +282,12 @@ static ncclResult_t simulate_comms(struct ncclComm** comms, int n, ncclResult_t 
   ncclResult_t res = error;
   for (int i = 0; i < n; i++) {
     if (WEFT_FAILED(res)) {
-      weft_enqueue_discard(comms[i]);
+      weft_enqueue_discard(&comms[i]->ctx);
       continue;
     }
     float us = 0;
     __atomic_add_fetch(&comms[i]->launches_in_flight, 1, __ATOMIC_ACQ_REL);
-    res = weft_enqueue_simulate(comms[i], &us);
+    res = weft_enqueue_simulate(&comms[i]->ctx, &us);
     __atomic_sub_fetch(&comms[i]->launches_in_flight, 1, __ATOMIC_ACQ_REL);
     if (us > *time_us) *time_us = us;
   }

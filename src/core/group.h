@@ -28,6 +28,11 @@ ncclResult_t weft_group_simulate_end(ncclSimInfo_t* info);
 void weft_group_add_job(struct weft_async_job* job);
 /* Mark comm as having tasks to launch at group end (idempotent within a group). */
 void weft_group_add_comm(struct ncclComm* comm);
+/* Ends the implicit group of a call that queues work (entered with weft_group_enter): lists comm
+ * when it has queued work, or when the call failed after its checks of comm (what it queued
+ * first is dropped at the group's end); latches a failure. comm is NULL when the call failed
+ * before comm passed its checks. Returns the call's result, else the group's. */
+ncclResult_t weft_group_call_end(struct ncclComm* comm, ncclResult_t res);
 /* Latch an error seen inside a group: ncclGroupEnd reports it and drops the group's tasks. */
 void weft_group_set_error(ncclResult_t res);
 

@@ -33,17 +33,18 @@ static struct grow_tag tag_of(const ncclUniqueId* id) {
 WEFT_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
   WEFT_CHECK(weft_comm_check(comm, "ncclCommGetUniqueId"));
   WEFT_ARG_CHECK(uniqueId != NULL, "ncclCommGetUniqueId: uniqueId is NULL (comm %p rank %d)", (void*)comm,
-                 comm->rank);
+                 comm->ctx.rank);
   if (comm->grow_id_pending) {
     WEFT_WARN(
         "ncclCommGetUniqueId: comm %p rank %d already handed out an id that no ncclCommGrow has used "
         "yet; grow with that one first",
-        (void*)comm, comm->rank);
+        (void*)comm, comm->ctx.rank);
     return ncclInvalidUsage;
   }
   ncclUniqueId id;
   WEFT_CHECK(weft_bootstrap_get_unique_id(&id));
-  struct grow_tag t = {.magic = GROW_MAGIC, .parent_hash = comm->comm_hash, .parent_nranks = comm->nranks};
+  struct grow_tag t = {
+      .magic = GROW_MAGIC, .parent_hash = comm->ctx.comm_hash, .parent_nranks = comm->ctx.nranks};
   memcpy(id.internal + GROW_TAG_OFFSET, &t, sizeof(t));
   comm->grow_id = id;
   comm->grow_id_pending = 1;
@@ -96,19 +97,20 @@ static ncclResult_t pick_id(const struct grow_offer* all, int n, ncclUniqueId* i
 static ncclResult_t grow_run(struct weft_async_job* base) {
   struct grow_job* job = (struct grow_job*)base;
   struct ncclComm* parent = job->parent;
-  struct grow_offer* all = calloc(parent->nranks, sizeof(*all));
+  struct grow_offer* all = calloc(parent->ctx.nranks, sizeof(*all));
   if (all == NULL) return ncclSystemError;
-  all[parent->rank] = job->mine;
-  ncclResult_t res = weft_bootstrap_allgather(parent->bootstrap, all, sizeof(*all));
+  all[parent->ctx.rank] = job->mine;
+  ncclResult_t res = weft_bootstrap_allgather(parent->ctx.bootstrap, all, sizeof(*all));
   ncclUniqueId id;
   int coordinator = -1;
-  if (res == ncclSuccess) res = pick_id(all, parent->nranks, &id, &coordinator);
+  if (res == ncclSuccess) res = pick_id(all, parent->ctx.nranks, &id, &coordinator);
   free(all);
   if (res != ncclSuccess) return res;
   /* The id's root serves one job: this grow uses it up, whatever its outcome. */
-  if (coordinator == parent->rank) parent->grow_id_pending = 0;
+  if (coordinator == parent->ctx.rank) parent->grow_id_pending = 0;
   WEFT_INFO(WEFT_INIT, "comm %p grows comm %p of %d ranks to %d (id from rank %d), keeping rank %d",
-            (void*)base->comm, (void*)parent, parent->nranks, base->comm->nranks, coordinator, parent->rank);
+            (void*)base->comm, (void*)parent, parent->ctx.nranks, base->comm->ctx.nranks, coordinator,
+            parent->ctx.rank);
   return weft_comm_setup(base->comm, &id, 1, NULL, NULL);
 }
 
@@ -117,17 +119,17 @@ static ncclResult_t grow_existing(struct ncclComm* comm, int nRanks, const ncclU
   WEFT_CHECK(weft_comm_check(comm, "ncclCommGrow"));
   WEFT_ARG_CHECK(rank == -1,
                  "ncclCommGrow: rank %d: an existing rank passes -1 and keeps its rank %d (comm %p)", rank,
-                 comm->rank, (void*)comm);
-  WEFT_ARG_CHECK(nRanks > comm->nranks,
+                 comm->ctx.rank, (void*)comm);
+  WEFT_ARG_CHECK(nRanks > comm->ctx.nranks,
                  "ncclCommGrow: nRanks %d must be greater than the comm's %d ranks (comm %p rank %d)", nRanks,
-                 comm->nranks, (void*)comm, comm->rank);
+                 comm->ctx.nranks, (void*)comm, comm->ctx.rank);
   WEFT_ARG_CHECK(
       uniqueId == NULL || (comm->grow_id_pending && memcmp(uniqueId, &comm->grow_id, sizeof(*uniqueId)) == 0),
       "ncclCommGrow: uniqueId is not the unused one ncclCommGetUniqueId returned for comm %p (rank %d); "
       "existing ranks other than that one pass NULL",
-      (void*)comm, comm->rank);
+      (void*)comm, comm->ctx.rank);
   struct ncclComm* child = NULL;
-  WEFT_CHECK(weft_child_alloc(comm, comm->rank, nRanks, config, &child));
+  WEFT_CHECK(weft_child_alloc(comm, comm->ctx.rank, nRanks, config, &child));
   struct grow_job* job = calloc(1, sizeof(*job));
   if (job == NULL) {
     weft_comm_free(child);

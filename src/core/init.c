@@ -62,13 +62,13 @@ ncclResult_t weft_comm_alloc(int rank, int nranks, int cuda_dev, const ncclConfi
     return ncclSystemError;
   }
   ncclResult_t res;
-  WEFT_CHECK_GOTO(weft_config_parse(config, &comm->config), res, fail);
-  WEFT_CHECK_GOTO(choose_backend(&comm->backend), res, fail);
+  WEFT_CHECK_GOTO(weft_config_parse(config, &comm->ctx.config), res, fail);
+  WEFT_CHECK_GOTO(choose_backend(&comm->ctx.backend), res, fail);
   comm->magic = WEFT_COMM_MAGIC;
-  comm->rank = rank;
-  comm->nranks = nranks;
-  comm->cuda_dev = cuda_dev;
-  comm->async_result = ncclInProgress;
+  comm->ctx.rank = rank;
+  comm->ctx.nranks = nranks;
+  comm->ctx.cuda_dev = cuda_dev;
+  comm->ctx.async_result = ncclInProgress;
   *out = comm;
   return ncclSuccess;
 fail:
@@ -87,45 +87,47 @@ struct init_job {
 
 /* One line saying where this rank runs: "backend cuda" with its device, or "backend host". */
 static void log_backend(const struct ncclComm* comm) {
-  if (comm->backend != WEFT_BACKEND_CUDA) {
+  if (comm->ctx.backend != WEFT_BACKEND_CUDA) {
     WEFT_INFO(WEFT_INIT, "comm %p rank %d: backend host (collectives on CPUs over host memory)", (void*)comm,
-              comm->rank);
+              comm->ctx.rank);
     return;
   }
   char desc[160];
-  weft_cuda_device_desc(comm->cuda_dev, desc, sizeof(desc));
-  WEFT_INFO(WEFT_INIT, "comm %p rank %d: backend cuda, device %d (%s)", (void*)comm, comm->rank,
-            comm->cuda_dev, desc);
+  weft_cuda_device_desc(comm->ctx.cuda_dev, desc, sizeof(desc));
+  WEFT_INFO(WEFT_INIT, "comm %p rank %d: backend cuda, device %d (%s)", (void*)comm, comm->ctx.rank,
+            comm->ctx.cuda_dev, desc);
 }
 
 ncclResult_t weft_comm_setup(struct ncclComm* comm, const ncclUniqueId* ids, int nids,
                              struct ncclComm* parent, const int* parent_ranks) {
-  weft_log_set_device(comm->cuda_dev);
-  if (parent == NULL) comm->comm_hash = weft_hash_bytes(ids, sizeof(ncclUniqueId) * nids, 0);
+  weft_log_set_device(comm->ctx.cuda_dev);
+  if (parent == NULL) comm->ctx.comm_hash = weft_hash_bytes(ids, sizeof(ncclUniqueId) * nids, 0);
   WEFT_INFO(WEFT_INIT, "comm %p rank %d nranks %d cudaDev %d busId 0 commId 0x%llx - Init START", (void*)comm,
-            comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->comm_hash);
+            comm->ctx.rank, comm->ctx.nranks, comm->ctx.cuda_dev, (unsigned long long)comm->ctx.comm_hash);
   log_backend(comm);
   if (parent != NULL)
-    WEFT_CHECK(weft_bootstrap_split(parent->bootstrap, comm->rank, comm->nranks, parent_ranks,
-                                    &comm->abort_flag, &comm->bootstrap));
+    WEFT_CHECK(weft_bootstrap_split(parent->ctx.bootstrap, comm->ctx.rank, comm->ctx.nranks, parent_ranks,
+                                    &comm->ctx.abort_flag, &comm->ctx.bootstrap));
   else if (nids > 1)
-    WEFT_CHECK(weft_bootstrap_init_scalable(ids, nids, comm->rank, comm->nranks, &comm->abort_flag,
-                                            &comm->bootstrap));
+    WEFT_CHECK(weft_bootstrap_init_scalable(ids, nids, comm->ctx.rank, comm->ctx.nranks,
+                                            &comm->ctx.abort_flag, &comm->ctx.bootstrap));
   else
-    WEFT_CHECK(weft_bootstrap_init(&ids[0], comm->rank, comm->nranks, &comm->abort_flag, &comm->bootstrap));
+    WEFT_CHECK(weft_bootstrap_init(&ids[0], comm->ctx.rank, comm->ctx.nranks, &comm->ctx.abort_flag,
+                                   &comm->ctx.bootstrap));
   WEFT_CHECK(weft_peers_exchange(comm));
   WEFT_CHECK(weft_comm_topo_init(comm));
   /* Before the planner agrees its settings: every rank must have loaded the same plugin. */
-  struct weft_tuner_comm tc = {comm->comm_hash, comm->rank, comm->nranks, comm->nnodes, comm->local_nranks};
-  WEFT_CHECK(weft_tuner_create(&tc, &comm->tuner));
-  WEFT_CHECK(weft_coll_comm_init(comm));
-  weft_trace_create(comm);
-  weft_prof_create(comm); /* after the hash, ranks and nodes it reports are known */
+  struct weft_tuner_comm tc = {comm->ctx.comm_hash, comm->ctx.rank, comm->ctx.nranks, comm->ctx.nnodes,
+                               comm->ctx.local_nranks};
+  WEFT_CHECK(weft_tuner_create(&tc, &comm->ctx.tuner));
+  WEFT_CHECK(weft_coll_comm_init(&comm->ctx));
+  weft_trace_create(&comm->ctx);
+  weft_prof_create(&comm->ctx); /* after the hash, ranks and nodes it reports are known */
   WEFT_INFO(
       WEFT_INIT,
       "comm %p rank %d nranks %d cudaDev %d busId 0 commId 0x%llx localRanks %d nodes %d - Init COMPLETE",
-      (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, (unsigned long long)comm->comm_hash,
-      comm->local_nranks, comm->nnodes);
+      (void*)comm, comm->ctx.rank, comm->ctx.nranks, comm->ctx.cuda_dev,
+      (unsigned long long)comm->ctx.comm_hash, comm->ctx.local_nranks, comm->ctx.nnodes);
   return ncclSuccess;
 }
 
@@ -142,7 +144,7 @@ static void job_free(struct init_job* job) {
 
 static void setup_done(struct weft_async_job* base, ncclResult_t res) {
   struct ncclComm* comm = base->comm;
-  __atomic_store_n(&comm->async_result, res, __ATOMIC_RELEASE);
+  __atomic_store_n(&comm->ctx.async_result, res, __ATOMIC_RELEASE);
   job_free((struct init_job*)base);
 }
 
@@ -161,7 +163,7 @@ static ncclResult_t run_setup(struct ncclComm* comm, struct init_job* job) {
     weft_group_add_job(&job->base);
     return ncclSuccess;
   }
-  if (!comm->config.blocking) {
+  if (!comm->ctx.config.blocking) {
     if (pthread_create(&comm->init_thread, NULL, setup_thread, job) != 0) {
       WEFT_WARN("Could not start the background init thread");
       job_free(job);
@@ -186,8 +188,8 @@ ncclResult_t weft_comm_start(struct ncclComm* comm, const ncclUniqueId* ids, int
     if (job->ids) memcpy(job->ids, ids, sizeof(ncclUniqueId) * nids);
   }
   if (parent_ranks != NULL) {
-    job->parent_ranks = malloc(sizeof(int) * comm->nranks);
-    if (job->parent_ranks) memcpy(job->parent_ranks, parent_ranks, sizeof(int) * comm->nranks);
+    job->parent_ranks = malloc(sizeof(int) * comm->ctx.nranks);
+    if (job->parent_ranks) memcpy(job->parent_ranks, parent_ranks, sizeof(int) * comm->ctx.nranks);
   }
   if ((ids != NULL && job->ids == NULL) || (parent_ranks != NULL && job->parent_ranks == NULL)) {
     job_free(job);
@@ -218,7 +220,8 @@ static ncclResult_t init_rank(ncclComm_t* newcomm, int nranks, int nids, const n
   __atomic_add_fetch(&comm->launches_in_flight, 1, __ATOMIC_ACQ_REL);
   ncclResult_t res = weft_comm_start(comm, ids, nids, NULL, NULL);
   /* A failed blocking init leaves nothing behind unless an abort already owns the comm. */
-  int free_it = WEFT_FAILED(res) && weft_group_depth() == 0 && comm->config.blocking && weft_comm_claim(comm);
+  int free_it =
+      WEFT_FAILED(res) && weft_group_depth() == 0 && comm->ctx.config.blocking && weft_comm_claim(comm);
   if (free_it) *newcomm = NULL;
   __atomic_sub_fetch(&comm->launches_in_flight, 1, __ATOMIC_ACQ_REL);
   if (free_it) weft_comm_free(comm);

@@ -28,17 +28,17 @@ ncclResult_t weft_comm_check_parent(const struct ncclComm* comm, const char* cal
               (const void*)comm);
     return ncclInvalidArgument;
   }
-  ncclResult_t state = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
+  ncclResult_t state = __atomic_load_n(&comm->ctx.async_result, __ATOMIC_ACQUIRE);
   if (state == ncclInProgress) {
     WEFT_WARN(
         "%s: comm %p rank %d is still initializing (or being revoked); wait until ncclCommGetAsyncError "
         "reports ncclSuccess",
-        caller, (const void*)comm, comm->rank);
+        caller, (const void*)comm, comm->ctx.rank);
     return ncclInvalidArgument;
   }
   if (state != ncclSuccess) {
     WEFT_WARN("%s: comm %p rank %d has failed earlier (%s); only ncclCommAbort/ncclCommDestroy may follow",
-              caller, (const void*)comm, comm->rank, pncclGetErrorString(state));
+              caller, (const void*)comm, comm->ctx.rank, pncclGetErrorString(state));
     return state;
   }
   return ncclSuccess;
@@ -49,15 +49,10 @@ ncclResult_t weft_comm_check(const struct ncclComm* comm, const char* caller) {
     WEFT_WARN(
         "%s: comm %p rank %d was revoked (ncclCommRevoke or NCCL_SHRINK_ABORT); only ncclCommDestroy, "
         "ncclCommSplit or ncclCommShrink may follow",
-        caller, (const void*)comm, comm->rank);
+        caller, (const void*)comm, comm->ctx.rank);
     return ncclInvalidUsage;
   }
   return weft_comm_check_parent(comm, caller);
-}
-
-void weft_comm_set_async_error(struct ncclComm* comm, ncclResult_t res) {
-  ncclResult_t expected = ncclSuccess;
-  __atomic_compare_exchange_n(&comm->async_result, &expected, res, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
 static void join_init_thread(struct ncclComm* comm) {
@@ -76,21 +71,21 @@ void weft_comm_free(struct ncclComm* comm) {
   if (comm == NULL) return;
   join_init_thread(comm);
   weft_group_worker_destroy(comm);
-  weft_trace_destroy(comm);
-  weft_coll_comm_fini(comm);
-  weft_tuner_destroy(comm->tuner); /* destroy, abort and failed inits alike: finalize runs once */
-  comm->tuner = NULL;
+  weft_trace_destroy(&comm->ctx);
+  weft_coll_comm_fini(&comm->ctx);
+  weft_tuner_destroy(comm->ctx.tuner); /* destroy, abort and failed inits alike: finalize runs once */
+  comm->ctx.tuner = NULL;
   /* No launch runs any more, and the proxy has reported the last of its events (the connectors
    * are gone): every event is closed. */
-  weft_prof_destroy(comm);
+  weft_prof_destroy(&comm->ctx);
   weft_comm_topo_fini(comm);
-  weft_bootstrap_destroy(comm->bootstrap);
-  free(comm->peers);
-  free(comm->local_ranks);
-  free(comm->rank_to_node);
-  free(comm->user_ops);
+  weft_bootstrap_destroy(comm->ctx.bootstrap);
+  free(comm->ctx.peers);
+  free(comm->ctx.local_ranks);
+  free(comm->ctx.rank_to_node);
+  free(comm->ctx.user_ops);
   free(comm->suspended_usage);
-  for (struct weft_task* t = comm->tasks.head; t;) {
+  for (struct weft_task* t = comm->ctx.tasks.head; t;) {
     struct weft_task* next = t->next;
     free(t);
     t = next;
@@ -111,35 +106,35 @@ static ncclResult_t check_exists(const struct ncclComm* comm, const char* caller
 WEFT_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
   WEFT_CHECK(check_exists(comm, "ncclCommCount"));
   WEFT_ARG_CHECK(count != NULL, "count is NULL");
-  *count = comm->nranks;
+  *count = comm->ctx.nranks;
   return ncclSuccess;
 }
 
 WEFT_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
   WEFT_CHECK(check_exists(comm, "ncclCommUserRank"));
   WEFT_ARG_CHECK(rank != NULL, "rank is NULL");
-  *rank = comm->rank;
+  *rank = comm->ctx.rank;
   return ncclSuccess;
 }
 
 WEFT_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
   WEFT_CHECK(check_exists(comm, "ncclCommCuDevice"));
   WEFT_ARG_CHECK(device != NULL, "device is NULL");
-  *device = comm->cuda_dev;
+  *device = comm->ctx.cuda_dev;
   return ncclSuccess;
 }
 
 WEFT_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
   WEFT_CHECK(check_exists(comm, "ncclCommGetAsyncError"));
   WEFT_ARG_CHECK(asyncError != NULL, "asyncError is NULL");
-  *asyncError = __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE);
+  *asyncError = __atomic_load_n(&comm->ctx.async_result, __ATOMIC_ACQUIRE);
   if (*asyncError != ncclInProgress) join_init_thread(comm);
   /* A CUDA kernel that gave up leaves its error in device state the host can read at any time. */
-  if (*asyncError == ncclSuccess) *asyncError = weft_coll_check_error(comm);
+  if (*asyncError == ncclSuccess) *asyncError = weft_coll_check_error(&comm->ctx);
   /* A kernel that gave up (WEFT_TIMEOUT) is seen here first: the recorder's view goes to WEFT_TRACE_DIR. */
-  if (*asyncError != ncclSuccess && *asyncError != ncclInProgress && comm->trace && comm->peers &&
-      !comm->trace->failure_dumped)
-    weft_trace_dump(comm, NULL, WEFT_TRACE_ON_FAILURE, 0);
+  if (*asyncError != ncclSuccess && *asyncError != ncclInProgress && comm->ctx.trace && comm->ctx.peers &&
+      !comm->ctx.trace->failure_dumped)
+    weft_trace_dump(&comm->ctx, NULL, WEFT_TRACE_ON_FAILURE, 0);
   return ncclSuccess;
 }
 
@@ -148,25 +143,27 @@ WEFT_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
 WEFT_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   WEFT_CHECK(check_exists(comm, "ncclCommFinalize"));
   if (comm->finalized) {
-    WEFT_WARN("ncclCommFinalize: comm %p rank %d is already finalized", (void*)comm, comm->rank);
+    WEFT_WARN("ncclCommFinalize: comm %p rank %d is already finalized", (void*)comm, comm->ctx.rank);
     return ncclInvalidUsage;
   }
   if (comm->revoked) {
-    WEFT_WARN("ncclCommFinalize: comm %p rank %d was revoked; destroy it instead", (void*)comm, comm->rank);
+    WEFT_WARN("ncclCommFinalize: comm %p rank %d was revoked; destroy it instead", (void*)comm,
+              comm->ctx.rank);
     return ncclInvalidUsage;
   }
   comm->finalized = 1;
-  return weft_coll_flush(comm);
+  return weft_coll_flush(&comm->ctx);
 }
 
 /* Destroy and abort: with stop, raise the abort flag so that operations running on other
  * threads return; wait until none runs, then free the comm unless another caller claimed it. */
 static ncclResult_t release(struct ncclComm* comm, int stop, int dump) {
-  if (stop) __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  if (stop) __atomic_store_n(&comm->ctx.abort_flag, 1, __ATOMIC_RELEASE);
   while (__atomic_load_n(&comm->launches_in_flight, __ATOMIC_ACQUIRE) > 0) sched_yield();
   if (!weft_comm_claim(comm)) return ncclSuccess;
   /* An abort is how programs react to a hang: what this rank saw last is kept (WEFT_TRACE_DIR). */
-  if (dump && comm->trace != NULL && comm->peers != NULL) weft_trace_dump(comm, NULL, WEFT_TRACE_ON_ABORT, 0);
+  if (dump && comm->ctx.trace != NULL && comm->ctx.peers != NULL)
+    weft_trace_dump(&comm->ctx, NULL, WEFT_TRACE_ON_ABORT, 0);
   weft_comm_free(comm);
   return ncclSuccess;
 }
@@ -177,7 +174,7 @@ WEFT_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   /* Destroying a comm that is still initializing in the background stops that init; a revoked
    * comm's peers may be gone or mid-operation, so it is torn down locally, as an abort does. */
   return release(
-      comm, __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE) == ncclInProgress || comm->revoked, 0);
+      comm, __atomic_load_n(&comm->ctx.async_result, __ATOMIC_ACQUIRE) == ncclInProgress || comm->revoked, 0);
 }
 
 WEFT_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {

@@ -40,12 +40,12 @@ void weft_peer_info_fill(const struct ncclComm* comm, struct weft_peer_info* inf
   memset(info, 0, sizeof(*info));
   char ident[512];
   host_identity(ident, sizeof(ident));
-  info->rank = comm->rank;
-  info->backend = comm->backend;
+  info->rank = comm->ctx.rank;
+  info->backend = comm->ctx.backend;
   info->host_hash = weft_hash_bytes(ident, strlen(ident), 0);
   info->pid = (int)getpid();
   info->pid_hash = weft_hash_bytes(&info->pid, sizeof(info->pid), info->host_hash);
-  info->cuda_dev = comm->backend == WEFT_BACKEND_CUDA ? comm->cuda_dev : -1;
+  info->cuda_dev = comm->ctx.backend == WEFT_BACKEND_CUDA ? comm->ctx.cuda_dev : -1;
   info->bus_id = -1;
   struct stat st;
   const char* shm_dir = weft_param_str("WEFT_SHM_DIR");
@@ -59,13 +59,13 @@ void weft_peer_info_fill(const struct ncclComm* comm, struct weft_peer_info* inf
 static const char* backend_name(int b) { return b == WEFT_BACKEND_CUDA ? "cuda" : "host"; }
 
 static ncclResult_t check_backends(const struct ncclComm* comm) {
-  for (int r = 0; r < comm->nranks; r++) {
-    if (comm->peers[r].backend != (int)comm->backend) {
+  for (int r = 0; r < comm->ctx.nranks; r++) {
+    if (comm->ctx.peers[r].backend != (int)comm->ctx.backend) {
       WEFT_WARN(
           "Backend mismatch: rank %d uses the %s backend but rank %d (host %s) uses the %s backend; "
           "set WEFT_BACKEND the same on every rank",
-          comm->rank, backend_name(comm->backend), r, comm->peers[r].host_name,
-          backend_name(comm->peers[r].backend));
+          comm->ctx.rank, backend_name(comm->ctx.backend), r, comm->ctx.peers[r].host_name,
+          backend_name(comm->ctx.peers[r].backend));
       return ncclInvalidUsage;
     }
   }
@@ -76,22 +76,22 @@ static ncclResult_t check_backends(const struct ncclComm* comm) {
  * A hash table of each host's first rank keeps this O(n): scanning the earlier ranks for each
  * rank was O(n^2) with few ranks per host (5e9 steps for 100,000 hosts). */
 static ncclResult_t number_hosts(struct ncclComm* comm) {
-  int n = comm->nranks;
+  int n = comm->ctx.nranks;
   size_t cap = 16;
   while (cap < 2 * (size_t)n) cap <<= 1;
   int* first = malloc(cap * sizeof(*first)); /* a host's lowest rank, -1: empty slot */
   if (first == NULL) return ncclSystemError;
   memset(first, 0xff, cap * sizeof(*first));
-  comm->nnodes = 0;
+  comm->ctx.nnodes = 0;
   for (int r = 0; r < n; r++) {
-    uint64_t h = comm->peers[r].host_hash;
+    uint64_t h = comm->ctx.peers[r].host_hash;
     size_t i = (size_t)((h ^ (h >> 29)) * 0x9e3779b97f4a7c15ull) & (cap - 1);
-    while (first[i] >= 0 && comm->peers[first[i]].host_hash != h) i = (i + 1) & (cap - 1);
+    while (first[i] >= 0 && comm->ctx.peers[first[i]].host_hash != h) i = (i + 1) & (cap - 1);
     if (first[i] < 0) {
       first[i] = r;
-      comm->rank_to_node[r] = comm->nnodes++;
+      comm->ctx.rank_to_node[r] = comm->ctx.nnodes++;
     } else {
-      comm->rank_to_node[r] = comm->rank_to_node[first[i]];
+      comm->ctx.rank_to_node[r] = comm->ctx.rank_to_node[first[i]];
     }
   }
   free(first);
@@ -99,30 +99,30 @@ static ncclResult_t number_hosts(struct ncclComm* comm) {
 }
 
 ncclResult_t weft_peers_map_hosts(struct ncclComm* comm) {
-  int n = comm->nranks;
+  int n = comm->ctx.nranks;
   if (n <= 0) return ncclInternalError;
-  comm->rank_to_node = calloc((size_t)n, sizeof(int));
-  comm->local_ranks = calloc((size_t)n, sizeof(int));
-  if (comm->rank_to_node == NULL || comm->local_ranks == NULL) return ncclSystemError;
+  comm->ctx.rank_to_node = calloc((size_t)n, sizeof(int));
+  comm->ctx.local_ranks = calloc((size_t)n, sizeof(int));
+  if (comm->ctx.rank_to_node == NULL || comm->ctx.local_ranks == NULL) return ncclSystemError;
   WEFT_CHECK(number_hosts(comm));
-  comm->node = comm->rank_to_node[comm->rank];
-  comm->local_nranks = 0;
+  comm->ctx.node = comm->ctx.rank_to_node[comm->ctx.rank];
+  comm->ctx.local_nranks = 0;
   for (int r = 0; r < n; r++) {
-    if (comm->rank_to_node[r] != comm->node) continue;
-    if (r == comm->rank) comm->local_rank = comm->local_nranks;
-    comm->local_ranks[comm->local_nranks++] = r;
+    if (comm->ctx.rank_to_node[r] != comm->ctx.node) continue;
+    if (r == comm->ctx.rank) comm->ctx.local_rank = comm->ctx.local_nranks;
+    comm->ctx.local_ranks[comm->ctx.local_nranks++] = r;
   }
   return ncclSuccess;
 }
 
 ncclResult_t weft_peers_exchange(struct ncclComm* comm) {
-  comm->peers = calloc(comm->nranks, sizeof(*comm->peers));
-  if (comm->peers == NULL) {
-    WEFT_WARN("Out of memory allocating peer table for %d ranks", comm->nranks);
+  comm->ctx.peers = calloc(comm->ctx.nranks, sizeof(*comm->ctx.peers));
+  if (comm->ctx.peers == NULL) {
+    WEFT_WARN("Out of memory allocating peer table for %d ranks", comm->ctx.nranks);
     return ncclSystemError;
   }
-  weft_peer_info_fill(comm, &comm->peers[comm->rank]);
-  WEFT_CHECK(weft_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof(*comm->peers)));
+  weft_peer_info_fill(comm, &comm->ctx.peers[comm->ctx.rank]);
+  WEFT_CHECK(weft_bootstrap_allgather(comm->ctx.bootstrap, comm->ctx.peers, sizeof(*comm->ctx.peers)));
   WEFT_CHECK(check_backends(comm));
   return weft_peers_map_hosts(comm);
 }

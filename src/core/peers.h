@@ -12,7 +12,7 @@ void weft_peer_info_fill(const struct ncclComm* comm, struct weft_peer_info* inf
 /* All-gather peer info over the bootstrap, check that every rank uses the same backend, and
  * derive hosts and local ranks. */
 ncclResult_t weft_peers_exchange(struct ncclComm* comm);
-/* From comm->peers: hosts numbered by their lowest rank (rank_to_node, nnodes, node) and this
+/* From comm->ctx.peers: hosts numbered by their lowest rank (rank_to_node, nnodes, node) and this
  * rank's host-mates (local_ranks, local_nranks, local_rank); O(n). */
 ncclResult_t weft_peers_map_hosts(struct ncclComm* comm);
 

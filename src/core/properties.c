@@ -18,8 +18,8 @@
 /* NVML's index of the comm's GPU (found by PCI bus id), as applications pass to NVML; -1 on the
  * host backend and when NVML cannot say (no NVML library, emulated GPU). */
 static int nvml_index(const struct ncclComm* comm) {
-  if (comm->backend != WEFT_BACKEND_CUDA) return -1;
-  int64_t bus = weft_cuda_device_busid(comm->cuda_dev);
+  if (comm->ctx.backend != WEFT_BACKEND_CUDA) return -1;
+  int64_t bus = weft_cuda_device_busid(comm->ctx.cuda_dev);
   struct weft_nvml_gpu* gpus = bus < 0 ? NULL : calloc(MAX_NVML_GPUS, sizeof(*gpus));
   if (gpus == NULL) return -1;
   int n = weft_topo_nvml_gpus(gpus, MAX_NVML_GPUS), found = -1;
@@ -31,19 +31,19 @@ static int nvml_index(const struct ncclComm* comm) {
 
 static void fill(const struct ncclComm* comm, ncclCommProperties_t* p) {
   memset(p, 0, sizeof(*p));
-  p->rank = comm->rank;
-  p->nRanks = comm->nranks;
-  p->cudaDev = comm->cuda_dev; /* what ncclCommCuDevice reports, on either backend */
+  p->rank = comm->ctx.rank;
+  p->nRanks = comm->ctx.nranks;
+  p->cudaDev = comm->ctx.cuda_dev; /* what ncclCommCuDevice reports, on either backend */
   p->nvmlDev = nvml_index(comm);
   p->deviceApiSupport = false;
   p->multimemSupport = false;
   p->ginType = NCCL_GIN_TYPE_NONE;
   p->nLsaTeams = 0; /* no device API: no LSA teams to offer */
   /* ncclPutSignal / ncclSignal / ncclWaitSignal: real between ranks of one host (host backend) */
-  p->hostRmaSupport = comm->backend == WEFT_BACKEND_HOST;
+  p->hostRmaSupport = comm->ctx.backend == WEFT_BACKEND_HOST;
   p->railedGinType = NCCL_GIN_TYPE_NONE;
   p->commHash =
-      comm->comm_hash; /* from the unique id (or the parent's hash for a split): same on every rank */
+      comm->ctx.comm_hash; /* from the unique id (or the parent's hash for a split): same on every rank */
   p->ginConnectionType = NCCL_GIN_CONNECTION_NONE;
 }
 
@@ -79,17 +79,17 @@ static size_t covered(size_t size) {
 WEFT_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProperties_t* props) {
   WEFT_CHECK(weft_comm_check(comm, "ncclCommQueryProperties"));
   WEFT_ARG_CHECK(props != NULL, "ncclCommQueryProperties: props is NULL (comm %p rank %d)", (void*)comm,
-                 comm->rank);
+                 comm->ctx.rank);
   WEFT_ARG_CHECK(props->magic == NCCL_API_MAGIC,
                  "ncclCommQueryProperties: props->magic is 0x%x, not NCCL_API_MAGIC 0x%x: initialize props "
                  "with NCCL_COMM_PROPERTIES_INITIALIZER (comm %p rank %d)",
-                 props->magic, NCCL_API_MAGIC, (void*)comm, comm->rank);
+                 props->magic, NCCL_API_MAGIC, (void*)comm, comm->ctx.rank);
   size_t head = offsetof(ncclCommProperties_t, rank), n = covered(props->size);
   WEFT_ARG_CHECK(
       n > head,
       "ncclCommQueryProperties: props->size %zu holds no field (the first, rank, ends at byte %zu); "
       "initialize props with NCCL_COMM_PROPERTIES_INITIALIZER (comm %p rank %d)",
-      props->size, FIELD_END(rank), (void*)comm, comm->rank);
+      props->size, FIELD_END(rank), (void*)comm, comm->ctx.rank);
   ncclCommProperties_t p;
   fill(comm, &p);
   /* size, magic and version stay the caller's; a newer caller's extra fields stay untouched. */

@@ -28,14 +28,14 @@ struct shrink_job {
  * refused there. */
 static void quiesce(struct ncclComm* comm) {
   __atomic_store_n(&comm->revoked, 1, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&comm->async_result, ncclInProgress, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&comm->ctx.async_result, ncclInProgress, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&comm->ctx.abort_flag, 1, __ATOMIC_SEQ_CST);
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   while (__atomic_load_n(&comm->launches_in_flight, __ATOMIC_SEQ_CST) > 0) sched_yield();
   /* CUDA work outlives its launch call: the kernels are stopped and waited for too. */
-  weft_coll_stop(comm);
-  __atomic_store_n(&comm->abort_flag, 0, __ATOMIC_RELEASE);
-  __atomic_store_n(&comm->async_result, ncclSuccess, __ATOMIC_RELEASE);
+  weft_coll_stop(&comm->ctx);
+  __atomic_store_n(&comm->ctx.abort_flag, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&comm->ctx.async_result, ncclSuccess, __ATOMIC_RELEASE);
 }
 
 /* A comm that may be stopped: live and initialized. One that has failed since passes too, as
@@ -43,12 +43,12 @@ static void quiesce(struct ncclComm* comm) {
  * and no bootstrap to shrink over. */
 static ncclResult_t check_stoppable(const struct ncclComm* comm, const char* caller) {
   ncclResult_t state = comm != NULL && comm->magic == WEFT_COMM_MAGIC
-                           ? __atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE)
+                           ? __atomic_load_n(&comm->ctx.async_result, __ATOMIC_ACQUIRE)
                            : ncclSuccess;
   if (!WEFT_FAILED(state)) return weft_comm_check_parent(comm, caller);
-  if (comm->bootstrap != NULL && comm->peers != NULL) return ncclSuccess;
+  if (comm->ctx.bootstrap != NULL && comm->ctx.peers != NULL) return ncclSuccess;
   WEFT_WARN("%s: comm %p rank %d failed during its init (%s); it can only be destroyed", caller,
-            (const void*)comm, comm->rank, pncclGetErrorString(state));
+            (const void*)comm, comm->ctx.rank, pncclGetErrorString(state));
   return state;
 }
 
@@ -56,12 +56,12 @@ WEFT_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
   WEFT_CHECK(check_stoppable(comm, "ncclCommRevoke"));
   WEFT_ARG_CHECK(revokeFlags == NCCL_REVOKE_DEFAULT,
                  "ncclCommRevoke: revokeFlags %d must be NCCL_REVOKE_DEFAULT (0) (comm %p rank %d)",
-                 revokeFlags, (void*)comm, comm->rank);
+                 revokeFlags, (void*)comm, comm->ctx.rank);
   quiesce(comm);
   WEFT_INFO(WEFT_INIT,
             "comm %p rank %d nranks %d revoked: operations stopped, only destroy, split or "
             "shrink may follow",
-            (void*)comm, comm->rank, comm->nranks);
+            (void*)comm, comm->ctx.rank, comm->ctx.nranks);
   return ncclSuccess;
 }
 
@@ -69,12 +69,12 @@ static ncclResult_t check_excluded_rank(const struct ncclComm* comm, const int* 
                                         const char* seen) {
   int r = list[i];
   WEFT_ARG_CHECK(
-      r >= 0 && r < comm->nranks,
+      r >= 0 && r < comm->ctx.nranks,
       "ncclCommShrink: excludeRanksList[%d] = %d is not a rank of the comm (0..%d) (comm %p rank %d)", i, r,
-      comm->nranks - 1, (void*)comm, comm->rank);
+      comm->ctx.nranks - 1, (void*)comm, comm->ctx.rank);
   WEFT_ARG_CHECK(!seen[r], "ncclCommShrink: excludeRanksList[%d] = %d is listed twice (comm %p rank %d)", i,
-                 r, (void*)comm, comm->rank);
-  WEFT_ARG_CHECK(r != comm->rank,
+                 r, (void*)comm, comm->ctx.rank);
+  WEFT_ARG_CHECK(r != comm->ctx.rank,
                  "ncclCommShrink: excludeRanksList[%d] = %d is the calling rank; excluded ranks must not "
                  "call ncclCommShrink (comm %p)",
                  i, r, (void*)comm);
@@ -87,24 +87,24 @@ static ncclResult_t check_excluded_rank(const struct ncclComm* comm, const int* 
 static ncclResult_t survivors(const struct ncclComm* comm, const int* list, int count, int** table,
                               int* new_rank) {
   WEFT_ARG_CHECK(count >= 0, "ncclCommShrink: excludeRanksCount %d is negative (comm %p rank %d)", count,
-                 (void*)comm, comm->rank);
+                 (void*)comm, comm->ctx.rank);
   WEFT_ARG_CHECK(
-      count < comm->nranks,
+      count < comm->ctx.nranks,
       "ncclCommShrink: excludeRanksCount %d excludes every rank of the comm's %d (comm %p rank %d)", count,
-      comm->nranks, (void*)comm, comm->rank);
+      comm->ctx.nranks, (void*)comm, comm->ctx.rank);
   WEFT_ARG_CHECK(list != NULL || count == 0,
                  "ncclCommShrink: excludeRanksList is NULL with excludeRanksCount %d (comm %p rank %d)",
-                 count, (void*)comm, comm->rank);
-  char* excluded = calloc(comm->nranks, 1);
-  int* t = malloc(sizeof(int) * (comm->nranks - count));
+                 count, (void*)comm, comm->ctx.rank);
+  char* excluded = calloc(comm->ctx.nranks, 1);
+  int* t = malloc(sizeof(int) * (comm->ctx.nranks - count));
   ncclResult_t res = excluded && t ? ncclSuccess : ncclSystemError;
   for (int i = 0; i < count && res == ncclSuccess; i++) {
     res = check_excluded_rank(comm, list, i, excluded);
     if (res == ncclSuccess) excluded[list[i]] = 1;
   }
-  for (int r = 0, n = 0; r < comm->nranks && res == ncclSuccess; r++) {
+  for (int r = 0, n = 0; r < comm->ctx.nranks && res == ncclSuccess; r++) {
     if (excluded[r]) continue;
-    if (r == comm->rank) *new_rank = n;
+    if (r == comm->ctx.rank) *new_rank = n;
     t[n++] = r;
   }
   free(excluded);
@@ -120,8 +120,8 @@ static ncclResult_t shrink_run(struct weft_async_job* base) {
   struct shrink_job* job = (struct shrink_job*)base;
   struct ncclComm* comm = base->comm;
   WEFT_INFO(WEFT_INIT, "comm %p shrunk from comm %p rank %d (%d rank%s excluded) -> rank %d of %d",
-            (void*)comm, (void*)job->parent, job->parent->rank, job->nexcluded,
-            job->nexcluded == 1 ? "" : "s", comm->rank, comm->nranks);
+            (void*)comm, (void*)job->parent, job->parent->ctx.rank, job->nexcluded,
+            job->nexcluded == 1 ? "" : "s", comm->ctx.rank, comm->ctx.nranks);
   return weft_child_setup(comm, job->parent, job->parent_ranks, job->index, SHRINK_TAG);
 }
 
@@ -150,7 +150,7 @@ WEFT_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, i
   WEFT_CHECK(survivors(comm, excludeRanksList, excludeRanksCount, &table, &new_rank));
   struct ncclComm* child = NULL;
   struct shrink_job* job = NULL;
-  ncclResult_t res = weft_child_alloc(comm, new_rank, comm->nranks - excludeRanksCount, config, &child);
+  ncclResult_t res = weft_child_alloc(comm, new_rank, comm->ctx.nranks - excludeRanksCount, config, &child);
   if (res == ncclSuccess && (job = calloc(1, sizeof(*job))) == NULL) res = ncclSystemError;
   if (res != ncclSuccess) {
     weft_comm_free(child);

@@ -51,8 +51,8 @@ static ncclResult_t assign_ranks(const struct color_key* all, int nranks, int me
 
 ncclResult_t weft_child_setup(struct ncclComm* child, struct ncclComm* parent, const int* parent_ranks,
                               int index, uint64_t tag) {
-  uint64_t salt[3] = {parent->comm_hash, (uint64_t)index, tag};
-  child->comm_hash = weft_hash_bytes(salt, sizeof(salt), 0x5b1d);
+  uint64_t salt[3] = {parent->ctx.comm_hash, (uint64_t)index, tag};
+  child->ctx.comm_hash = weft_hash_bytes(salt, sizeof(salt), 0x5b1d);
   return weft_comm_setup(child, NULL, 0, parent, parent_ranks);
 }
 
@@ -60,17 +60,18 @@ static ncclResult_t split_run(struct weft_async_job* base) {
   struct split_job* job = (struct split_job*)base;
   struct ncclComm* parent = job->parent;
   struct ncclComm* comm = base->comm;
-  struct color_key* all = calloc(parent->nranks, sizeof(*all));
+  struct color_key* all = calloc(parent->ctx.nranks, sizeof(*all));
   if (all == NULL) return ncclSystemError;
-  all[parent->rank] = (struct color_key){job->color, job->key};
-  ncclResult_t res = weft_bootstrap_allgather(parent->bootstrap, all, sizeof(*all));
+  all[parent->ctx.rank] = (struct color_key){job->color, job->key};
+  ncclResult_t res = weft_bootstrap_allgather(parent->ctx.bootstrap, all, sizeof(*all));
   int* parent_ranks = NULL;
   if (res == ncclSuccess && job->color != NCCL_SPLIT_NOCOLOR)
-    res = assign_ranks(all, parent->nranks, parent->rank, &parent_ranks, &comm->rank, &comm->nranks);
+    res = assign_ranks(all, parent->ctx.nranks, parent->ctx.rank, &parent_ranks, &comm->ctx.rank,
+                       &comm->ctx.nranks);
   free(all);
   if (res != ncclSuccess || job->color == NCCL_SPLIT_NOCOLOR) return res;
   WEFT_INFO(WEFT_INIT, "comm %p split from comm %p rank %d color %d key %d -> rank %d of %d", (void*)comm,
-            (void*)parent, parent->rank, job->color, job->key, comm->rank, comm->nranks);
+            (void*)parent, parent->ctx.rank, job->color, job->key, comm->ctx.rank, comm->ctx.nranks);
   res = weft_child_setup(comm, parent, parent_ranks, job->split_index, (uint64_t)(uint32_t)job->color);
   free(parent_ranks);
   return res;
@@ -84,18 +85,18 @@ static void split_done(struct weft_async_job* base, ncclResult_t res) {
     *job->user_newcomm = NULL;
     weft_comm_free(comm);
   } else {
-    __atomic_store_n(&comm->async_result, res, __ATOMIC_RELEASE);
+    __atomic_store_n(&comm->ctx.async_result, res, __ATOMIC_RELEASE);
   }
   free(job);
 }
 
 ncclResult_t weft_child_alloc(struct ncclComm* parent, int rank, int nranks, ncclConfig_t* config,
                               struct ncclComm** out) {
-  return weft_comm_alloc(rank, nranks, parent->cuda_dev, config ? config : &parent->config, out);
+  return weft_comm_alloc(rank, nranks, parent->ctx.cuda_dev, config ? config : &parent->ctx.config, out);
 }
 
 void weft_child_done(struct weft_async_job* job, ncclResult_t res) {
-  __atomic_store_n(&job->comm->async_result, res, __ATOMIC_RELEASE);
+  __atomic_store_n(&job->comm->ctx.async_result, res, __ATOMIC_RELEASE);
   free(job);
 }
 

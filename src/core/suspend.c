@@ -21,10 +21,10 @@
 
 ncclResult_t weft_comm_check_active(const struct ncclComm* comm, const char* caller) {
   WEFT_CHECK(weft_comm_check(comm, caller));
-  if (!comm->suspend_requested && !__atomic_load_n(&comm->suspend_released, __ATOMIC_ACQUIRE))
+  if (!comm->suspend_requested && !__atomic_load_n(&comm->ctx.suspend_released, __ATOMIC_ACQUIRE))
     return ncclSuccess;
   WEFT_WARN("%s: comm %p rank %d is suspended (ncclCommSuspend); call ncclCommResume on every rank first",
-            caller, (const void*)comm, comm->rank);
+            caller, (const void*)comm, comm->ctx.rank);
   return ncclInvalidUsage;
 }
 
@@ -33,8 +33,8 @@ ncclResult_t weft_comm_check_active(const struct ncclComm* comm, const char* cal
 /* While suspended: what was released (NCCL keeps counting suspended memory as the comm's), with
  * the registrations as they are now. Otherwise the live account. Returns whether suspended. */
 static int current_usage(const struct ncclComm* comm, struct weft_mem_usage* u) {
-  int released = __atomic_load_n(&comm->suspend_released, __ATOMIC_ACQUIRE);
-  weft_coll_mem_usage(comm, u); /* suspended, only the persistent part and registrations are live */
+  int released = __atomic_load_n(&comm->ctx.suspend_released, __ATOMIC_ACQUIRE);
+  weft_coll_mem_usage(&comm->ctx, u); /* suspended, only the persistent part and registrations are live */
   if (released && comm->suspended_usage != NULL)
     memcpy(u->suspendable, comm->suspended_usage->suspendable, sizeof(u->suspendable));
   return released;
@@ -54,13 +54,14 @@ static void log_usage(const struct ncclComm* comm, const char* when, const struc
   char sus[256], per[256];
   format_kinds(u->suspendable, sus, sizeof(sus));
   format_kinds(u->persist, per, sizeof(per));
-  WEFT_INFO(
-      WEFT_ALLOC,
-      "comm %p rank %d memory %s (%s): suspendable %llu bytes [%s], persist %llu bytes [%s]; %llu "
-      "registration(s) of %llu bytes of user memory (not counted)",
-      (const void*)comm, comm->rank, when, comm->backend == WEFT_BACKEND_CUDA ? "GPU" : "host and shared",
-      (unsigned long long)weft_mem_usage_suspendable(u), sus, (unsigned long long)weft_mem_usage_persist(u),
-      per, (unsigned long long)u->nregs, (unsigned long long)u->reg_bytes);
+  WEFT_INFO(WEFT_ALLOC,
+            "comm %p rank %d memory %s (%s): suspendable %llu bytes [%s], persist %llu bytes [%s]; %llu "
+            "registration(s) of %llu bytes of user memory (not counted)",
+            (const void*)comm, comm->ctx.rank, when,
+            comm->ctx.backend == WEFT_BACKEND_CUDA ? "GPU" : "host and shared",
+            (unsigned long long)weft_mem_usage_suspendable(u), sus,
+            (unsigned long long)weft_mem_usage_persist(u), per, (unsigned long long)u->nregs,
+            (unsigned long long)u->reg_bytes);
 }
 
 /* ---- suspend and resume ---- */
@@ -68,34 +69,34 @@ static void log_usage(const struct ncclComm* comm, const char* when, const struc
 static ncclResult_t do_suspend(struct ncclComm* comm) {
   struct weft_mem_usage* u = malloc(sizeof(*u));
   if (u == NULL) {
-    WEFT_WARN("ncclCommSuspend: comm %p rank %d: out of memory", (void*)comm, comm->rank);
+    WEFT_WARN("ncclCommSuspend: comm %p rank %d: out of memory", (void*)comm, comm->ctx.rank);
     return ncclSystemError;
   }
-  weft_coll_mem_usage(comm, u);
+  weft_coll_mem_usage(&comm->ctx, u);
   log_usage(comm, "before suspend", u);
-  ncclResult_t res = weft_coll_comm_suspend(comm);
+  ncclResult_t res = weft_coll_comm_suspend(&comm->ctx);
   if (res != ncclSuccess) {
     free(u);
     return res;
   }
   free(comm->suspended_usage);
   comm->suspended_usage = u;
-  __atomic_store_n(&comm->suspend_released, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&comm->ctx.suspend_released, 1, __ATOMIC_RELEASE);
   WEFT_INFO(WEFT_INIT | WEFT_ALLOC, "comm %p rank %d suspended: %llu bytes released, %llu kept", (void*)comm,
-            comm->rank, (unsigned long long)weft_mem_usage_suspendable(u),
+            comm->ctx.rank, (unsigned long long)weft_mem_usage_suspendable(u),
             (unsigned long long)weft_mem_usage_persist(u));
   return ncclSuccess;
 }
 
 static ncclResult_t do_resume(struct ncclComm* comm) {
-  WEFT_CHECK(weft_coll_comm_resume(comm));
+  WEFT_CHECK(weft_coll_comm_resume(&comm->ctx));
   free(comm->suspended_usage);
   comm->suspended_usage = NULL;
-  __atomic_store_n(&comm->suspend_released, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&comm->ctx.suspend_released, 0, __ATOMIC_RELEASE);
   struct weft_mem_usage u;
-  weft_coll_mem_usage(comm, &u);
-  WEFT_INFO(WEFT_INIT | WEFT_ALLOC, "comm %p rank %d resumed: %llu bytes restored", (void*)comm, comm->rank,
-            (unsigned long long)weft_mem_usage_suspendable(&u));
+  weft_coll_mem_usage(&comm->ctx, &u);
+  WEFT_INFO(WEFT_INIT | WEFT_ALLOC, "comm %p rank %d resumed: %llu bytes restored", (void*)comm,
+            comm->ctx.rank, (unsigned long long)weft_mem_usage_suspendable(&u));
   log_usage(comm, "after resume", &u);
   return ncclSuccess;
 }
@@ -116,8 +117,8 @@ static void job_done(struct weft_async_job* base, ncclResult_t res) {
   struct ncclComm* comm = base->comm;
   comm->suspend_queued = 0;
   if (res != ncclSuccess) {
-    comm->suspend_requested = __atomic_load_n(&comm->suspend_released, __ATOMIC_ACQUIRE);
-    weft_comm_set_async_error(comm, res);
+    comm->suspend_requested = __atomic_load_n(&comm->ctx.suspend_released, __ATOMIC_ACQUIRE);
+    weft_comm_set_async_error(&comm->ctx, res);
   }
   free(base);
 }
@@ -128,7 +129,7 @@ static ncclResult_t start(struct ncclComm* comm, int suspend) {
   struct suspend_job* job = calloc(1, sizeof(*job));
   if (job == NULL) {
     WEFT_WARN("%s: comm %p rank %d: out of memory", suspend ? "ncclCommSuspend" : "ncclCommResume",
-              (void*)comm, comm->rank);
+              (void*)comm, comm->ctx.rank);
     return ncclSystemError;
   }
   job->base.run = job_run;
@@ -153,20 +154,20 @@ static ncclResult_t start(struct ncclComm* comm, int suspend) {
 static ncclResult_t check_transition(const struct ncclComm* comm, const char* caller, int suspend) {
   if (comm->suspend_queued) {
     WEFT_WARN("%s: comm %p rank %d already has a suspend or resume waiting for the end of this group", caller,
-              (const void*)comm, comm->rank);
+              (const void*)comm, comm->ctx.rank);
     return ncclInvalidUsage;
   }
   if (suspend && comm->suspend_requested) {
-    WEFT_WARN("%s: comm %p rank %d is already suspended", caller, (const void*)comm, comm->rank);
+    WEFT_WARN("%s: comm %p rank %d is already suspended", caller, (const void*)comm, comm->ctx.rank);
     return ncclInvalidUsage;
   }
   if (!suspend && !comm->suspend_requested) {
-    WEFT_WARN("%s: comm %p rank %d is not suspended", caller, (const void*)comm, comm->rank);
+    WEFT_WARN("%s: comm %p rank %d is not suspended", caller, (const void*)comm, comm->ctx.rank);
     return ncclInvalidUsage;
   }
-  if (suspend && comm->tasks.head != NULL) {
+  if (suspend && comm->ctx.tasks.head != NULL) {
     WEFT_WARN("%s: comm %p rank %d has operations queued in the current group; end the group first", caller,
-              (const void*)comm, comm->rank);
+              (const void*)comm, comm->ctx.rank);
     return ncclInvalidUsage;
   }
   return ncclSuccess;
@@ -177,7 +178,7 @@ WEFT_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
   /* NCCL_SUSPEND_MEM is the only flag; 0 would suspend nothing, so it is refused too. */
   WEFT_ARG_CHECK(flags == NCCL_SUSPEND_MEM,
                  "ncclCommSuspend: flags 0x%x (comm %p rank %d): the only flag is NCCL_SUSPEND_MEM (0x%x)",
-                 (unsigned)flags, (void*)comm, comm->rank, (unsigned)NCCL_SUSPEND_MEM);
+                 (unsigned)flags, (void*)comm, comm->ctx.rank, (unsigned)NCCL_SUSPEND_MEM);
   WEFT_CHECK(check_transition(comm, "ncclCommSuspend", 1));
   return start(comm, 1);
 }
@@ -193,10 +194,10 @@ WEFT_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
 WEFT_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
   WEFT_CHECK(weft_comm_check(comm, "ncclCommMemStats"));
   WEFT_ARG_CHECK(value != NULL, "ncclCommMemStats: value is NULL (stat %d, comm %p rank %d)", (int)stat,
-                 (void*)comm, comm->rank);
+                 (void*)comm, comm->ctx.rank);
   WEFT_ARG_CHECK((int)stat >= (int)ncclStatGpuMemSuspend && (int)stat <= (int)ncclStatGpuMemTotal,
                  "ncclCommMemStats: stat %d is not a ncclCommMemStat_t (%d..%d) (comm %p rank %d)", (int)stat,
-                 (int)ncclStatGpuMemSuspend, (int)ncclStatGpuMemTotal, (void*)comm, comm->rank);
+                 (int)ncclStatGpuMemSuspend, (int)ncclStatGpuMemTotal, (void*)comm, comm->ctx.rank);
   struct weft_mem_usage u;
   int suspended = current_usage(comm, &u);
   log_usage(comm, suspended ? "suspended" : "active", &u);

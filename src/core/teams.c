@@ -11,10 +11,10 @@ static const ncclTeam_t no_team = {0, -1, 0};
 /* This host's ranks as a team, when they are evenly spaced world ranks (a team cannot say
  * otherwise); 0 when they are not. */
 static int lsa_stride(const struct ncclComm* comm) {
-  if (comm->local_nranks <= 1) return 1;
-  int stride = comm->local_ranks[1] - comm->local_ranks[0];
-  for (int i = 2; i < comm->local_nranks; i++) {
-    if (comm->local_ranks[i] - comm->local_ranks[i - 1] != stride) return 0;
+  if (comm->ctx.local_nranks <= 1) return 1;
+  int stride = comm->ctx.local_ranks[1] - comm->ctx.local_ranks[0];
+  for (int i = 2; i < comm->ctx.local_nranks; i++) {
+    if (comm->ctx.local_ranks[i] - comm->ctx.local_ranks[i - 1] != stride) return 0;
   }
   return stride;
 }
@@ -25,7 +25,7 @@ static int team_comm_ok(const struct ncclComm* comm, const char* caller) {
 
 WEFT_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm) {
   if (!team_comm_ok(comm, "ncclTeamWorld")) return no_team;
-  ncclTeam_t t = {comm->nranks, comm->rank, 1};
+  ncclTeam_t t = {comm->ctx.nranks, comm->ctx.rank, 1};
   return t;
 }
 
@@ -38,7 +38,7 @@ WEFT_API(ncclTeam_t, ncclTeamLsa, ncclComm_t comm) {
     ncclTeam_t self = {1, 0, 1};
     return self;
   }
-  ncclTeam_t t = {comm->local_nranks, comm->local_rank, stride};
+  ncclTeam_t t = {comm->ctx.local_nranks, comm->ctx.local_rank, stride};
   return t;
 }
 
@@ -46,10 +46,11 @@ WEFT_API(ncclTeam_t, ncclTeamLsa, ncclComm_t comm) {
  * contiguous, equal blocks of ranks; otherwise only this rank. */
 WEFT_API(ncclTeam_t, ncclTeamRail, ncclComm_t comm) {
   if (!team_comm_ok(comm, "ncclTeamRail")) return no_team;
-  int lsa = comm->local_nranks;
+  int lsa = comm->ctx.local_nranks;
   ncclTeam_t self = {1, 0, 1};
-  if (lsa_stride(comm) != 1 || comm->nranks % lsa != 0 || comm->local_ranks[0] % lsa != 0) return self;
-  ncclTeam_t t = {comm->nranks / lsa, comm->rank / lsa, lsa};
+  if (lsa_stride(comm) != 1 || comm->ctx.nranks % lsa != 0 || comm->ctx.local_ranks[0] % lsa != 0)
+    return self;
+  ncclTeam_t t = {comm->ctx.nranks / lsa, comm->ctx.rank / lsa, lsa};
   return t;
 }
 
@@ -59,8 +60,8 @@ WEFT_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam_t team, int rank) {
     WEFT_WARN("ncclTeamRankToWorld: rank %d is not in the team's 0..%d range", rank, team.nRanks - 1);
     return -1;
   }
-  int world = comm->rank + (rank - team.rank) * team.stride;
-  if (world < 0 || world >= comm->nranks) {
+  int world = comm->ctx.rank + (rank - team.rank) * team.stride;
+  if (world < 0 || world >= comm->ctx.nranks) {
     WEFT_WARN("ncclTeamRankToWorld: team {nRanks %d, rank %d, stride %d} is not a team of this communicator",
               team.nRanks, team.rank, team.stride);
     return -1;
@@ -72,8 +73,8 @@ WEFT_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam_t team, int rank) {
 WEFT_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t team, int rank) {
   int world = pncclTeamRankToWorld(comm, team, rank);
   if (world < 0) return -1;
-  for (int i = 0; i < comm->local_nranks; i++) {
-    if (comm->local_ranks[i] == world) return i;
+  for (int i = 0; i < comm->ctx.local_nranks; i++) {
+    if (comm->ctx.local_ranks[i] == world) return i;
   }
   return -1;
 }

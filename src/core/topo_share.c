@@ -27,11 +27,12 @@ struct share_head {
 
 /* The host's first rank, then the ranks of the host in other processes, in rank order. */
 static int share_members(const struct ncclComm* comm, int* members) {
-  uint64_t first_pid = comm->peers[comm->local_ranks[0]].pid_hash;
+  uint64_t first_pid = comm->ctx.peers[comm->ctx.local_ranks[0]].pid_hash;
   int n = 0;
-  members[n++] = comm->local_ranks[0];
-  for (int i = 1; i < comm->local_nranks; i++)
-    if (comm->peers[comm->local_ranks[i]].pid_hash != first_pid) members[n++] = comm->local_ranks[i];
+  members[n++] = comm->ctx.local_ranks[0];
+  for (int i = 1; i < comm->ctx.local_nranks; i++)
+    if (comm->ctx.peers[comm->ctx.local_ranks[i]].pid_hash != first_pid)
+      members[n++] = comm->ctx.local_ranks[i];
   return n;
 }
 
@@ -49,14 +50,14 @@ static void first_rank_tree(struct share_head* head, char** text) {
 
 static ncclResult_t receive_tree(struct ncclComm* comm, int parent, struct share_head* head, char** text) {
   *text = NULL;
-  WEFT_CHECK(weft_bootstrap_recv(comm->bootstrap, parent, SHARE_HEAD_TAG, head, sizeof(*head)));
+  WEFT_CHECK(weft_bootstrap_recv(comm->ctx.bootstrap, parent, SHARE_HEAD_TAG, head, sizeof(*head)));
   if (head->len == 0) return ncclSuccess;
   if ((*text = malloc(head->len)) == NULL) {
-    WEFT_WARN("rank %d: out of memory for the %llu-byte topology tree of rank %d", comm->rank,
+    WEFT_WARN("rank %d: out of memory for the %llu-byte topology tree of rank %d", comm->ctx.rank,
               (unsigned long long)head->len, parent);
     return ncclSystemError;
   }
-  return weft_bootstrap_recv(comm->bootstrap, parent, SHARE_TEXT_TAG, *text, head->len);
+  return weft_bootstrap_recv(comm->ctx.bootstrap, parent, SHARE_TEXT_TAG, *text, head->len);
 }
 
 /* Member i of n passes the tree to i + 2^k for every 2^k > i, farthest first. */
@@ -67,8 +68,9 @@ static ncclResult_t pass_on(struct ncclComm* comm, const int* members, int n, in
   for (int step = top; step > i; step >>= 1) {
     if (i + step >= n) continue;
     int child = members[i + step];
-    WEFT_CHECK(weft_bootstrap_send(comm->bootstrap, child, SHARE_HEAD_TAG, head, sizeof(*head)));
-    if (head->len) WEFT_CHECK(weft_bootstrap_send(comm->bootstrap, child, SHARE_TEXT_TAG, text, head->len));
+    WEFT_CHECK(weft_bootstrap_send(comm->ctx.bootstrap, child, SHARE_HEAD_TAG, head, sizeof(*head)));
+    if (head->len)
+      WEFT_CHECK(weft_bootstrap_send(comm->ctx.bootstrap, child, SHARE_TEXT_TAG, text, head->len));
   }
   return ncclSuccess;
 }
@@ -80,11 +82,11 @@ static int highest_bit(int i) {
 }
 
 ncclResult_t weft_topo_share_detection(struct ncclComm* comm) {
-  if (comm->local_nranks < 2) return ncclSuccess;
-  int* members = malloc(sizeof(int) * (size_t)comm->local_nranks);
+  if (comm->ctx.local_nranks < 2) return ncclSuccess;
+  int* members = malloc(sizeof(int) * (size_t)comm->ctx.local_nranks);
   if (members == NULL) return ncclSystemError;
   int n = share_members(comm, members), i = 0;
-  while (i < n && members[i] != comm->rank) i++;
+  while (i < n && members[i] != comm->ctx.rank) i++;
   if (n < 2 || i == n) { /* one process on this host, or this rank shares its first rank's memory */
     free(members);
     return ncclSuccess;

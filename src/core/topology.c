@@ -10,9 +10,9 @@
 #include <time.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/tuned.h"
 #include "core/peers.h"
 #include "core/topo_share.h"
-#include "core/tuned.h"
 #include "util/check.h"
 #include "util/param.h"
 
@@ -74,27 +74,28 @@ int weft_current_numa_node(void) {
 
 /* The model assumes identical hosts (NCCL's rule too): same number of ranks on each. */
 static int hosts_alike(const struct ncclComm* comm) {
-  int* count = calloc((size_t)comm->nnodes, sizeof(int));
+  int* count = calloc((size_t)comm->ctx.nnodes, sizeof(int));
   if (count == NULL) return 0;
-  for (int r = 0; r < comm->nranks; r++) count[comm->rank_to_node[r]]++;
+  for (int r = 0; r < comm->ctx.nranks; r++) count[comm->ctx.rank_to_node[r]]++;
   int alike = 1;
-  for (int n = 1; n < comm->nnodes; n++) alike &= count[n] == count[0];
+  for (int n = 1; n < comm->ctx.nnodes; n++) alike &= count[n] == count[0];
   free(count);
   return alike;
 }
 
 static float slowest_copy_bw(const struct ncclComm* comm) {
-  float bw = comm->peers[0].copy_bw;
-  for (int r = 1; r < comm->nranks; r++)
-    if (comm->peers[r].copy_bw < bw) bw = comm->peers[r].copy_bw;
+  float bw = comm->ctx.peers[0].copy_bw;
+  for (int r = 1; r < comm->ctx.nranks; r++)
+    if (comm->ctx.peers[r].copy_bw < bw) bw = comm->ctx.peers[r].copy_bw;
   return bw > 0 ? bw : 1.0f;
 }
 
 static ncclResult_t place_host_ranks(struct ncclComm* comm, struct weft_comm_topo* t, float bw) {
-  int* numa = malloc(sizeof(int) * (size_t)comm->local_nranks);
+  int* numa = malloc(sizeof(int) * (size_t)comm->ctx.local_nranks);
   if (numa == NULL) return ncclSystemError;
-  for (int i = 0; i < comm->local_nranks; i++) numa[i] = comm->peers[comm->local_ranks[i]].numa_node;
-  ncclResult_t res = weft_topo_add_host_ranks(t->sys, 0, comm->local_nranks, numa, bw);
+  for (int i = 0; i < comm->ctx.local_nranks; i++)
+    numa[i] = comm->ctx.peers[comm->ctx.local_ranks[i]].numa_node;
+  ncclResult_t res = weft_topo_add_host_ranks(t->sys, 0, comm->ctx.local_nranks, numa, bw);
   free(numa);
   return res;
 }
@@ -141,19 +142,19 @@ static void summarize_env(struct weft_comm_topo* t, struct topo_summary* s) {
  * (the WARN is the engine's, weft_plan_agree). */
 static ncclResult_t adopt_env(struct ncclComm* comm, struct weft_comm_topo* t,
                               const struct topo_summary* all) {
-  const struct topo_summary *me = &all[comm->rank], *r0 = &all[0];
+  const struct topo_summary *me = &all[comm->ctx.rank], *r0 = &all[0];
   struct topo_env e;
   memset(&e, 0, sizeof(e));
   t->min_channels = r0->min_channels;
   t->max_channels = r0->max_channels;
-  if (comm->rank == 0) {
+  if (comm->ctx.rank == 0) {
     snprintf(e.algo, sizeof(e.algo), "%s", t->algo_env);
     snprintf(e.proto, sizeof(e.proto), "%s", t->proto_env);
-    for (int r = 1; r < comm->nranks; r++)
+    for (int r = 1; r < comm->ctx.nranks; r++)
       if (all[r].env_hash != r0->env_hash)
-        WEFT_CHECK(weft_bootstrap_send(comm->bootstrap, r, TOPO_ENV_TAG, &e, sizeof(e)));
+        WEFT_CHECK(weft_bootstrap_send(comm->ctx.bootstrap, r, TOPO_ENV_TAG, &e, sizeof(e)));
   } else if (me->env_hash != r0->env_hash) {
-    WEFT_CHECK(weft_bootstrap_recv(comm->bootstrap, 0, TOPO_ENV_TAG, &e, sizeof(e)));
+    WEFT_CHECK(weft_bootstrap_recv(comm->ctx.bootstrap, 0, TOPO_ENV_TAG, &e, sizeof(e)));
     e.algo[sizeof(e.algo) - 1] = e.proto[sizeof(e.proto) - 1] = 0;
     snprintf(t->algo_env, sizeof(t->algo_env), "%s", e.algo);
     snprintf(t->proto_env, sizeof(t->proto_env), "%s", e.proto);
@@ -161,7 +162,7 @@ static ncclResult_t adopt_env(struct ncclComm* comm, struct weft_comm_topo* t,
   if (me->min_channels != r0->min_channels || me->max_channels != r0->max_channels ||
       me->env_hash != r0->env_hash)
     WEFT_INFO(WEFT_INIT | WEFT_TUNING, "comm %p rank %d: tuning with rank 0's NCCL_ALGO=%s NCCL_PROTO=%s",
-              (void*)comm, comm->rank, t->algo_env, t->proto_env);
+              (void*)comm, comm->ctx.rank, t->algo_env, t->proto_env);
   return ncclSuccess;
 }
 
@@ -188,7 +189,7 @@ static float fmin_(float a, float b) { return a < b ? a : b; }
 /* Folds every rank's summary into ours; returns 0 when any rank has no model. */
 static int agree(struct ncclComm* comm, struct weft_comm_topo* t, const struct topo_summary* all) {
   struct weft_topo_graph* g[2] = {&t->ring, &t->tree};
-  for (int r = 0; r < comm->nranks; r++) {
+  for (int r = 0; r < comm->ctx.nranks; r++) {
     if (!all[r].ok) return 0;
     for (int i = 0; i < 2; i++) {
       g[i]->nchannels = imin(g[i]->nchannels, all[r].nchannels[i]);
@@ -204,16 +205,16 @@ static int agree(struct ncclComm* comm, struct weft_comm_topo* t, const struct t
 
 static ncclResult_t build(struct ncclComm* comm, struct weft_comm_topo* t, float bw) {
   WEFT_CHECK(weft_topo_get_system(&t->sys));
-  if (comm->backend == WEFT_BACKEND_HOST) WEFT_CHECK(place_host_ranks(comm, t, bw));
+  if (comm->ctx.backend == WEFT_BACKEND_HOST) WEFT_CHECK(place_host_ranks(comm, t, bw));
   /* GPUs the detection did not see (no NVML, an emulated GPU) leave nothing to search: that is
    * no error of the job's, so no WARN either. */
   if (weft_topo_nlocal(t->sys, 0) < 1) {
     WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "comm %p rank %d: the detected topology holds none of this job's ranks",
-              (void*)comm, comm->rank);
+              (void*)comm, comm->ctx.rank);
     return ncclInvalidUsage;
   }
-  WEFT_CHECK(weft_topo_search_all(t->sys, 0, comm->nnodes, &t->ring, &t->tree));
-  WEFT_CHECK(weft_topo_connect_channels(&t->ring, &t->tree, comm->nnodes, &t->channels));
+  WEFT_CHECK(weft_topo_search_all(t->sys, 0, comm->ctx.nnodes, &t->ring, &t->tree));
+  WEFT_CHECK(weft_topo_connect_channels(&t->ring, &t->tree, comm->ctx.nnodes, &t->channels));
   t->min_sm = weft_topo_min_sm(t->sys, 0);
   t->cpu_amd = weft_topo_cpu_is_amd(t->sys, 0);
   t->comm_channels = t->channels->nchannels;
@@ -232,11 +233,11 @@ static void release_model(struct weft_comm_topo* t) {
 }
 
 static ncclResult_t setup_tuning(struct ncclComm* comm, struct weft_comm_topo* t, float bw) {
-  int host = comm->backend == WEFT_BACKEND_HOST;
+  int host = comm->ctx.backend == WEFT_BACKEND_HOST;
   struct weft_tuning_input in = {.arch = host ? WEFT_ARCH_HOST : weft_arch_from_sm(t->min_sm),
                                  .cpu_vendor = t->cpu_amd,
-                                 .nranks = comm->nranks,
-                                 .nnodes = comm->nnodes,
+                                 .nranks = comm->ctx.nranks,
+                                 .nnodes = comm->ctx.nnodes,
                                  .nchannels = t->comm_channels,
                                  .ring = &t->ring,
                                  .tree = &t->tree,
@@ -251,7 +252,8 @@ static ncclResult_t setup_tuning(struct ncclComm* comm, struct weft_comm_topo* t
       WEFT_INIT | WEFT_GRAPH,
       "comm %p rank %d: %d host(s) x %d rank(s), ring %d channel(s) at %.1f GB/s, copy bandwidth %.1f GB/s "
       "(slowest rank)",
-      (void*)comm, comm->rank, comm->nnodes, comm->local_nranks, t->ring.nchannels, t->ring.bw_intra, bw);
+      (void*)comm, comm->ctx.rank, comm->ctx.nnodes, comm->ctx.local_nranks, t->ring.nchannels,
+      t->ring.bw_intra, bw);
   return ncclSuccess;
 }
 
@@ -274,17 +276,18 @@ static struct shared_model* models;
 
 /* Everything build() reads that could differ between two communicators with one hash. */
 static uint64_t model_key(const struct ncclComm* comm, float bw) {
-  int shape[4] = {comm->nranks, comm->local_nranks, comm->nnodes, (int)comm->backend};
-  uint64_t k = weft_hash_bytes(shape, sizeof(shape), comm->comm_hash);
+  int shape[4] = {comm->ctx.nranks, comm->ctx.local_nranks, comm->ctx.nnodes, (int)comm->ctx.backend};
+  uint64_t k = weft_hash_bytes(shape, sizeof(shape), comm->ctx.comm_hash);
   k = weft_hash_bytes(&bw, sizeof(bw), k);
-  for (int i = 0; i < comm->local_nranks; i++)
-    k = weft_hash_bytes(&comm->peers[comm->local_ranks[i]].numa_node, sizeof(int), k);
+  for (int i = 0; i < comm->ctx.local_nranks; i++)
+    k = weft_hash_bytes(&comm->ctx.peers[comm->ctx.local_ranks[i]].numa_node, sizeof(int), k);
   return k;
 }
 
 static int ranks_in_process(const struct ncclComm* comm) {
   int n = 0;
-  for (int r = 0; r < comm->nranks; r++) n += comm->peers[r].pid_hash == comm->peers[comm->rank].pid_hash;
+  for (int r = 0; r < comm->ctx.nranks; r++)
+    n += comm->ctx.peers[r].pid_hash == comm->ctx.peers[comm->ctx.rank].pid_hash;
   return n;
 }
 
@@ -360,11 +363,11 @@ static ncclResult_t build_agreed(struct ncclComm* comm, struct weft_comm_topo* t
   ncclResult_t built = build_shared(comm, t, bw);
   if (built != ncclSuccess)
     WEFT_INFO(WEFT_INIT | WEFT_GRAPH, "comm %p rank %d: topology model unavailable (%s)", (void*)comm,
-              comm->rank, ncclGetErrorString(built));
-  struct topo_summary* all = calloc((size_t)comm->nranks, sizeof(*all));
+              comm->ctx.rank, ncclGetErrorString(built));
+  struct topo_summary* all = calloc((size_t)comm->ctx.nranks, sizeof(*all));
   if (all == NULL) return ncclSystemError;
-  summarize(t, built == ncclSuccess, &all[comm->rank]);
-  ncclResult_t res = weft_bootstrap_allgather(comm->bootstrap, all, sizeof(*all));
+  summarize(t, built == ncclSuccess, &all[comm->ctx.rank]);
+  ncclResult_t res = weft_bootstrap_allgather(comm->ctx.bootstrap, all, sizeof(*all));
   *usable = res == ncclSuccess && agree(comm, t, all);
   if (res == ncclSuccess) res = adopt_env(comm, t, all);
   free(all);
@@ -385,7 +388,7 @@ ncclResult_t weft_comm_topo_init(struct ncclComm* comm) {
   }
   struct weft_comm_topo* t = calloc(1, sizeof(*t));
   if (t == NULL) return ncclSystemError;
-  comm->topo = t;
+  comm->ctx.topo = t;
   int usable = 0;
   ncclResult_t res = build_agreed(comm, t, &usable);
   if (res != ncclSuccess || !usable) {
@@ -402,13 +405,13 @@ _Static_assert(WEFT_TUNED_ALGO_TREE == 1u << WEFT_ALGO_TREE && WEFT_TUNED_ALGO_R
                    WEFT_TUNED_PROTO_ALL == (1u << WEFT_PROTO_COUNT) - 1,
                "tuned.h's masks are the tuning model's enums");
 
-int weft_comm_tuned_allows(const struct ncclComm* comm, int coll, unsigned algos, unsigned protos) {
+int weft_comm_tuned_allows(const struct weft_comm_ctx* comm, int coll, unsigned algos, unsigned protos) {
   const struct weft_comm_topo* t = comm->topo;
   if (t == NULL) return -1;
   return weft_tuning_allows(&t->tuning, coll, algos, protos);
 }
 
-int weft_comm_tuned_choice(const struct ncclComm* comm, int coll, size_t nbytes, unsigned algos,
+int weft_comm_tuned_choice(const struct weft_comm_ctx* comm, int coll, size_t nbytes, unsigned algos,
                            unsigned protos, struct weft_tuned* out) {
   const struct weft_comm_topo* t = comm->topo;
   if (t == NULL || coll < 0 || coll >= WEFT_FUNC_COUNT) return 0;
@@ -426,7 +429,7 @@ int weft_comm_tuned_choice(const struct ncclComm* comm, int coll, size_t nbytes,
   return 1;
 }
 
-float weft_comm_tuned_time(const struct ncclComm* comm, int coll, size_t nbytes, int tree, int ll,
+float weft_comm_tuned_time(const struct weft_comm_ctx* comm, int coll, size_t nbytes, int tree, int ll,
                            int nchannels) {
   const struct weft_comm_topo* t = comm->topo;
   if (t == NULL || coll < 0 || coll >= WEFT_FUNC_COUNT) return -1;
@@ -435,7 +438,7 @@ float weft_comm_tuned_time(const struct ncclComm* comm, int coll, size_t nbytes,
                              t->tuning.in.nnodes, nchannels);
 }
 
-int weft_comm_tuned_explain(const struct ncclComm* comm, const struct weft_tuned_explain* e,
+int weft_comm_tuned_explain(const struct weft_comm_ctx* comm, const struct weft_tuned_explain* e,
                             void (*emit)(void* arg, const char* line), void* arg) {
   const struct weft_comm_topo* t = comm->topo;
   if (t == NULL || e->coll < 0 || e->coll >= WEFT_FUNC_COUNT) return 0;
@@ -456,12 +459,12 @@ int weft_comm_tuned_explain(const struct ncclComm* comm, const struct weft_tuned
 }
 
 void weft_comm_topo_fini(struct ncclComm* comm) {
-  struct weft_comm_topo* t = comm->topo;
+  struct weft_comm_topo* t = comm->ctx.topo;
   if (t == NULL) return;
   weft_topo_channels_destroy(t->channels);
   weft_topo_system_destroy(t->sys);
   weft_topo_graph_fini(&t->ring);
   weft_topo_graph_fini(&t->tree);
   free(t);
-  comm->topo = NULL;
+  comm->ctx.topo = NULL;
 }

@@ -23,9 +23,9 @@ struct weft_comm_topo {
 float weft_measure_copy_bw(void);
 /* NUMA node of the CPU the calling thread runs on, -1 when unknown. */
 int weft_current_numa_node(void);
-/* Builds comm->topo after the peer exchange. Every rank derives the same result from the same
+/* Builds comm->ctx.topo after the peer exchange. Every rank derives the same result from the same
  * inputs (the slowest rank's copy bandwidth, identical node shapes). When hosts hold different
- * numbers of ranks the model does not apply: comm->topo stays NULL and rank-order rings are used. */
+ * numbers of ranks the model does not apply: comm->ctx.topo stays NULL and rank-order rings are used. */
 ncclResult_t weft_comm_topo_init(struct ncclComm* comm);
 void weft_comm_topo_fini(struct ncclComm* comm);
 

@@ -10,9 +10,9 @@ __attribute__((visibility("default"))) ncclResult_t weftCommDumpTrace(ncclComm_t
     WEFT_WARN("weftCommDumpTrace: comm %p is not a live communicator", (void*)comm);
     return ncclInvalidArgument;
   }
-  if (comm->peers == NULL) {
-    WEFT_WARN("weftCommDumpTrace: comm %p rank %d has not finished its init", (void*)comm, comm->rank);
+  if (comm->ctx.peers == NULL) {
+    WEFT_WARN("weftCommDumpTrace: comm %p rank %d has not finished its init", (void*)comm, comm->ctx.rank);
     return ncclInvalidUsage;
   }
-  return weft_trace_dump(comm, dir, WEFT_TRACE_ON_REQUEST, 1);
+  return weft_trace_dump(&comm->ctx, dir, WEFT_TRACE_ON_REQUEST, 1);
 }

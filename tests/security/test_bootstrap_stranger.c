@@ -61,7 +61,7 @@ static void* rank_main(void* p) {
   if (a->init_res != ncclSuccess) return NULL;
   a->ok = allreduce_ok(a->comm, a->nranks, a->rank);
   if (a->split) {
-    a->ok = a->ok && weft_bs_progress(a->comm->bootstrap, NULL, 0, until_stranger_done, NULL, NULL,
+    a->ok = a->ok && weft_bs_progress(a->comm->ctx.bootstrap, NULL, 0, until_stranger_done, NULL, NULL,
                                       weft_socket_deadline(30), "waiting for the stranger") == ncclSuccess;
     ncclComm_t sub = NULL;
     /* Reverse order: the split's ring differs from the parent's. */
@@ -231,12 +231,12 @@ static void scenario_split_injection(void) {
   for (int r = 0; r < NRANKS; r++) {
     fds[r] = -1;
     if (j.args[r].init_res != ncclSuccess) continue;
-    struct weft_bootstrap* bs = j.args[r].comm->bootstrap;
+    struct weft_bootstrap* bs = j.args[r].comm->ctx.bootstrap;
     fds[r] = stranger_connect(&bs->listen_addr);
   }
   for (int r = 0; r < NRANKS; r++) {
     if (fds[r] < 0) continue;
-    struct weft_bootstrap* bs = j.args[r].comm->bootstrap;
+    struct weft_bootstrap* bs = j.args[r].comm->ctx.bootstrap;
     /* A message is signed over the receiver's session nonce: a stranger can only guess. */
     struct weft_bs_opening o;
     memset(&o, 0, sizeof(o));

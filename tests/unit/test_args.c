@@ -18,18 +18,18 @@ static float buf_f[256];
 static struct ncclComm* fake_comm(int rank, int nranks) {
   struct ncclComm* c = calloc(1, sizeof(*c));
   c->magic = WEFT_COMM_MAGIC;
-  c->rank = rank;
-  c->nranks = nranks;
+  c->ctx.rank = rank;
+  c->ctx.nranks = nranks;
   return c;
 }
 
 static void drop_tasks(struct ncclComm* c) {
-  for (struct weft_task* t = c->tasks.head; t;) {
+  for (struct weft_task* t = c->ctx.tasks.head; t;) {
     struct weft_task* next = t->next;
     free(t);
     t = next;
   }
-  memset(&c->tasks, 0, sizeof(c->tasks));
+  memset(&c->ctx.tasks, 0, sizeof(c->ctx.tasks));
 }
 
 /* Ends a group without launching: a latched error makes ncclGroupEnd drop instead of run. */
@@ -130,11 +130,11 @@ static void test_valid_shapes(struct ncclComm* c) {
   EXPECT_EQ_INT(ncclSend(b, n, ncclFloat, 2, c, NULL), ncclSuccess);
   EXPECT_EQ_INT(ncclRecv(b + 32, n, ncclFloat, 2, c, NULL), ncclSuccess);
   /* count 0: valid with NULL buffers, queues nothing */
-  int before = c->tasks.count;
+  int before = c->ctx.tasks.count;
   EXPECT_EQ_INT(ncclAllReduce(NULL, NULL, 0, ncclFloat, ncclSum, c, NULL), ncclSuccess);
   EXPECT_EQ_INT(ncclAlltoAll(NULL, NULL, 0, ncclFloat, c, NULL), ncclSuccess);
   EXPECT_EQ_INT(ncclSend(NULL, 0, ncclFloat, 1, c, NULL), ncclSuccess);
-  EXPECT_EQ_INT(c->tasks.count, before);
+  EXPECT_EQ_INT(c->ctx.tasks.count, before);
   EXPECT_EQ_INT(before, 2 + 2 + 2 + 2 + 2 + (1 + 4) + (4 + 1) + 2);
   end_group_without_launch(c);
 }
@@ -166,13 +166,13 @@ static void test_aliasing(struct ncclComm* c) {
 
 static void test_tasks(struct ncclComm* c) {
   float* b = (float*)buf_f;
-  uint64_t seq0 = c->next_seq;
+  uint64_t seq0 = c->ctx.next_seq;
   EXPECT_EQ_INT(ncclGroupStart(), ncclSuccess);
   EXPECT_EQ_INT(ncclAllReduce(b, b + 128, 7, ncclFloat, ncclAvg, c, NULL), ncclSuccess);
   EXPECT_EQ_INT(ncclReduceScatter(b, b + 128, 3, ncclInt32, ncclAvg, c, NULL), ncclSuccess);
   EXPECT_EQ_INT(ncclAlltoAll(b, b + 128, 5, ncclFloat, c, NULL), ncclSuccess);
-  EXPECT_EQ_INT(c->tasks.count, 2 + 8);
-  struct weft_task* t = c->tasks.head;
+  EXPECT_EQ_INT(c->ctx.tasks.count, 2 + 8);
+  struct weft_task* t = c->ctx.tasks.head;
   EXPECT_EQ_INT(t->coll, WEFT_COLL_ALLREDUCE);
   EXPECT(t->sendbuff == b && t->recvbuff == b + 128);
   EXPECT_EQ_INT(t->count, 7);
@@ -198,8 +198,8 @@ static void test_tasks(struct ncclComm* c) {
     EXPECT_EQ_INT(t->root, p);
     EXPECT(t->recvbuff == b + 128 + 5 * p);
   }
-  EXPECT(t->next == NULL && c->tasks.tail == t);
-  EXPECT_EQ_INT(c->next_seq, seq0 + 10);
+  EXPECT(t->next == NULL && c->ctx.tasks.tail == t);
+  EXPECT_EQ_INT(c->ctx.next_seq, seq0 + 10);
   end_group_without_launch(c);
 }
 
@@ -208,7 +208,7 @@ static void test_group_latch(struct ncclComm* c) {
   EXPECT_EQ_INT(ncclGroupStart(), ncclSuccess);
   EXPECT_EQ_INT(ncclAllReduce(b, b, 1, ncclInt8, ncclSum, c, NULL), ncclSuccess);
   EXPECT_INVALID(ncclSend(b, 1, ncclInt8, 5, c, NULL), "invalid peer 5");
-  EXPECT_EQ_INT(c->tasks.count, 1);
+  EXPECT_EQ_INT(c->ctx.tasks.count, 1);
   drop_tasks(c); /* the engine is not part of this test */
   EXPECT_EQ_INT(ncclGroupEnd(), ncclInvalidArgument);
 }
@@ -223,7 +223,7 @@ static void test_log_line(struct ncclComm* c, const char* path) {
   snprintf(want, sizeof(want),
            "NCCL INFO Reduce: opCount %lx sendbuff %p recvbuff %p count 9 datatype 8 op 3 root 3 comm %p "
            "[nranks=4] stream (nil)",
-           (unsigned long)(c->next_seq - 1), (void*)b, (void*)(b + 1024), (void*)c);
+           (unsigned long)(c->ctx.next_seq - 1), (void*)b, (void*)(b + 1024), (void*)c);
   int found = 0;
   while (f && fgets(line, sizeof(line), f)) found |= strstr(line, want) != NULL;
   if (f) fclose(f);
@@ -247,7 +247,7 @@ int main(void) {
   test_group_latch(c);
   test_log_line(c, log_path);
   unlink(log_path);
-  EXPECT_EQ_INT(c->tasks.count, 0);
+  EXPECT_EQ_INT(c->ctx.tasks.count, 0);
   free(c);
   return test_finish("test_args");
 }

@@ -97,7 +97,7 @@ int main(void) {
   struct ncclComm* c = calloc(1, sizeof(*c));
   struct ncclComm* other = calloc(1, sizeof(*other));
   c->magic = other->magic = WEFT_COMM_MAGIC;
-  c->nranks = other->nranks = 1;
+  c->ctx.nranks = other->ctx.nranks = 1;
   test_alloc();
   test_register(c, other);
   free(c);

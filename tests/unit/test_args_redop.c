@@ -132,12 +132,12 @@ static void test_user_ops(struct ncclComm* c) {
 int main(void) {
   struct ncclComm* c = calloc(1, sizeof(*c));
   c->magic = WEFT_COMM_MAGIC;
-  c->rank = 1;
-  c->nranks = 3;
+  c->ctx.rank = 1;
+  c->ctx.nranks = 3;
   test_encode();
   test_resolve(c);
   test_user_ops(c);
-  free(c->user_ops);
+  free(c->ctx.user_ops);
   free(c);
   return test_finish("test_args_redop");
 }

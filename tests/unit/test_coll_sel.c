@@ -5,7 +5,7 @@
 #include "check.h"
 #include "collectives/coll_config.h"
 #include "collectives/plan.h"
-#include "core/tuned.h"
+#include "collectives/tuned.h"
 
 #define ALGOS WEFT_TUNED_ALGO_ALL
 #define PROTOS WEFT_TUNED_PROTO_ALL

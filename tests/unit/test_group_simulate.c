@@ -9,7 +9,7 @@
 #include "../integration/coll_util.h"
 #include "check.h"
 #include "collectives/task.h"
-#include "core/tuned.h"
+#include "collectives/tuned.h"
 #include "nccl.h"
 
 #define SMALL 1024          /* floats: 4 KiB */

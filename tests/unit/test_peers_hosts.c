@@ -29,30 +29,30 @@ static void check_shape(const char* name, int n, uint64_t (*host_of)(int)) {
   for (int me = 0; me < n; me += n / 5 + 1) {
     struct ncclComm comm;
     memset(&comm, 0, sizeof(comm));
-    comm.nranks = n;
-    comm.rank = me;
-    comm.peers = calloc(n, sizeof(*comm.peers));
-    for (int r = 0; r < n; r++) comm.peers[r].host_hash = host[r];
+    comm.ctx.nranks = n;
+    comm.ctx.rank = me;
+    comm.ctx.peers = calloc(n, sizeof(*comm.ctx.peers));
+    for (int r = 0; r < n; r++) comm.ctx.peers[r].host_hash = host[r];
     EXPECT_MSG(weft_peers_map_hosts(&comm) == ncclSuccess, "%s", name);
     int bad = 0, mates = 0, nnodes = 0;
     for (int r = 0; r < n; r++) {
-      bad += comm.rank_to_node[r] != want[r];
+      bad += comm.ctx.rank_to_node[r] != want[r];
       mates += host[r] == host[me];
       nnodes = want[r] + 1 > nnodes ? want[r] + 1 : nnodes;
     }
     EXPECT_MSG(bad == 0, "%s: %d ranks on the wrong host number", name, bad);
-    EXPECT_MSG(comm.nnodes == nnodes && comm.node == want[me], "%s: %d hosts, rank %d on %d", name,
-               comm.nnodes, me, comm.node);
-    EXPECT_MSG(comm.local_nranks == mates, "%s: rank %d has %d host-mates, want %d", name, me,
-               comm.local_nranks, mates);
-    for (int i = 0; i < comm.local_nranks; i++) {
-      EXPECT(host[comm.local_ranks[i]] == host[me] &&
-             (i == 0 || comm.local_ranks[i] > comm.local_ranks[i - 1]));
-      if (comm.local_ranks[i] == me) EXPECT_EQ_INT(comm.local_rank, i);
+    EXPECT_MSG(comm.ctx.nnodes == nnodes && comm.ctx.node == want[me], "%s: %d hosts, rank %d on %d", name,
+               comm.ctx.nnodes, me, comm.ctx.node);
+    EXPECT_MSG(comm.ctx.local_nranks == mates, "%s: rank %d has %d host-mates, want %d", name, me,
+               comm.ctx.local_nranks, mates);
+    for (int i = 0; i < comm.ctx.local_nranks; i++) {
+      EXPECT(host[comm.ctx.local_ranks[i]] == host[me] &&
+             (i == 0 || comm.ctx.local_ranks[i] > comm.ctx.local_ranks[i - 1]));
+      if (comm.ctx.local_ranks[i] == me) EXPECT_EQ_INT(comm.ctx.local_rank, i);
     }
-    free(comm.peers);
-    free(comm.rank_to_node);
-    free(comm.local_ranks);
+    free(comm.ctx.peers);
+    free(comm.ctx.rank_to_node);
+    free(comm.ctx.local_ranks);
   }
   free(host);
   free(want);

@@ -24,7 +24,7 @@
 
 #include "check.h"
 #include "collectives/plan.h"
-#include "core/tuned.h"
+#include "collectives/tuned.h"
 
 #define RING WEFT_TUNED_ALGO_RING
 #define TREE WEFT_TUNED_ALGO_TREE
@@ -155,7 +155,7 @@ static struct ncclComm* model_comm(struct weft_topo_graph* ring, struct weft_top
   weft_topo_system_destroy(sys);
   struct ncclComm* comm = calloc(1, sizeof(*comm));
   struct weft_comm_topo* t = calloc(1, sizeof(*t));
-  comm->topo = t;
+  comm->ctx.topo = t;
   struct weft_tuning_input in = {.arch = WEFT_ARCH_AMPERE,
                                  .nranks = ring->nlocal * 2,
                                  .nnodes = 2,
@@ -176,7 +176,7 @@ static void test_model(void) {
   struct ncclComm* comm = model_comm(ring, tree);
   struct weft_plan_params host = host_params(4), cuda = cuda_params(16);
   host.comm = cuda.comm = comm;
-  host.nranks = cuda.nranks = comm->topo->tuning.in.nranks;
+  host.nranks = cuda.nranks = comm->ctx.topo->tuning.in.nranks;
   host.nnodes = cuda.nnodes = 2;
   size_t tree_bytes = 0;
   for (size_t b = 1 * KIB; b <= 1024 * MIB && !tree_bytes; b *= 2) {
@@ -220,13 +220,13 @@ static void test_model(void) {
   struct ncclComm* tree_comm = model_comm(ring, tree);
   cuda = cuda_params(16);
   cuda.comm = tree_comm;
-  cuda.nranks = tree_comm->topo->tuning.in.nranks;
+  cuda.nranks = tree_comm->ctx.topo->tuning.in.nranks;
   EXPECT(weft_plan_choose(&cuda, WEFT_COLL_ALLREDUCE, tree_bytes, NULL, &a, &p, &n) == ncclSuccess);
   EXPECT_MSG(a == WEFT_PLAN_RING, "cuda, NCCL_ALGO=Tree with a model: algo %d", a);
   clear_env();
-  free(tree_comm->topo);
+  free(tree_comm->ctx.topo);
   free(tree_comm);
-  free(comm->topo);
+  free(comm->ctx.topo);
   free(comm);
   weft_topo_graph_fini(ring);
   weft_topo_graph_fini(tree);

@@ -10,12 +10,12 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/agree.h"
+#include "collectives/context.h"
 #include "collectives/engine.h"
 #include "collectives/memstat.h"
 #include "collectives/tree.h"
 #include "collectives/tune_log.h"
-#include "core/comm.h"
-#include "core/tuned.h"
+#include "collectives/tuned.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -77,7 +77,7 @@ static ncclResult_t start_ctrl(struct weft_cuda_state* s, struct weft_link_mem* 
 
 /* A network connector's proxy stops this comm's kernels (their abort flag) when it loses the
  * peer, and records whom it lost. */
-void weft_cuda_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp) {
+void weft_cuda_link_peer(struct weft_comm_ctx* comm, int peer, struct weft_link_peer* lp) {
   struct weft_cuda_state* s = comm->cuda;
   lp->net.abort_flag = &s->host->abort;
   lp->gpu = 1;
@@ -88,13 +88,13 @@ void weft_cuda_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer*
 
 /* Each connector peer -> me that this rank offers (in my GPU's memory, or host memory): its
  * transport goes to the log and its counters start where both sides' steps do. */
-static ncclResult_t offered(struct ncclComm* comm, int peer, struct weft_link_mem* mem) {
+static ncclResult_t offered(struct weft_comm_ctx* comm, int peer, struct weft_link_mem* mem) {
   WEFT_INFO(WEFT_INIT, "comm %p rank %d: connector from rank %d over %s", (void*)comm, comm->rank, peer,
             mem->tr->name);
   return start_ctrl(comm->cuda, mem);
 }
 
-static ncclResult_t connect_ring(struct ncclComm* comm, struct weft_cuda_state* s) {
+static ncclResult_t connect_ring(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
   int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
   struct weft_engine_link links[2 * WEFT_CUDA_MAX_CHANNELS];
   int n = 0;
@@ -133,7 +133,8 @@ static ncclResult_t push_connected(struct weft_cuda_state* s, const struct weft_
   return ncclSuccess;
 }
 
-ncclResult_t weft_cuda_p2p_connect(struct ncclComm* comm, const uint8_t* send_to, const uint8_t* recv_from) {
+ncclResult_t weft_cuda_p2p_connect(struct weft_comm_ctx* comm, const uint8_t* send_to,
+                                   const uint8_t* recv_from) {
   struct weft_cuda_state* s = comm->cuda;
   struct weft_engine_link* links = calloc(comm->nranks, sizeof(*links));
   if (links == NULL) return ncclSystemError;
@@ -159,7 +160,7 @@ static int tree_sends(int k) { return k % 2 == 0; }
 _Static_assert(WEFT_CUDA_TREE_DOWN == WEFT_TREE_MAX_DOWN, "a tree node's children, device and host");
 
 /* Connectors k and k + 1 (k even) go to and come from the same peer: one link. */
-static ncclResult_t connect_tree_links(struct ncclComm* comm, struct weft_cuda_state* s) {
+static ncclResult_t connect_tree_links(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
   struct weft_cuda_devcomm* m = &s->mirror;
   struct weft_engine_link links[WEFT_CUDA_TREE_CHANNELS * WEFT_TREE_CONNS / 2];
   int n = 0;
@@ -171,7 +172,7 @@ static ncclResult_t connect_tree_links(struct ncclComm* comm, struct weft_cuda_s
   return weft_engine_connect(comm, links, n, s->simple_bytes, s->ll_bytes, offered);
 }
 
-ncclResult_t weft_cuda_tree_connect(struct ncclComm* comm) {
+ncclResult_t weft_cuda_tree_connect(struct weft_comm_ctx* comm) {
   struct weft_cuda_state* s = comm->cuda;
   struct weft_cuda_devcomm* m = &s->mirror;
   for (int c = 0; c < s->env.tree_channels; c++)
@@ -225,7 +226,7 @@ static void read_sizes(struct weft_cuda_state* s) {
  * keep their step counters in between launches; only the flags the host raises or reads while
  * kernels run (abort, errors) are in pinned host memory the GPU maps. The host keeps the state as
  * it set it up (mirror): the device copy's steps move on. */
-static ncclResult_t alloc_devcomm(struct ncclComm* comm, struct weft_cuda_state* s) {
+static ncclResult_t alloc_devcomm(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
   size_t conns = (size_t)comm->nranks * sizeof(struct weft_cuda_conn);
   void* host = NULL;
   WEFT_CUDACHECK(cudaHostAlloc(&host, sizeof(*s->host), cudaHostAllocMapped | cudaHostAllocPortable));
@@ -271,7 +272,7 @@ void weft_cuda_devcomm_free(struct weft_cuda_state* s) {
 }
 
 /* Ranks of this host on this device, this one included. */
-static int ranks_on_device(const struct ncclComm* comm, int* in_process) {
+static int ranks_on_device(const struct weft_comm_ctx* comm, int* in_process) {
   int n = 0;
   *in_process = 0;
   const struct weft_peer_info* me = &comm->peers[comm->rank];
@@ -286,7 +287,7 @@ static int ranks_on_device(const struct ncclComm* comm, int* in_process) {
 /* A collective needs the kernels of all its ranks running at once. Ranks sharing a device split
  * what it holds at once (SMs x resident blocks of the kernel), or blocks that cannot start wait
  * for blocks that wait for them. */
-static ncclResult_t cap_to_residency(struct ncclComm* comm, struct weft_cuda_state* s) {
+static ncclResult_t cap_to_residency(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
   int sms = 0, per_sm = 0;
   WEFT_CUDACHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, s->dev));
   WEFT_CUDACHECK((cudaError_t)weft_cuda_kernel_occupancy(s->nthreads, &per_sm));
@@ -312,7 +313,7 @@ static ncclResult_t cap_to_residency(struct ncclComm* comm, struct weft_cuda_sta
 /* Ranks agree on what shapes a ring step (buffer sizes, channels, NCCL_PROTO and channel bounds),
  * as on the host backend (collectives/agree.c): each rank's chunk comes from its connectors, and
  * ranks cutting different steps wait for each other forever. */
-static ncclResult_t agree_shape(struct ncclComm* comm, struct weft_cuda_state* s) {
+static ncclResult_t agree_shape(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
   s->env.comm = comm; /* the planner's tuning model, agreed across ranks at its init */
   s->env.nranks = comm->nranks;
   s->env.rank = comm->rank;
@@ -325,7 +326,7 @@ static ncclResult_t agree_shape(struct ncclComm* comm, struct weft_cuda_state* s
   return ncclSuccess;
 }
 
-static ncclResult_t init_on_device(struct ncclComm* comm) {
+static ncclResult_t init_on_device(struct weft_comm_ctx* comm) {
   struct weft_cuda_state* s = calloc(1, sizeof(*s));
   if (s == NULL) return ncclSystemError;
   comm->cuda = s;
@@ -352,7 +353,7 @@ static ncclResult_t init_on_device(struct ncclComm* comm) {
 
 /* Setup selects the comm's device; the caller gets its own back, as from NCCL (a thread that
  * initializes comms for several GPUs keeps the device it selected). */
-ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
+ncclResult_t weft_cuda_comm_init(struct weft_comm_ctx* comm) {
   int caller = -1;
   if (cudaGetDevice(&caller) != cudaSuccess) caller = -1;
   ncclResult_t res = init_on_device(comm);
@@ -442,7 +443,7 @@ static void* reap_main(void* arg) {
 /* An aborted comm's device memory is freed by a thread of its own: cudaFree waits for every kernel
  * on the device, and another rank of this process may have one waiting for this rank until its
  * own timeout. Abort returns at once. */
-static void reap_later(struct ncclComm* comm, struct weft_cuda_state* s) {
+static void reap_later(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
   struct reap_job* j = malloc(sizeof(*j));
   pthread_t th;
   pthread_attr_t attr;
@@ -469,7 +470,7 @@ static void leave_device(int caller, int dev) {
   if (caller >= 0 && caller != dev) cudaSetDevice(caller);
 }
 
-void weft_cuda_stop(struct ncclComm* comm) {
+void weft_cuda_stop(struct weft_comm_ctx* comm) {
   struct weft_cuda_state* s = comm ? comm->cuda : NULL;
   if (s == NULL || s->host == NULL) return;
   __atomic_store_n(&s->host->abort, 1, __ATOMIC_SEQ_CST);
@@ -478,7 +479,7 @@ void weft_cuda_stop(struct ncclComm* comm) {
   leave_device(caller, s->dev);
 }
 
-void weft_cuda_comm_fini(struct ncclComm* comm) {
+void weft_cuda_comm_fini(struct weft_comm_ctx* comm) {
   struct weft_cuda_state* s = comm ? comm->cuda : NULL;
   if (s == NULL) return;
   int dev = s->dev;
@@ -502,7 +503,7 @@ void weft_cuda_comm_fini(struct ncclComm* comm) {
   leave_device(caller, dev);
 }
 
-ncclResult_t weft_cuda_comm_drain(struct ncclComm* comm) {
+ncclResult_t weft_cuda_comm_drain(struct weft_comm_ctx* comm) {
   struct weft_cuda_state* s = comm->cuda;
   int caller = enter_device(s->dev);
   ncclResult_t res = ncclSuccess;
@@ -530,7 +531,7 @@ static void free_idle_wlists(struct weft_cuda_state* s) {
 /* The connectors go the way teardown sends them (peers' memory closed, then own memory freed once
  * its importer says it closed it); the device state stays where it is, since kernel arguments
  * (captured graphs' too) point at it, and gets the new connectors at resume. */
-ncclResult_t weft_cuda_comm_suspend(struct ncclComm* comm) {
+ncclResult_t weft_cuda_comm_suspend(struct weft_comm_ctx* comm) {
   struct weft_cuda_state* s = comm->cuda;
   int k = comm->nranks;
   uint8_t* flags = calloc(2 * (size_t)k, 1);
@@ -553,7 +554,7 @@ ncclResult_t weft_cuda_comm_suspend(struct ncclComm* comm) {
 }
 
 /* Send/recv entries start unconnected (zeros), as after init, until restored or first used. */
-static ncclResult_t resume_on_device(struct ncclComm* comm, struct weft_cuda_state* s) {
+static ncclResult_t resume_on_device(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
   size_t conns = (size_t)comm->nranks * sizeof(struct weft_cuda_conn);
   WEFT_CUDACHECK(cudaMemsetAsync(s->mirror.p2p_send, 0, 2 * conns, s->setup_stream));
   WEFT_CUDACHECK(cudaStreamSynchronize(s->setup_stream));
@@ -562,7 +563,7 @@ static ncclResult_t resume_on_device(struct ncclComm* comm, struct weft_cuda_sta
   return weft_cuda_p2p_connect(comm, s->restore_p2p, s->restore_p2p + comm->nranks);
 }
 
-ncclResult_t weft_cuda_comm_resume(struct ncclComm* comm) {
+ncclResult_t weft_cuda_comm_resume(struct weft_comm_ctx* comm) {
   struct weft_cuda_state* s = comm->cuda;
   int caller = enter_device(s->dev);
   ncclResult_t res = resume_on_device(comm, s);
@@ -582,7 +583,7 @@ static void add_p2p(struct weft_mem_usage* u, const struct weft_link_mem* m) {
     u->suspendable[m->host->is_shm ? WEFT_MEM_SHM : WEFT_MEM_CONNECTORS] += m->host->size;
 }
 
-void weft_cuda_mem_usage(const struct ncclComm* comm, struct weft_mem_usage* u) {
+void weft_cuda_mem_usage(const struct weft_comm_ctx* comm, struct weft_mem_usage* u) {
   const struct weft_cuda_state* s = comm->cuda;
   if (s == NULL) return;
   for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++) add_p2p(u, s->ring_recv_mem[c]);
@@ -604,18 +605,18 @@ void weft_cuda_mem_usage(const struct ncclComm* comm, struct weft_mem_usage* u) 
 
 #else /* no CUDA backend in this build */
 
-ncclResult_t weft_cuda_comm_drain(struct ncclComm* comm) { return weft_cuda_comm_init(comm); }
-ncclResult_t weft_cuda_comm_suspend(struct ncclComm* comm) { return weft_cuda_comm_init(comm); }
-ncclResult_t weft_cuda_comm_resume(struct ncclComm* comm) { return weft_cuda_comm_init(comm); }
-void weft_cuda_mem_usage(const struct ncclComm* comm, struct weft_mem_usage* u) { (void)comm, (void)u; }
+ncclResult_t weft_cuda_comm_drain(struct weft_comm_ctx* comm) { return weft_cuda_comm_init(comm); }
+ncclResult_t weft_cuda_comm_suspend(struct weft_comm_ctx* comm) { return weft_cuda_comm_init(comm); }
+ncclResult_t weft_cuda_comm_resume(struct weft_comm_ctx* comm) { return weft_cuda_comm_init(comm); }
+void weft_cuda_mem_usage(const struct weft_comm_ctx* comm, struct weft_mem_usage* u) { (void)comm, (void)u; }
 
-ncclResult_t weft_cuda_comm_init(struct ncclComm* comm) {
+ncclResult_t weft_cuda_comm_init(struct weft_comm_ctx* comm) {
   WEFT_WARN("comm %p rank %d: the CUDA backend is not built in (CUDA=0)", (void*)comm, comm->rank);
   return ncclInvalidUsage;
 }
-void weft_cuda_comm_fini(struct ncclComm* comm) { (void)comm; }
-void weft_cuda_stop(struct ncclComm* comm) { (void)comm; }
-void weft_cuda_link_peer(struct ncclComm* comm, int peer, struct weft_link_peer* lp) {
+void weft_cuda_comm_fini(struct weft_comm_ctx* comm) { (void)comm; }
+void weft_cuda_stop(struct weft_comm_ctx* comm) { (void)comm; }
+void weft_cuda_link_peer(struct weft_comm_ctx* comm, int peer, struct weft_link_peer* lp) {
   (void)comm, (void)peer, (void)lp;
 }
 

@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/context.h"
 #include "collectives/cuda/engine_cuda.h"
 #include "collectives/dev_types.h"
 #include "collectives/fingerprint.h"
 #include "collectives/plan.h"
 #include "collectives/profiler.h"
 #include "collectives/trace.h"
-#include "core/comm.h"
 #include "proxy/proxy.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -44,7 +44,7 @@ static void fill_common(struct weft_cuda_work* w, const struct weft_task* t) {
 
 /* The planner (collectives/plan.c) decides, as for the host backend, from what every rank agreed
  * on at init (engine_cuda.c agree_shape); this only packs its choice for the kernel. */
-static ncclResult_t plan_coll(const struct ncclComm* comm, const struct weft_cuda_state* s,
+static ncclResult_t plan_coll(const struct weft_comm_ctx* comm, const struct weft_cuda_state* s,
                               const struct weft_task* t, struct weft_cuda_work* w) {
   size_t bytes = weft_plan_task_bytes(t, comm->nranks);
   int algo, proto, n;
@@ -78,7 +78,7 @@ static void plan_p2p(const struct weft_cuda_state* s, const struct weft_task* t,
 }
 
 /* The CUDA backend works on memory the GPU can address: refuse plain host memory up front. */
-static ncclResult_t check_buffer(const struct ncclComm* comm, const struct weft_task* t, const void* p,
+static ncclResult_t check_buffer(const struct weft_comm_ctx* comm, const struct weft_task* t, const void* p,
                                  const char* what) {
   if (p == NULL) return ncclSuccess;
   struct cudaPointerAttributes a;
@@ -96,7 +96,7 @@ static ncclResult_t check_buffer(const struct ncclComm* comm, const struct weft_
 }
 
 /* Sends and receives with peers not connected yet are connected now (both sides do it). */
-static ncclResult_t connect_p2p(struct ncclComm* comm, struct weft_task* tasks) {
+static ncclResult_t connect_p2p(struct weft_comm_ctx* comm, struct weft_task* tasks) {
   struct weft_cuda_state* s = comm->cuda;
   int k = comm->nranks, need = 0;
   uint8_t* flags = calloc(2 * (size_t)k, 1);
@@ -120,7 +120,7 @@ static ncclResult_t connect_p2p(struct ncclComm* comm, struct weft_task* tasks) 
 
 /* Tree connectors are made at the first tree all-reduce, as NCCL does; every rank plans the same
  * calls alike, so all connect at the same launch. Under capture, like connect_p2p. */
-static ncclResult_t connect_tree(struct ncclComm* comm) {
+static ncclResult_t connect_tree(struct weft_comm_ctx* comm) {
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   WEFT_CUDACHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   ncclResult_t res = weft_cuda_tree_connect(comm);
@@ -134,7 +134,7 @@ struct stream_set {
   int n;
 };
 
-static ncclResult_t collect_streams(const struct ncclComm* comm, struct weft_task* tasks,
+static ncclResult_t collect_streams(const struct weft_comm_ctx* comm, struct weft_task* tasks,
                                     struct stream_set* ss) {
   ss->n = 0;
   for (struct weft_task* t = tasks; t; t = t->next) {
@@ -175,7 +175,7 @@ static ncclResult_t launch_batch(struct weft_cuda_state* s, struct weft_cuda_kar
 
 /* Plan the group's tasks into w (call order, empty tasks left out), with the blocks needed.
  * owner: 2 * nranks ints, (direction, peer) -> its block among the send/recv blocks. */
-static ncclResult_t plan_group(struct ncclComm* comm, struct weft_task* tasks, struct weft_cuda_work* w,
+static ncclResult_t plan_group(struct weft_comm_ctx* comm, struct weft_task* tasks, struct weft_cuda_work* w,
                                int* owner, int* nblocks, int* uses_tree) {
   struct weft_cuda_state* s = comm->cuda;
   int ncoll_blocks = 0, np2p = 0, n = 0;
@@ -247,7 +247,7 @@ static ncclResult_t upload_works(struct weft_cuda_state* s, const struct weft_cu
 
 /* ncclCollConfig_t.launchCompletionEvent: recorded on the launch stream right after the kernel
  * that carries the call (one kernel per group, so every event of the group marks the same point). */
-static ncclResult_t record_completion(const struct ncclComm* comm, const struct weft_task* tasks,
+static ncclResult_t record_completion(const struct weft_comm_ctx* comm, const struct weft_task* tasks,
                                       cudaStream_t stream) {
   for (const struct weft_task* t = tasks; t; t = t->next) {
     if (t->opts.completion_event == NULL || t->count == 0) continue;
@@ -265,7 +265,7 @@ static ncclResult_t record_completion(const struct ncclComm* comm, const struct 
 
 /* The flight recorder follows the kernel through the progress area beside its abort flag: the
  * launch gets the number under which the kernel reports it ended. */
-static uint32_t trace_launch(struct ncclComm* comm, const struct weft_task* tasks) {
+static uint32_t trace_launch(struct weft_comm_ctx* comm, const struct weft_task* tasks) {
   if (comm->trace == NULL) return 0;
   uint64_t last = 0;
   for (const struct weft_task* t = tasks; t; t = t->next)
@@ -276,7 +276,7 @@ static uint32_t trace_launch(struct ncclComm* comm, const struct weft_task* task
 /* Plan every task and launch them as one kernel: the work list in the kernel arguments when it
  * fits, else in device memory. A group split over several kernels could deadlock (a send in one
  * kernel, its receive in the next, each rank waiting in a different one). */
-static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks, cudaStream_t stream,
+static ncclResult_t launch_works(struct weft_comm_ctx* comm, struct weft_task* tasks, cudaStream_t stream,
                                  int capturing) {
   struct weft_cuda_state* s = comm->cuda;
   int n = 0;
@@ -325,7 +325,7 @@ static ncclResult_t launch_works(struct ncclComm* comm, struct weft_task* tasks,
 /* A kernel found that a peer's first step of a collective belongs to another call. The tags
  * carry the call numbers and fingerprint hashes, not the fields, so the WARN says which call of
  * which peer differs and what this rank called. */
-static ncclResult_t report_mismatch(struct ncclComm* comm, struct weft_cuda_state* s) {
+static ncclResult_t report_mismatch(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
   uint64_t theirs = s->host->err_theirs, mine = s->host->err_mine;
   if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL)) {
     /* Ranks on other hosts may wait for steps this rank's kernel will not send: they fail too. */
@@ -346,7 +346,7 @@ static ncclResult_t report_mismatch(struct ncclComm* comm, struct weft_cuda_stat
 
 /* A kernel that gave up (timeout) left its reason in the host-mapped device state, which the host
  * reads at any time: the next launch, ncclCommGetAsyncError, Finalize and Destroy all see it. */
-static ncclResult_t kernel_error(struct ncclComm* comm, struct weft_cuda_state* s) {
+static ncclResult_t kernel_error(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
   uint32_t err = __atomic_load_n(&s->host->error, __ATOMIC_ACQUIRE); /* then its fields */
   if (err == WEFT_CUDA_ERR_NONE) return ncclSuccess;
   if (err == WEFT_CUDA_ERR_MISMATCH) return report_mismatch(comm, s);
@@ -364,7 +364,7 @@ static ncclResult_t kernel_error(struct ncclComm* comm, struct weft_cuda_state* 
 }
 
 /* The same moments show the flight recorder what the kernels did (progress area). */
-ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
+ncclResult_t weft_cuda_check_error(struct weft_comm_ctx* comm) {
   struct weft_cuda_state* s = comm->cuda;
   if (s == NULL || s->host == NULL) return ncclSuccess;
   if (comm->trace) weft_trace_dev_observe(comm->trace);
@@ -374,14 +374,14 @@ ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
 }
 
 /* Finalize: the comm's launched work has run (or given up), and any kernel error is reported. */
-ncclResult_t weft_cuda_flush(struct ncclComm* comm) {
+ncclResult_t weft_cuda_flush(struct weft_comm_ctx* comm) {
   struct weft_cuda_state* s = comm->cuda;
   if (s == NULL) return ncclSuccess;
   if (s->have_last) WEFT_CUDACHECK(cudaEventSynchronize(s->last_event));
   return weft_cuda_check_error(comm);
 }
 
-static ncclResult_t check_buffers(struct ncclComm* comm, struct weft_task* tasks) {
+static ncclResult_t check_buffers(struct weft_comm_ctx* comm, struct weft_task* tasks) {
   for (struct weft_task* t = tasks; t; t = t->next) {
     if (t->count == 0) continue;
     WEFT_CHECK(check_buffer(comm, t, t->sendbuff, "sendbuff"));
@@ -393,7 +393,7 @@ static ncclResult_t check_buffers(struct ncclComm* comm, struct weft_task* tasks
 
 /* The legacy default stream runs one kernel at a time, so ranks of one process on one device
  * cannot all be running on it: the first kernel waits for peers queued behind it. */
-static ncclResult_t check_stream(const struct ncclComm* comm, const struct weft_cuda_state* s,
+static ncclResult_t check_stream(const struct weft_comm_ctx* comm, const struct weft_cuda_state* s,
                                  cudaStream_t st) {
   if ((st != NULL && st != cudaStreamLegacy) || !s->device_shared_in_process) return ncclSuccess;
   WEFT_WARN(
@@ -425,7 +425,7 @@ static ncclResult_t mark_last_launch(struct weft_cuda_state* s, cudaStream_t str
   return ncclSuccess;
 }
 
-static ncclResult_t launch_on_device(struct ncclComm* comm, struct weft_cuda_state* s,
+static ncclResult_t launch_on_device(struct weft_comm_ctx* comm, struct weft_cuda_state* s,
                                      struct weft_task* tasks) {
   WEFT_CUDACHECK(cudaSetDevice(s->dev));
   WEFT_CHECK(weft_cuda_check_error(comm));
@@ -447,13 +447,13 @@ static ncclResult_t launch_on_device(struct ncclComm* comm, struct weft_cuda_sta
   return mark_last_launch(s, stream, capturing);
 }
 
-const struct weft_plan_params* weft_cuda_plan_params(const struct ncclComm* comm) {
+const struct weft_plan_params* weft_cuda_plan_params(const struct weft_comm_ctx* comm) {
   return comm->cuda ? &comm->cuda->env : NULL;
 }
 
 /* Launch on the comm's device and give the caller back its current device, as NCCL does: a
  * thread driving comms on several GPUs keeps the device it selected. */
-ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
+ncclResult_t weft_cuda_launch(struct weft_comm_ctx* comm, struct weft_task* tasks) {
   struct weft_cuda_state* s = comm->cuda;
   if (s == NULL) {
     WEFT_WARN("comm %p rank %d: CUDA launch on a communicator without CUDA state", (void*)comm, comm->rank);
@@ -467,7 +467,7 @@ ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
 }
 
 /* The model's time for what the planner picks (tuner plugin included), as on the host backend. */
-ncclResult_t weft_cuda_predict(const struct ncclComm* comm, const struct weft_task* t, float* time_us) {
+ncclResult_t weft_cuda_predict(const struct weft_comm_ctx* comm, const struct weft_task* t, float* time_us) {
   const struct weft_cuda_state* s = comm->cuda;
   if (s == NULL) {
     WEFT_WARN("comm %p rank %d: simulated CUDA group on a communicator without CUDA state", (void*)comm,
@@ -484,28 +484,28 @@ ncclResult_t weft_cuda_predict(const struct ncclComm* comm, const struct weft_ta
 
 #else /* no CUDA backend in this build */
 
-ncclResult_t weft_cuda_predict(const struct ncclComm* comm, const struct weft_task* t, float* time_us) {
+ncclResult_t weft_cuda_predict(const struct weft_comm_ctx* comm, const struct weft_task* t, float* time_us) {
   (void)t;
   (void)time_us;
   WEFT_WARN("comm %p rank %d: the CUDA backend is not built in (CUDA=0)", (void*)comm, comm->rank);
   return ncclInvalidUsage;
 }
 
-const struct weft_plan_params* weft_cuda_plan_params(const struct ncclComm* comm) {
+const struct weft_plan_params* weft_cuda_plan_params(const struct weft_comm_ctx* comm) {
   (void)comm;
   return NULL;
 }
 
-ncclResult_t weft_cuda_launch(struct ncclComm* comm, struct weft_task* tasks) {
+ncclResult_t weft_cuda_launch(struct weft_comm_ctx* comm, struct weft_task* tasks) {
   (void)tasks;
   WEFT_WARN("comm %p rank %d: the CUDA backend is not built in (CUDA=0)", (void*)comm, comm->rank);
   return ncclInvalidUsage;
 }
-ncclResult_t weft_cuda_check_error(struct ncclComm* comm) {
+ncclResult_t weft_cuda_check_error(struct weft_comm_ctx* comm) {
   (void)comm;
   return ncclSuccess;
 }
-ncclResult_t weft_cuda_flush(struct ncclComm* comm) {
+ncclResult_t weft_cuda_flush(struct weft_comm_ctx* comm) {
   (void)comm;
   return ncclSuccess;
 }

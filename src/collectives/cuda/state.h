@@ -9,7 +9,7 @@
 #include "collectives/tune_log.h"
 #include "transport/transport.h"
 
-struct ncclComm;
+struct weft_comm_ctx;
 
 /* Device memory for the work list of a group larger than the kernel arguments. It is reused once
  * the kernel that read it has ended (done); one filled under graph capture is that graph's for
@@ -63,9 +63,10 @@ struct weft_cuda_state {
 };
 
 /* Connect the p2p connectors this launch needs (both sides of each pair call it). */
-ncclResult_t weft_cuda_p2p_connect(struct ncclComm* comm, const uint8_t* send_to, const uint8_t* recv_from);
+ncclResult_t weft_cuda_p2p_connect(struct weft_comm_ctx* comm, const uint8_t* send_to,
+                                   const uint8_t* recv_from);
 /* Connect every tree channel's parent and children (all ranks together, at one launch). */
-ncclResult_t weft_cuda_tree_connect(struct ncclComm* comm);
+ncclResult_t weft_cuda_tree_connect(struct weft_comm_ctx* comm);
 /* Copy host memory to device memory now, on the private setup stream (never captured, never
  * behind user work), in relaxed capture mode so a capture in progress is not invalidated. */
 ncclResult_t weft_cuda_copy_now(struct weft_cuda_state* s, void* dev_dst, const void* src, size_t bytes);

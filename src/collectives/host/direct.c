@@ -9,10 +9,10 @@
 #include <string.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/context.h"
 #include "collectives/host/direct_impl.h"
 #include "collectives/mem.h"
 #include "collectives/profiler.h"
-#include "core/comm.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -76,7 +76,7 @@ static int map_boards(struct weft_direct* d, const struct board_info* infos) {
   return 1;
 }
 
-static ncclResult_t alloc_state(struct ncclComm* comm, struct weft_direct** out) {
+static ncclResult_t alloc_state(struct weft_comm_ctx* comm, struct weft_direct** out) {
   struct weft_direct* d = calloc(1, sizeof(*d));
   if (d == NULL) return ncclSystemError;
   *out = d;
@@ -105,7 +105,7 @@ static ncclResult_t alloc_state(struct ncclComm* comm, struct weft_direct** out)
   return ncclSuccess;
 }
 
-ncclResult_t weft_host_direct_init(struct ncclComm* comm, struct weft_direct** out) {
+ncclResult_t weft_host_direct_init(struct weft_comm_ctx* comm, struct weft_direct** out) {
   *out = NULL;
   int k = comm->nranks;
   if (k < 2 || comm->local_nranks != k) return ncclSuccess;

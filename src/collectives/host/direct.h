@@ -12,14 +12,14 @@
 #include "collectives/task.h"
 #include "nccl.h"
 
-struct ncclComm;
+struct weft_comm_ctx;
 struct weft_direct;
 
 /* Set up the boards of comm (collective over its ranks). *out stays NULL when the boards do not
  * apply (several hosts, one rank, WEFT_DIRECT=0 with WEFT_CHECK_CALLS=0) or when any rank could
  * not map every board: all ranks then agree to use the ring only. With WEFT_DIRECT=0 the boards
  * only carry the fingerprints of collective calls. */
-ncclResult_t weft_host_direct_init(struct ncclComm* comm, struct weft_direct** out);
+ncclResult_t weft_host_direct_init(struct weft_comm_ctx* comm, struct weft_direct** out);
 /* NULL-safe. */
 void weft_host_direct_fini(struct weft_direct* d);
 /* Run t, the comm's collective number call_seq, through a direct path when one applies

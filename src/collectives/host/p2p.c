@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/context.h"
 #include "collectives/dev_types.h"
 #include "collectives/engine.h"
 #include "collectives/host/prims.h"
 #include "collectives/host/wait.h"
-#include "core/comm.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -21,7 +21,7 @@ struct p2p_op {
 
 /* Copy self-sends into self-receives in call order (engine.c has paired them and dropped the
  * pairs that copy a buffer onto itself). */
-static void run_self(struct ncclComm* comm, struct weft_task** tasks, int n) {
+static void run_self(struct weft_comm_ctx* comm, struct weft_task** tasks, int n) {
   int si = 0, ri = 0;
   for (;;) {
     while (si < n && !(tasks[si]->coll == WEFT_COLL_SEND && tasks[si]->root == comm->rank)) si++;
@@ -63,7 +63,7 @@ static int progress(struct weft_conn* c, struct p2p_op* op, int is_send) {
 
 /* Network sends by reference read the user's buffers until the proxy has taken them: wait for
  * that before the call returns, so the caller may reuse the buffers. */
-static ncclResult_t drain_sends(struct ncclComm* comm, const struct p2p_op* ops, int n,
+static ncclResult_t drain_sends(struct weft_comm_ctx* comm, const struct p2p_op* ops, int n,
                                 struct weft_waiter* w) {
   for (int i = 0; i < n; i++) {
     if (ops[i].t->coll != WEFT_COLL_SEND) continue;
@@ -76,7 +76,7 @@ static ncclResult_t drain_sends(struct ncclComm* comm, const struct p2p_op* ops,
 }
 
 /* Per-peer queues as index lists into ops: ops of one peer and direction, in call order. */
-static ncclResult_t run_remote(struct ncclComm* comm, struct p2p_op* ops, int n, struct weft_waiter* w) {
+static ncclResult_t run_remote(struct weft_comm_ctx* comm, struct p2p_op* ops, int n, struct weft_waiter* w) {
   struct weft_coll_state* s = comm->coll;
   int k = comm->nranks, left = 0;
   int* cur = malloc(2 * k * sizeof(int)); /* current op index per (peer, direction), -1 when none */
@@ -116,7 +116,7 @@ static ncclResult_t run_remote(struct ncclComm* comm, struct p2p_op* ops, int n,
   return res;
 }
 
-ncclResult_t weft_host_p2p_run(struct ncclComm* comm, struct weft_task** tasks, int n,
+ncclResult_t weft_host_p2p_run(struct weft_comm_ctx* comm, struct weft_task** tasks, int n,
                                struct weft_waiter* w) {
   int k = comm->nranks;
   uint8_t* need = calloc(2 * k, 1);

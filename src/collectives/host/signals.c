@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "bootstrap/bootstrap.h"
+#include "collectives/context.h"
 #include "collectives/host/wait.h"
 #include "collectives/mem.h"
-#include "core/comm.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -48,7 +48,8 @@ static size_t slot(const struct weft_signals* s, int rank, int sig, int ctx) {
   return ((size_t)rank * (size_t)s->nsig + (size_t)sig) * (size_t)s->nctx + (size_t)ctx;
 }
 
-static ncclResult_t alloc_state(const struct ncclComm* comm, int nsig, int nctx, struct weft_signals** out) {
+static ncclResult_t alloc_state(const struct weft_comm_ctx* comm, int nsig, int nctx,
+                                struct weft_signals** out) {
   struct weft_signals* s = calloc(1, sizeof(*s));
   *out = s;
   if (s == NULL) return ncclSystemError;
@@ -83,7 +84,7 @@ static int make_board(struct weft_signals* s, struct board_info* me) {
 }
 
 /* Every rank must have asked for the same counters, or signals would land in the wrong slots. */
-static ncclResult_t check_infos(const struct ncclComm* comm, const struct board_info* infos) {
+static ncclResult_t check_infos(const struct weft_comm_ctx* comm, const struct board_info* infos) {
   const struct board_info* me = &infos[comm->rank];
   for (int p = 0; p < comm->nranks; p++) {
     if (infos[p].magic != BOARD_MAGIC) {
@@ -114,7 +115,8 @@ static int all_ok(const struct board_info* infos, int n, int* bad) {
 }
 
 /* Map the boards of the peers of this host; peers on other hosts have none. */
-static int map_boards(const struct ncclComm* comm, struct weft_signals* s, const struct board_info* infos) {
+static int map_boards(const struct weft_comm_ctx* comm, struct weft_signals* s,
+                      const struct board_info* infos) {
   for (int p = 0; p < s->nranks; p++) {
     if (p == s->rank || comm->peers[p].host_hash != comm->peers[s->rank].host_hash) continue;
     void* base;
@@ -127,7 +129,7 @@ static int map_boards(const struct ncclComm* comm, struct weft_signals* s, const
   return 1;
 }
 
-ncclResult_t weft_signals_create(struct ncclComm* comm, int nsig, int nctx, struct weft_signals** out) {
+ncclResult_t weft_signals_create(struct weft_comm_ctx* comm, int nsig, int nctx, struct weft_signals** out) {
   struct weft_signals* s = NULL;
   struct board_info* infos = calloc((size_t)comm->nranks, sizeof(*infos));
   ncclResult_t res = infos ? alloc_state(comm, nsig, nctx, &s) : ncclSystemError;

@@ -9,14 +9,14 @@
 
 #include "nccl.h"
 
-struct ncclComm;
+struct weft_comm_ctx;
 struct weft_waiter;
 struct weft_signals;
 
 /* Set up the boards of comm: collective over its ranks (bootstrap all-gathers). Peers on other
  * hosts get no board (signals to or from them are refused before they are queued). nsig and
  * nctx must be the same on every rank; a mismatch is an error naming the rank. */
-ncclResult_t weft_signals_create(struct ncclComm* comm, int nsig, int nctx, struct weft_signals** out);
+ncclResult_t weft_signals_create(struct weft_comm_ctx* comm, int nsig, int nctx, struct weft_signals** out);
 /* Marks this rank's board closed (waiters on it give up) and unmaps everything. NULL-safe. */
 void weft_signals_destroy(struct weft_signals* s);
 /* One more signal (sig, ctx) to peer, visible after every write this thread made before. */

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collectives/context.h"
 #include "collectives/trace.h"
-#include "core/comm.h"
 #include "transport/connector.h"
 #include "util/check.h"
 #include "util/log.h"

@@ -1,11 +1,12 @@
 /* The tuning model's answer for one collective, in terms the planner uses (no graph/ types, so
- * collectives/ can include it next to its own enums). */
-#ifndef WEFT_CORE_TUNED_H
-#define WEFT_CORE_TUNED_H
+ * collectives/ can include it next to its own enums). Declared here, for the planner; core/topology.c
+ * answers from the communicator's model (ctx->topo). */
+#ifndef WEFT_COLLECTIVES_TUNED_H
+#define WEFT_COLLECTIVES_TUNED_H
 
 #include <stddef.h>
 
-struct ncclComm;
+struct weft_comm_ctx;
 
 struct weft_tuned {
   int tree;      /* 1: tree, 0: ring */
@@ -27,15 +28,15 @@ struct weft_tuned {
 /* 1 with *out filled when the communicator has a tuning model and it offers a choice for coll
  * (enum weft_coll) moving nbytes (NCCL's per-rank size) among the algorithms and protocols of
  * the masks, 0 when the caller must decide itself. */
-int weft_comm_tuned_choice(const struct ncclComm* comm, int coll, size_t nbytes, unsigned algos,
+int weft_comm_tuned_choice(const struct weft_comm_ctx* comm, int coll, size_t nbytes, unsigned algos,
                            unsigned protos, struct weft_tuned* out);
 /* Whether the model enables some algorithm and protocol of the masks for coll; -1 when the
  * communicator has no tuning model. */
-int weft_comm_tuned_allows(const struct ncclComm* comm, int coll, unsigned algos, unsigned protos);
+int weft_comm_tuned_allows(const struct weft_comm_ctx* comm, int coll, unsigned algos, unsigned protos);
 
 /* The model's predicted µs for coll moving nbytes with this algorithm, protocol and channel count
  * (what really runs, after bounds the model did not set); negative without a model. */
-float weft_comm_tuned_time(const struct ncclComm* comm, int coll, size_t nbytes, int tree, int ll,
+float weft_comm_tuned_time(const struct weft_comm_ctx* comm, int coll, size_t nbytes, int tree, int ll,
                            int nchannels);
 
 /* A choice to explain (collectives/tune_log.c): what runs, and how the call and the backend
@@ -51,7 +52,7 @@ struct weft_tuned_explain {
 };
 /* Passes the explanation's lines (candidates, exclusions, choice and reason; the same lines
  * weft-topo --explain prints) to emit. 0 when the communicator has no tuning model. */
-int weft_comm_tuned_explain(const struct ncclComm* comm, const struct weft_tuned_explain* e,
+int weft_comm_tuned_explain(const struct weft_comm_ctx* comm, const struct weft_tuned_explain* e,
                             void (*emit)(void* arg, const char* line), void* arg);
 
 #endif
