@@ -229,6 +229,38 @@ static void test_receiver_closes(void) {
   EXPECT_EQ_INT(reports[0].connects, 1);
 }
 
+/* The root (epoll) drops connections that never check in, each at its own deadline: one opened
+ * now and one 3 s later close about WEFT_AUTH_TIMEOUT_S after they opened. Last: it starts the
+ * root's thread in this process, and the tests above fork. */
+static void test_root_drops_silent(void) {
+  ncclUniqueId id;
+  EXPECT(weft_bootstrap_get_unique_id(&id) == ncclSuccess);
+  struct weft_bootstrap_handle h;
+  memcpy(&h, id.internal, sizeof(h));
+  int fd[2];
+  int64_t opened[2], closed[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    if (k == 1) sleep(3);
+    EXPECT(weft_socket_connect(&h.addr, "the root", NULL, weft_socket_deadline(5), &fd[k]) == ncclSuccess);
+    opened[k] = weft_socket_now_ns();
+  }
+  int64_t until = weft_socket_now_ns() + (WEFT_AUTH_TIMEOUT_S + 5) * 1000000000LL;
+  while ((closed[0] == 0 || closed[1] == 0) && weft_socket_now_ns() < until) {
+    for (int k = 0; k < 2; k++) {
+      char b[64];
+      if (closed[k] == 0 && weft_socket_try_recv(fd[k], b, sizeof(b)) < 0) closed[k] = weft_socket_now_ns();
+    }
+    usleep(20000);
+  }
+  for (int k = 0; k < 2; k++) {
+    double after = closed[k] ? (closed[k] - opened[k]) / 1e9 : -1;
+    EXPECT_MSG(after >= WEFT_AUTH_TIMEOUT_S - 0.5 && after <= WEFT_AUTH_TIMEOUT_S + 2.5,
+               "silent connection %d dropped after %.2f s (-1: never), expected about %d s", k, after,
+               WEFT_AUTH_TIMEOUT_S);
+    weft_socket_close(fd[k]);
+  }
+}
+
 int main(void) {
   setenv("WEFT_BOOTSTRAP_TIMEOUT", "30", 1);
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
@@ -237,5 +269,6 @@ int main(void) {
   test_lru();
   test_fan_in();
   test_receiver_closes();
+  test_root_drops_silent();
   return test_finish("test_bootstrap_conns");
 }
