@@ -21,6 +21,8 @@ struct report {
   int bad;
   long long connects, accepts; /* see rank_proc */
   long long mid_connects;      /* phase_lru: rank 0's after the round robin over three */
+  long long connects2;         /* phase_receiver_closes: the second close */
+  int flag;                    /* phase_receiver_closes: rank 1 closed, outside any wait */
   int max_conns;               /* most connections kept for sending at once */
   int max_idle_in;             /* most idle kept incoming connections not shut, after a message */
 };
@@ -110,7 +112,8 @@ static void phase_fan_in(struct weft_bootstrap* bs, struct report* r, char* buf)
 }
 
 /* Rank 1 closes everything it accepted, then tells rank 0, whose next message to it must still
- * arrive (on a new connection). */
+ * arrive (on a new connection): first through the bootstrap (rank 0's wait for that word sees
+ * the closed connection), then through shared memory (rank 0's send finds it closed). */
 static void phase_receiver_closes(struct weft_bootstrap* bs, struct report* r, char* buf) {
   int rank = weft_bootstrap_rank(bs);
   if (rank == 0) r->bad += send_msg(bs, 1, 0, buf);
@@ -125,7 +128,20 @@ static void phase_receiver_closes(struct weft_bootstrap* bs, struct report* r, c
     r->bad += send_msg(bs, 1, 2, buf);
     r->connects = (long long)bs->nconnects - before;
   }
-  if (rank == 1) r->bad += recv_msg(bs, 0, 2, buf);
+  if (rank == 1) {
+    r->bad += recv_msg(bs, 0, 2, buf);
+    weft_bs_incoming_drop_all(bs);
+    __atomic_store_n(&reports[1].flag, 1, __ATOMIC_SEQ_CST);
+    r->bad += weft_bootstrap_recv(bs, 0, 9, NULL, 0) != ncclSuccess;
+  }
+  if (rank == 0) {
+    while (!__atomic_load_n(&reports[1].flag, __ATOMIC_SEQ_CST)) usleep(1000);
+    usleep(50000); /* the close reaches our socket */
+    long long before = (long long)bs->nconnects;
+    /* Empty: one write, which a closed peer would take and lose were it not seen before. */
+    r->bad += weft_bootstrap_send(bs, 1, 9, NULL, 0) != ncclSuccess;
+    r->connects2 = (long long)bs->nconnects - before;
+  }
 }
 
 typedef void (*phase_fn)(struct weft_bootstrap*, struct report*, char*);
@@ -227,6 +243,7 @@ static void test_fan_in(void) {
 static void test_receiver_closes(void) {
   EXPECT(run(2, "64", phase_receiver_closes) == 0);
   EXPECT_EQ_INT(reports[0].connects, 1);
+  EXPECT_EQ_INT(reports[0].connects2, 1);
 }
 
 /* The root (epoll) drops connections that never check in, each at its own deadline: one opened
