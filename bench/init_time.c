@@ -7,6 +7,9 @@
  *                           all-gather: the parts the model in docs/PERFORMANCE.md is made of
  *   init_time               one rank of a weftrun job (WEFT_RANK, WEFT_NRANKS, NCCL_COMM_ID);
  *                           prints a "proc" row per rank: realtime start and end of init, Pss
+ *   init_time -p K          one rank of a weftrun job that only joins the bootstrap, then (after
+ *                           a barrier) times K rounds of a 64-byte all-gather and a barrier: the
+ *                           messages between processes; prints a "bproc" row per rank
  *
  * Times are from the moment every thread is released (a barrier) to the last return. */
 #include <pthread.h>
@@ -165,16 +168,50 @@ static int run_process(void) {
   return 0;
 }
 
+/* One rank of a weftrun job, bootstrap only: join, then K rounds of all-gather + barrier. */
+static int run_process_boot(int rounds) {
+  const char* r = getenv("WEFT_RANK");
+  const char* n = getenv("WEFT_NRANKS");
+  if (r == NULL || n == NULL) {
+    fprintf(stderr, "init_time: WEFT_RANK and WEFT_NRANKS unset: run -p under weftrun\n");
+    return 2;
+  }
+  int rank = atoi(r), nranks = atoi(n);
+  ncclUniqueId id;
+  struct weft_bootstrap* bs = NULL;
+  int64_t start = now_ns(CLOCK_REALTIME);
+  if (ncclGetUniqueId(&id) != ncclSuccess || weft_bootstrap_init(&id, rank, nranks, NULL, &bs) != ncclSuccess)
+    return 1;
+  int64_t joined = now_ns(CLOCK_REALTIME);
+  if (weft_bootstrap_barrier(bs) != ncclSuccess) return 1;
+  char* all = calloc(nranks, 64);
+  int64_t t0 = now_ns(CLOCK_MONOTONIC);
+  for (int k = 0; k < rounds; k++)
+    if (weft_bootstrap_allgather(bs, all, 64) != ncclSuccess || weft_bootstrap_barrier(bs) != ncclSuccess)
+      return 1;
+  int64_t rounds_ns = now_ns(CLOCK_MONOTONIC) - t0;
+  printf("bproc rank %d ranks %d start_ns %lld joined_ns %lld rounds %d rounds_ns %lld\n", rank, nranks,
+         (long long)start, (long long)joined, rounds, (long long)rounds_ns);
+  fflush(stdout);
+  free(all);
+  weft_bootstrap_barrier(bs);
+  weft_bootstrap_destroy(bs);
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  int n = 0, nroots = 1, boot_only = 0, opt;
-  while ((opt = getopt(argc, argv, "t:b:r:")) != -1) {
+  int n = 0, nroots = 1, boot_only = 0, rounds = 0, opt;
+  while ((opt = getopt(argc, argv, "t:b:r:p:")) != -1) {
     if (opt == 't' || opt == 'b')
       n = atoi(optarg), boot_only = opt == 'b';
     else if (opt == 'r')
       nroots = atoi(optarg);
+    else if (opt == 'p')
+      rounds = atoi(optarg);
     else
       return 2;
   }
+  if (n == 0 && rounds > 0) return run_process_boot(rounds);
   if (n == 0) return run_process();
   if (n < 1 || nroots < 1 || nroots > n) {
     fprintf(stderr, "init_time: -t/-b %d with -r %d: need 1 <= roots <= ranks\n", n, nroots);

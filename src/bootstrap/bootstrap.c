@@ -11,6 +11,10 @@
 #include "util/param.h"
 
 int64_t weft_bs_timeout_s(void) { return weft_param_int("WEFT_BOOTSTRAP_TIMEOUT"); }
+int weft_bs_max_conns(void) {
+  int64_t k = weft_param_int("WEFT_BOOTSTRAP_MAX_CONNS");
+  return k < 0 ? 0 : k > 4096 ? 4096 : (int)k;
+}
 
 int weft_bootstrap_rank(const struct weft_bootstrap* bs) { return bs->rank; }
 int weft_bootstrap_nranks(const struct weft_bootstrap* bs) { return bs->nranks; }
@@ -20,12 +24,14 @@ void weft_bootstrap_destroy(struct weft_bootstrap* bs) {
   if (bs == NULL) return;
   weft_bs_root_watch_close(bs);
   weft_bs_local_close(bs);
+  weft_bs_conns_close(bs);
   weft_socket_close(bs->listen_fd);
   weft_socket_close(bs->next_fd);
   weft_socket_close(bs->prev_fd);
   weft_bs_incoming_drop_all(bs);
   weft_bs_msg_free_list(bs->parked);
   free(bs->inc);
+  free(bs->conns);
   free(bs->pfds);
   free(bs->peers);
   free(bs->send_seq);
@@ -45,6 +51,7 @@ static ncclResult_t create(int rank, int nranks, uint64_t magic, const struct we
   bs->magic = magic;
   bs->key = *key;
   bs->abort_flag = abort_flag;
+  bs->maxconns = weft_bs_max_conns();
   bs->listen_fd = bs->next_fd = bs->prev_fd = bs->root.fd = bs->event_fd = -1;
   bs->peers = calloc(nranks, sizeof(*bs->peers));
   bs->send_seq = calloc(nranks, sizeof(*bs->send_seq));

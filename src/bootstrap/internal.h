@@ -109,6 +109,20 @@ struct weft_bs_opening {
   uint8_t mac[WEFT_AUTH_MAC_BYTES];
   struct weft_bs_header hdr;
 };
+/* A sender keeps the connection of a message open for its next messages to the same rank (at most
+ * WEFT_BOOTSTRAP_MAX_CONNS per bootstrap object, the least recently used closed first): every
+ * further message is one more frame, an opening signed exactly as a connection's first (so each
+ * frame stands on its own: seq under the MAC refuses replays and reorderings, the nonce other
+ * sessions, the digest altered payloads) followed by its payload. The receiver keeps reading the
+ * connection until the sender closes it between frames; frames on one connection must all come
+ * from the rank of its first message, and a ring opening is only ever a connection's first.
+ * Receivers bound what they keep too: beyond WEFT_BOOTSTRAP_MAX_CONNS idle ones, the least
+ * recently used is shut for writing (never closed: a frame already on its way is still read), and
+ * the sender, seeing it readable, closes it (and sends its next message on a new connection). */
+struct weft_bs_conn {
+  int peer, fd;
+  uint64_t used; /* conn_clock at the last message: the smallest is closed first */
+};
 
 /* What the all-gather tells every rank about each rank: where to connect, and the nonce that
  * messages to it are signed over (fresh for every bootstrap object, splits included). */
@@ -127,11 +141,15 @@ struct weft_bs_msg {
   char* data;
 };
 
-/* An accepted connection whose header or payload (or, for the ring, the answer to our
- * challenge) is still arriving. */
+/* An accepted connection: its header or payload (or, for the ring, the answer to our challenge)
+ * is arriving, or (authed) it delivered a message and waits for the sender's next one. */
 struct weft_bs_incoming {
   int fd;
   int challenged; /* ring opening: challenge sent, answer awaited */
+  int authed;     /* a message from src came whole: the sender keeps the connection for more */
+  int src;
+  int closing;   /* we shut our side (too many kept): read on until the sender closes */
+  uint64_t used; /* inc_clock when its last message came */
   uint8_t challenge[WEFT_AUTH_NONCE_BYTES];
   uint8_t answer[WEFT_AUTH_MAC_BYTES];
   struct weft_bs_opening open;
@@ -166,8 +184,13 @@ struct weft_bootstrap {
   uint64_t* recv_seq; /* messages from each rank complete without gaps */
   struct weft_bs_incoming* inc;
   int ninc, capinc;
-  struct weft_bs_msg* parked; /* completion order */
-  struct pollfd* pfds;        /* scratch of weft_bs_progress */
+  /* p2p.c: connections kept to send further messages (see struct weft_bs_conn). */
+  struct weft_bs_conn* conns;
+  int nconns, maxconns; /* maxconns: WEFT_BOOTSTRAP_MAX_CONNS (0: one connection a message) */
+  uint64_t conn_clock, inc_clock;
+  uint64_t nconnects, naccepts; /* message connections opened, and accepted (tests, bench) */
+  struct weft_bs_msg* parked;   /* completion order */
+  struct pollfd* pfds;          /* scratch of weft_bs_progress */
   int cappfds;
   struct weft_bs_root_watch root;
   /* local.c: messages from ranks of this process, and the eventfd that says some came. */
@@ -242,6 +265,8 @@ struct weft_bs_op {
   uint8_t challenge[WEFT_AUTH_NONCE_BYTES];
   uint8_t answer[WEFT_AUTH_MAC_BYTES];
   size_t chal_got, chal_len;
+  int quiet;  /* a failure is not WARNed (a kept connection the receiver closed: sent again) */
+  int failed; /* the socket failed (not a timeout or abort) */
 };
 /* open (copied) starts a new connection: a signed message, or a ring opening (kind WEFT_BS_RING)
  * that answers a challenge; NULL sends a length prefix on an established connection. */
@@ -270,9 +295,12 @@ int weft_bs_uses_log_gather(const struct weft_bootstrap* bs);
 ncclResult_t weft_bs_gather_addresses(struct weft_bootstrap* bs, volatile uint32_t* abort_flag,
                                       int64_t deadline);
 void weft_bs_incoming_drop_all(struct weft_bootstrap* bs);
+/* Close every connection kept for sending. */
+void weft_bs_conns_close(struct weft_bootstrap* bs);
 /* An accepted connection joins the incoming ones; 0 (fd closed) on failure.
- * weft_bs_incoming_read reads what arrived on inc[i]: a complete message is parked, a ring
- * opening becomes prev_fd, and the entry is removed either way (also when it is dropped). */
+ * weft_bs_incoming_read reads what arrived on inc[i]: a complete message is parked and the entry
+ * stays for the sender's next frame (removed when the sender closes it between frames); a ring
+ * opening becomes prev_fd and the entry is removed (as when it is dropped). */
 int weft_bs_incoming_add(struct weft_bootstrap* bs, int fd);
 void weft_bs_incoming_read(struct weft_bootstrap* bs, int i);
 
@@ -290,6 +318,7 @@ void weft_bs_local_drain(struct weft_bootstrap* bs,
 
 /* bootstrap.c */
 int64_t weft_bs_timeout_s(void);
+int weft_bs_max_conns(void);
 /* WARN that the root reported rank r->gone went away while we were doing `what`. */
 void weft_bs_warn_gone(const struct weft_bootstrap* bs, const struct weft_bs_reply* r, const char* root,
                        const char* what);

@@ -1,6 +1,6 @@
-/* Messages between ranks of one process go through memory. Over TCP each message costs a
- * connection (connect, accept, close: the sockets are not kept, so a job needs no descriptors per
- * peer), and 1,024 thread ranks made about 70 of them each during init, most of its time. Every
+/* Messages between ranks of one process go through memory. Over TCP each message cost a
+ * connection (connect, accept, close; p2p.c now keeps a bounded number of them for further
+ * messages), and 1,024 thread ranks made about 70 of them each during init, most of its time. Every
  * bootstrap object of the process is listed here by its session nonce, which each rank learns
  * for every peer in the address all-gather: a nonce found in the list is a rank of this process,
  * and the message is appended to that object's mailbox and its eventfd signalled, which its waits

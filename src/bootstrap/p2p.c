@@ -1,18 +1,22 @@
-/* The bootstrap's progress engine and what runs on it: tagged point-to-point messages (one TCP
- * connection each, parked until received), the ring all-gather and the barrier (the log-round
- * all-gather is in gather.c). Every wait
- * also accepts and reads incoming connections, so two ranks sending to each other never block.
- * Each new connection is authenticated before anything in it is acted on: a message is signed
- * over the receiver's session nonce (no round trip, so a send never waits for its receiver),
- * the ring opening answers the acceptor's challenge (see struct weft_bs_opening). */
+/* The bootstrap's progress engine and what runs on it: tagged point-to-point messages (parked
+ * until received), the ring all-gather and the barrier (the log-round all-gather is in gather.c).
+ * Every wait also accepts and reads incoming connections, so two ranks sending to each other never
+ * block. Each message is authenticated before anything in it is acted on: it is signed over the
+ * receiver's session nonce (no round trip, so a send never waits for its receiver), the ring
+ * opening answers the acceptor's challenge (see struct weft_bs_opening). A sender keeps a
+ * message's connection for its next messages to that rank, each a frame signed as a first one
+ * (struct weft_bs_conn): a connection per pair of ranks instead of one per message. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "bootstrap/internal.h"
 #include "util/check.h"
 #include "util/log.h"
+
+static void conn_close(struct weft_bootstrap* bs, int i);
 
 void weft_bs_op_send(struct weft_bs_op* op, int fd, int peer, const struct weft_bs_opening* open,
                      const void* data, size_t len) {
@@ -55,10 +59,14 @@ static int op_reads(const struct weft_bs_op* op) {
   return !op->is_send || (op->done[0] == op->len[0] && op_awaits_challenge(op));
 }
 
-static ncclResult_t op_failed(struct weft_bootstrap* bs, const struct weft_bs_op* op, ssize_t n, int sending,
+static ncclResult_t op_failed(struct weft_bootstrap* bs, struct weft_bs_op* op, ssize_t n, int sending,
                               const char* what) {
   int err = errno;
-  if (n == WEFT_SOCKET_CLOSED)
+  op->failed = 1;
+  if (op->quiet)
+    WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap: rank %d: kept connection to rank %d closed while %s", bs->rank,
+              op->peer, what);
+  else if (n == WEFT_SOCKET_CLOSED)
     WEFT_WARN("Bootstrap: rank %d: rank %d closed the connection while %s", bs->rank, op->peer, what);
   else
     WEFT_WARN("Bootstrap: rank %d: %s rank %d failed while %s: %s", bs->rank,
@@ -144,6 +152,9 @@ static void park(struct weft_bootstrap* bs, struct weft_bs_msg* m) {
 static int inc_header(struct weft_bootstrap* bs, int i) {
   struct weft_bs_incoming* c = &bs->inc[i];
   const struct weft_bs_header* h = &c->open.hdr;
+  /* A further frame: a message from the rank whose first message opened the connection. */
+  if (c->authed && (h->kind == WEFT_BS_RING || h->src != c->src))
+    return inc_drop(bs, i, "a frame from another rank (or a ring opening) on a message connection"), 0;
   if (h->kind != WEFT_BS_RING &&
       !weft_auth_check(&bs->key, WEFT_AUTH_LABEL_MESSAGE, bs->nonce, h, sizeof(*h), c->open.mac))
     return inc_drop(bs, i, "message not signed for this session with the job key"), 0;
@@ -175,16 +186,32 @@ static void inc_ring_answer(struct weft_bootstrap* bs, int i) {
   inc_remove(bs, i, 0);
 }
 
-static void inc_complete(struct weft_bootstrap* bs, int i) {
+/* Beyond maxconns idle kept connections, shut the least recently used one for writing: its
+ * sender closes it when it sees that, and we read on until then, so no frame is lost. */
+static void inc_trim(struct weft_bootstrap* bs) {
+  int idle = 0, lru = -1;
+  for (int i = 0; i < bs->ninc; i++) {
+    const struct weft_bs_incoming* c = &bs->inc[i];
+    if (!c->authed || c->closing || c->hgot != 0) continue;
+    idle++;
+    if (lru < 0 || c->used < bs->inc[lru].used) lru = i;
+  }
+  if (idle <= bs->maxconns || lru < 0) return;
+  bs->inc[lru].closing = 1;
+  shutdown(bs->inc[lru].fd, SHUT_WR);
+}
+
+/* 1 when the message is parked and the entry waits for the next frame, 0 after a drop. */
+static int inc_complete(struct weft_bootstrap* bs, int i) {
   struct weft_bs_incoming* c = &bs->inc[i];
   const struct weft_bs_header* h = &c->open.hdr;
   uint8_t digest[WEFT_SHA256_BYTES];
   weft_sha256(c->data, h->size, digest);
-  if (!weft_auth_equal(digest, h->digest, sizeof(digest))) return inc_drop(bs, i, "payload altered");
+  if (!weft_auth_equal(digest, h->digest, sizeof(digest))) return inc_drop(bs, i, "payload altered"), 0;
   /* Another connection may have delivered the same message meanwhile. */
-  if (seen(bs, h->src, h->seq)) return inc_drop(bs, i, "a replayed message");
+  if (seen(bs, h->src, h->seq)) return inc_drop(bs, i, "a replayed message"), 0;
   struct weft_bs_msg* m = calloc(1, sizeof(*m));
-  if (m == NULL) return inc_drop(bs, i, "out of memory");
+  if (m == NULL) return inc_drop(bs, i, "out of memory"), 0;
   m->src = h->src;
   m->kind = (int)h->kind;
   m->tag = h->tag;
@@ -192,12 +219,24 @@ static void inc_complete(struct weft_bootstrap* bs, int i) {
   m->size = h->size;
   m->data = c->data;
   park(bs, m);
-  inc_remove(bs, i, 1);
+  /* The sender may send more frames: wait for them (or for its close) without a deadline. */
+  c->authed = 1;
+  c->src = h->src;
+  c->data = NULL;
+  c->hgot = c->got = c->cap = 0;
+  c->deadline = WEFT_SOCKET_NO_DEADLINE;
+  c->used = ++bs->inc_clock;
+  inc_trim(bs);
+  return 1;
 }
 
 /* Read into buf[*got..want); 0 when it is now whole, 1 while more must come, -1 after a drop. */
 static int inc_fill(struct weft_bootstrap* bs, int i, void* buf, size_t* got, size_t want, const char* part) {
   ssize_t n = weft_socket_try_recv(bs->inc[i].fd, (char*)buf + *got, want - *got);
+  if (n == WEFT_SOCKET_CLOSED && bs->inc[i].authed && buf == &bs->inc[i].open && *got == 0) {
+    inc_remove(bs, i, 1); /* the sender closed a kept connection between frames */
+    return -1;
+  }
   if (n < 0) {
     char why[96];
     snprintf(why, sizeof(why), "%s %s", n == WEFT_SOCKET_CLOSED ? "closed before its" : "failed reading its",
@@ -208,16 +247,18 @@ static int inc_fill(struct weft_bootstrap* bs, int i, void* buf, size_t* got, si
   return *got < want;
 }
 
-void weft_bs_incoming_read(struct weft_bootstrap* bs, int i) {
+/* One step of inc[i]: 1 when it may go on at once (a message completed and the next frame may be
+ * there already, or the payload buffer filled), else 0 (more must come, or the entry is gone). */
+static int incoming_step(struct weft_bootstrap* bs, int i) {
   struct weft_bs_incoming* c = &bs->inc[i];
   if (c->hgot < sizeof(c->open)) {
-    if (inc_fill(bs, i, &c->open, &c->hgot, sizeof(c->open), "header") != 0) return;
-    if (!inc_header(bs, i)) return;
-    if (c->challenged) return; /* the answer comes after our challenge */
+    if (inc_fill(bs, i, &c->open, &c->hgot, sizeof(c->open), "header") != 0) return 0;
+    if (!inc_header(bs, i)) return 0;
+    if (c->challenged) return 0; /* the answer comes after our challenge */
   }
   if (c->challenged) {
     if (inc_fill(bs, i, c->answer, &c->agot, sizeof(c->answer), "answer") == 0) inc_ring_answer(bs, i);
-    return;
+    return 0;
   }
   size_t size = c->open.hdr.size;
   if (c->got == c->cap && c->got < size) {
@@ -225,12 +266,18 @@ void weft_bs_incoming_read(struct weft_bootstrap* bs, int i) {
     size_t cap = c->cap ? 2 * c->cap : 65536;
     if (cap > size) cap = size;
     char* grown = realloc(c->data, cap);
-    if (grown == NULL) return inc_drop(bs, i, "out of memory");
+    if (grown == NULL) return inc_drop(bs, i, "out of memory"), 0;
     c->data = grown;
     c->cap = cap;
   }
-  if (c->got < size && inc_fill(bs, i, c->data, &c->got, c->cap, "payload") < 0) return;
-  if (c->got == size) inc_complete(bs, i);
+  if (c->got < size && inc_fill(bs, i, c->data, &c->got, c->cap, "payload") != 0) return 0;
+  if (c->got < size) return 1;
+  return inc_complete(bs, i);
+}
+
+void weft_bs_incoming_read(struct weft_bootstrap* bs, int i) {
+  while (incoming_step(bs, i)) {
+  }
 }
 
 int weft_bs_incoming_add(struct weft_bootstrap* bs, int fd) {
@@ -254,7 +301,10 @@ int weft_bs_incoming_add(struct weft_bootstrap* bs, int fd) {
 
 static void accept_all(struct weft_bootstrap* bs) {
   int fd;
-  while ((fd = weft_socket_try_accept(bs->listen_fd, NULL)) >= 0) (void)weft_bs_incoming_add(bs, fd);
+  while ((fd = weft_socket_try_accept(bs->listen_fd, NULL)) >= 0) {
+    bs->naccepts++;
+    (void)weft_bs_incoming_add(bs, fd);
+  }
 }
 
 void weft_bs_incoming_drop_all(struct weft_bootstrap* bs) {
@@ -267,7 +317,7 @@ void weft_bs_incoming_drop_all(struct weft_bootstrap* bs) {
 /* One poll over the ops still running, the listen socket and the incoming connections. */
 static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops, int nops, int64_t deadline,
                               const char* what) {
-  int need = nops + 3 + bs->ninc;
+  int need = nops + 3 + bs->ninc + bs->nconns;
   if (need > bs->cappfds) {
     struct pollfd* grown = realloc(bs->pfds, 2 * need * sizeof(*grown));
     if (grown == NULL) {
@@ -288,6 +338,9 @@ static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops,
   if (root >= 0) bs->pfds[n++] = (struct pollfd){.fd = bs->root.fd, .events = POLLIN};
   int local = n;
   bs->pfds[n++] = (struct pollfd){.fd = bs->event_fd, .events = POLLIN};
+  /* Kept connections: readable when the receiver shut its side or went away. */
+  int first_conn = n, nconns = bs->nconns;
+  for (int i = 0; i < nconns; i++) bs->pfds[n++] = (struct pollfd){.fd = bs->conns[i].fd, .events = POLLIN};
   int64_t left_ms = deadline == WEFT_SOCKET_NO_DEADLINE
                         ? WEFT_SOCKET_POLL_MS
                         : (deadline - weft_socket_now_ns() + 999999) / 1000000;
@@ -305,6 +358,8 @@ static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops,
     else if (now >= bs->inc[i].deadline)
       inc_drop(bs, i, "nothing arrived before the timeout");
   }
+  for (int i = nconns - 1; i >= 0; i--)
+    if (bs->pfds[first_conn + i].revents) conn_close(bs, i);
   if (bs->pfds[first_inc - 1].revents) accept_all(bs);
   if (bs->pfds[local].revents) weft_bs_local_drain(bs, park);
   if (root >= 0 && bs->pfds[root].revents) return weft_bs_root_watch_read(bs, what);
@@ -429,6 +484,52 @@ static ncclResult_t check_peer(struct weft_bootstrap* bs, int peer, const char* 
   return ncclSuccess;
 }
 
+static int conn_find(const struct weft_bootstrap* bs, int peer) {
+  for (int i = 0; i < bs->nconns; i++)
+    if (bs->conns[i].peer == peer) return i;
+  return -1;
+}
+
+static void conn_close(struct weft_bootstrap* bs, int i) {
+  weft_socket_close(bs->conns[i].fd);
+  bs->conns[i] = bs->conns[--bs->nconns];
+}
+
+void weft_bs_conns_close(struct weft_bootstrap* bs) {
+  while (bs->nconns > 0) conn_close(bs, bs->nconns - 1);
+}
+
+/* Keep fd for further messages to peer, closing the least recently used beyond maxconns; 0 when
+ * it is not kept (the caller closes it). */
+static int conn_keep(struct weft_bootstrap* bs, int peer, int fd) {
+  if (bs->maxconns <= 0) return 0;
+  if (bs->nconns == bs->maxconns) {
+    int lru = 0;
+    for (int i = 1; i < bs->nconns; i++)
+      if (bs->conns[i].used < bs->conns[lru].used) lru = i;
+    conn_close(bs, lru);
+  }
+  if (bs->conns == NULL) {
+    bs->conns = calloc((size_t)bs->maxconns, sizeof(*bs->conns));
+    if (bs->conns == NULL) return 0;
+  }
+  bs->conns[bs->nconns++] = (struct weft_bs_conn){.peer = peer, .fd = fd, .used = ++bs->conn_clock};
+  return 1;
+}
+
+/* Send one frame on fd. */
+static ncclResult_t send_frame(struct weft_bootstrap* bs, int fd, int peer,
+                               const struct weft_bs_opening* open, const void* data, size_t size, int quiet,
+                               int* failed, volatile uint32_t* abort_flag, int64_t deadline,
+                               const char* what) {
+  struct weft_bs_op op;
+  weft_bs_op_send(&op, fd, peer, open, data, size);
+  op.quiet = quiet;
+  ncclResult_t res = weft_bs_progress(bs, &op, 1, NULL, NULL, abort_flag, deadline, what);
+  *failed = op.failed;
+  return res;
+}
+
 ncclResult_t weft_bs_send_kind(struct weft_bootstrap* bs, int peer, int kind, int tag, const void* data,
                                size_t size, volatile uint32_t* abort_flag, int64_t deadline) {
   WEFT_CHECK(check_peer(bs, peer, "send"));
@@ -465,12 +566,27 @@ ncclResult_t weft_bs_send_kind(struct weft_bootstrap* bs, int peer, int kind, in
   weft_sha256(data, size, open.hdr.digest);
   weft_auth_mac(&bs->key, WEFT_AUTH_LABEL_MESSAGE, bs->peers[peer].nonce, &open.hdr, sizeof(open.hdr),
                 open.mac);
+  int failed = 0, kept = conn_find(bs, peer);
+  if (kept >= 0) {
+    /* Out of the cache while in use (the progress loop closes kept connections that turn
+     * readable). The receiver never writes on a message connection: readable means it shut its
+     * side or went away. Then, as when the frame fails, open a new one and send again: a frame cut
+     * short is dropped whole by the receiver, so it cannot arrive twice. */
+    fd = bs->conns[kept].fd;
+    bs->conns[kept] = bs->conns[--bs->nconns];
+    if (weft_socket_poll_one(fd, POLLIN, 0) == 0) {
+      ncclResult_t res = send_frame(bs, fd, peer, &open, data, size, 1, &failed, abort_flag, deadline, what);
+      if (res != ncclSuccess || !conn_keep(bs, peer, fd)) weft_socket_close(fd);
+      if (res == ncclSuccess || !failed) return res;
+    } else {
+      weft_socket_close(fd);
+    }
+  }
   /* Every address in peers listened before its rank checked in: a refusal means it is gone. */
   WEFT_CHECK(weft_socket_connect_listening(&bs->peers[peer].addr, who, 1, abort_flag, deadline, &fd));
-  struct weft_bs_op op;
-  weft_bs_op_send(&op, fd, peer, &open, data, size);
-  ncclResult_t res = weft_bs_progress(bs, &op, 1, NULL, NULL, abort_flag, deadline, what);
-  weft_socket_close(fd);
+  bs->nconnects++;
+  ncclResult_t res = send_frame(bs, fd, peer, &open, data, size, 0, &failed, abort_flag, deadline, what);
+  if (res != ncclSuccess || !conn_keep(bs, peer, fd)) weft_socket_close(fd);
   return res;
 }
 

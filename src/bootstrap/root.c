@@ -6,11 +6,11 @@
  * our challenge), and every reply carries a MAC over the rank's nonce, so neither side can be
  * impersonated. */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 #include "bootstrap/internal.h"
 #include "util/check.h"
@@ -20,6 +20,8 @@
  * out can still ask it who is missing. */
 #define ROOT_GRACE_NS (5LL * 1000000000LL)
 #define ROOT_POLL_MS 1000
+/* Events taken per wake-up. */
+#define ROOT_EVENTS 64
 
 struct root_conn {
   int fd;
@@ -48,8 +50,14 @@ struct root {
   int gone;   /* the first rank that vanished, -1: none */
   struct root_conn* conns;
   int nconns, capconns;
-  struct pollfd* fds;
-  int capfds;
+  int nwaiting; /* conns with rank >= 0 */
+  /* One epoll set over the listen socket and every connection, so a wake-up costs what arrived,
+   * not the number of connections; slot[fd] is the fd's index in conns (-1: none), as dropping a
+   * connection moves the last one into its place. */
+  int ep;
+  int* slot;
+  int capslot;
+  int64_t next_deadline; /* earliest deadline of an unauthenticated connection (a bound) */
 };
 
 static void drop_conn(struct root* r, int i, const char* why) {
@@ -58,8 +66,13 @@ static void drop_conn(struct root* r, int i, const char* why) {
     WEFT_INFO(WEFT_BOOTSTRAP, "Bootstrap root %s: dropping connection from %s: %s", r->name,
               weft_socket_addr_str(&r->conns[i].peer, text, sizeof(text)), why);
   }
+  r->nwaiting -= r->conns[i].rank >= 0;
+  r->slot[r->conns[i].fd] = -1;
+  /* Explicitly: a close alone keeps it in the set while a forked child holds a copy. */
+  (void)epoll_ctl(r->ep, EPOLL_CTL_DEL, r->conns[i].fd, NULL);
   weft_socket_close(r->conns[i].fd);
   r->conns[i] = r->conns[--r->nconns];
+  if (i < r->nconns) r->slot[r->conns[i].fd] = i;
 }
 
 /* Reply to the rank on conns[i], signed over the nonce of its (verified) check-in. */
@@ -135,9 +148,10 @@ static void checkin(struct root* r, int i) {
                                 : WEFT_SOCKET_NO_DEADLINE;
   WEFT_TRACE(WEFT_BOOTSTRAP, "Bootstrap root %s: rank %d checked in (%d/%d)", r->name, m->rank, r->ros.nhave,
              r->ros.nneeded);
-  if (m->kind == WEFT_BS_CHECKIN)
+  if (m->kind == WEFT_BS_CHECKIN) {
     c->rank = m->rank;
-  else
+    r->nwaiting++;
+  } else
     drop_conn(r, i, NULL);
 }
 
@@ -205,6 +219,22 @@ static void accept_all(struct root* r) {
       r->conns = grown;
       r->capconns = cap;
     }
+    if (fd >= r->capslot) {
+      int cap = 2 * fd + 64;
+      int* grown = realloc(r->slot, cap * sizeof(*grown));
+      if (grown == NULL) {
+        weft_socket_close(fd);
+        return;
+      }
+      for (int k = r->capslot; k < cap; k++) grown[k] = -1;
+      r->slot = grown;
+      r->capslot = cap;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    if (epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      weft_socket_close(fd);
+      continue;
+    }
     struct root_conn* c = &r->conns[r->nconns];
     memset(c, 0, sizeof(*c));
     c->fd = fd;
@@ -216,9 +246,10 @@ static void accept_all(struct root* r) {
       weft_socket_close(fd);
       continue;
     }
-    r->nconns++;
+    r->slot[fd] = r->nconns++;
     /* An honest rank answers at once: a silent or slow one only holds an fd this long. */
     c->deadline = weft_socket_now_ns() + WEFT_AUTH_TIMEOUT_S * 1000000000LL;
+    if (c->deadline < r->next_deadline) r->next_deadline = c->deadline;
   }
 }
 
@@ -237,10 +268,16 @@ static void finish(struct root* r) {
             r->ros.nneeded, (weft_socket_now_ns() - r->start) / 1e6);
 }
 
-static int nwaiting(const struct root* r) {
-  int n = 0;
-  for (int i = 0; i < r->nconns; i++) n += r->conns[i].rank >= 0;
-  return n;
+/* Drop the connections that did not check in by their deadline; the next deadline after. */
+static void expire(struct root* r, int64_t now) {
+  r->next_deadline = WEFT_SOCKET_NO_DEADLINE;
+  for (int i = r->nconns - 1; i >= 0; i--) {
+    if (r->conns[i].rank >= 0) continue;
+    if (now >= r->conns[i].deadline)
+      drop_conn(r, i, "no authenticated check-in in time");
+    else if (r->conns[i].deadline < r->next_deadline)
+      r->next_deadline = r->conns[i].deadline;
+  }
 }
 
 static void give_up(struct root* r) {
@@ -258,37 +295,34 @@ static void serve(struct root* r) {
   for (;;) {
     int started = r->ros.nranks > 0;
     if (started && !r->paired && r->gone < 0 && r->ros.nhave == r->ros.nneeded) finish(r);
-    if (r->paired && nwaiting(r) == 0) return;
+    if (r->paired && r->nwaiting == 0) return;
     int64_t now = weft_socket_now_ns();
     if (started && now >= r->give_up) return give_up(r);
-    if (r->capfds < r->nconns + 1) {
-      int cap = 2 * (r->nconns + 1);
-      struct pollfd* grown = realloc(r->fds, cap * sizeof(*grown));
-      if (grown == NULL) {
-        WEFT_WARN("Bootstrap root %s: out of memory with %d connections", r->name, r->nconns);
-        return;
-      }
-      r->fds = grown;
-      r->capfds = cap;
-    }
-    struct pollfd* fds = r->fds;
-    fds[0] = (struct pollfd){.fd = r->listen_fd, .events = POLLIN};
-    for (int i = 0; i < r->nconns; i++) fds[i + 1] = (struct pollfd){.fd = r->conns[i].fd, .events = POLLIN};
-    int nfds = r->nconns + 1;
     int64_t wait_ms = started ? (r->give_up - now) / 1000000 + 1 : ROOT_POLL_MS;
-    if (poll(fds, nfds, wait_ms < ROOT_POLL_MS ? (int)wait_ms : ROOT_POLL_MS) < 0 && errno != EINTR) {
-      WEFT_WARN("Bootstrap root %s: poll failed: %s", r->name, strerror(errno));
+    if (r->next_deadline != WEFT_SOCKET_NO_DEADLINE && (r->next_deadline - now) / 1000000 + 1 < wait_ms)
+      wait_ms = (r->next_deadline - now) / 1000000 + 1;
+    struct epoll_event ev[ROOT_EVENTS];
+    int nev = epoll_wait(r->ep, ev, ROOT_EVENTS,
+                         wait_ms < 0              ? 0
+                         : wait_ms < ROOT_POLL_MS ? (int)wait_ms
+                                                  : ROOT_POLL_MS);
+    if (nev < 0 && errno != EINTR) {
+      WEFT_WARN("Bootstrap root %s: epoll_wait failed: %s", r->name, strerror(errno));
       return;
     }
-    now = weft_socket_now_ns();
-    /* Walk backwards: dropping a connection moves the last one into its place. */
-    for (int i = nfds - 2; i >= 0; i--) {
-      if (fds[i + 1].revents)
-        readable(r, i);
-      else if (r->conns[i].rank < 0 && now >= r->conns[i].deadline)
-        drop_conn(r, i, "no authenticated check-in in time");
+    int listen_ready = 0;
+    for (int k = 0; k < nev; k++) {
+      int fd = ev[k].data.fd;
+      if (fd == r->listen_fd) {
+        listen_ready = 1;
+        continue;
+      }
+      /* An earlier event of this batch may have dropped it (no fd is reused before accept_all). */
+      if (fd < r->capslot && r->slot[fd] >= 0) readable(r, r->slot[fd]);
     }
-    if (fds[0].revents) accept_all(r);
+    now = weft_socket_now_ns();
+    if (now >= r->next_deadline) expire(r, now);
+    if (listen_ready) accept_all(r);
   }
 }
 
@@ -298,7 +332,8 @@ static void* root_main(void* arg) {
   for (int i = 0; i < r->nconns; i++) weft_socket_close(r->conns[i].fd);
   weft_socket_close(r->listen_fd);
   free(r->conns);
-  free(r->fds);
+  free(r->slot);
+  weft_socket_close(r->ep);
   weft_bs_roster_fini(&r->ros);
   memset(&r->key, 0, sizeof(r->key));
   free(r);
@@ -319,17 +354,24 @@ ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic,
   }
   /* Allocate up front: until a rank connects the thread then takes no locks (malloc, log), so
    * the process may fork right after ncclGetUniqueId (launchers and tests do). */
-  r->capconns = r->capfds = 64;
+  r->capconns = 64;
   r->conns = calloc(r->capconns, sizeof(*r->conns));
-  r->fds = calloc(r->capfds, sizeof(*r->fds));
-  if (r->conns == NULL || r->fds == NULL) {
-    WEFT_WARN("Bootstrap root: out of memory");
+  r->capslot = 1024;
+  r->slot = malloc(r->capslot * sizeof(*r->slot));
+  r->ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = r->listen_fd};
+  if (r->conns == NULL || r->slot == NULL || r->ep < 0 ||
+      epoll_ctl(r->ep, EPOLL_CTL_ADD, r->listen_fd, &ev) != 0) {
+    WEFT_WARN("Bootstrap root: out of memory (or no epoll set: %s)", strerror(errno));
     weft_socket_close(r->listen_fd);
+    if (r->ep >= 0) weft_socket_close(r->ep);
     free(r->conns);
-    free(r->fds);
+    free(r->slot);
     free(r);
     return ncclSystemError;
   }
+  for (int k = 0; k < r->capslot; k++) r->slot[k] = -1;
+  r->next_deadline = WEFT_SOCKET_NO_DEADLINE;
   r->magic = magic;
   r->key = *key;
   r->gone = -1;
@@ -345,6 +387,9 @@ ncclResult_t weft_bs_root_start(union weft_socket_addr* addr, uint64_t magic,
   if (err != 0) {
     WEFT_WARN("Bootstrap root %s: cannot start its thread: %s", r->name, strerror(err));
     weft_socket_close(r->listen_fd);
+    weft_socket_close(r->ep);
+    free(r->conns);
+    free(r->slot);
     free(r);
     return ncclSystemError;
   }

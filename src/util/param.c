@@ -40,6 +40,9 @@ static const struct weft_param_def params[] = {
     {"NCCL_UID_STAGGER_RATE", WEFT_PARAM_INT, "7000", "Check-ins per second when staggering"},
     {"WEFT_BOOTSTRAP_LOG_GATHER_MIN", WEFT_PARAM_INT, "32",
      "Ranks from which bootstrap all-gathers take log2(n) rounds instead of the ring (0: always the ring)"},
+    {"WEFT_BOOTSTRAP_MAX_CONNS", WEFT_PARAM_INT, "64",
+     "Connections a rank keeps open to send further bootstrap messages to other processes' ranks, least "
+     "recently used closed first (0: one connection a message)"},
     /* Backend, waits and errors */
     {"WEFT_BACKEND", WEFT_PARAM_STR, "auto", "auto, cuda or host: where collectives run"},
     {"WEFT_TIMEOUT", WEFT_PARAM_INT, "1800", "Seconds a collective waits for a peer before failing"},

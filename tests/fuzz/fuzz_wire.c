@@ -116,6 +116,7 @@ static struct weft_bootstrap* fake_bootstrap(int nranks) {
   bs->magic = FUZZ_MAGIC;
   bs->key = job_key;
   bs->listen_fd = bs->next_fd = bs->prev_fd = bs->root.fd = -1;
+  bs->maxconns = 2; /* kept incoming connections beyond it are shut for writing */
   bs->peers = calloc(nranks, sizeof(*bs->peers));
   bs->send_seq = calloc(nranks, sizeof(*bs->send_seq));
   bs->recv_seq = calloc(nranks, sizeof(*bs->recv_seq));
@@ -143,18 +144,37 @@ static void feed_last(struct weft_bootstrap* bs, int far, struct in* in, const u
   if (bs->ninc > 0) abort();
 }
 
-/* A member's stream: a message signed as its sender signs it, or a ring opening followed by the
- * answer to the challenge it draws (if any). */
+/* Sign a message frame (opening + len - opening bytes) as its sender would: the digest covers
+ * the payload bytes that are there (at most size), the MAC our nonce. */
+static void sign_frame(struct weft_bootstrap* bs, uint8_t* frame, size_t len) {
+  struct weft_bs_header h;
+  memcpy(&h, frame + WEFT_AUTH_MAC_BYTES, sizeof(h));
+  size_t open = sizeof(struct weft_bs_opening);
+  size_t have = len - open < h.size ? len - open : (size_t)h.size;
+  weft_sha256(frame + open, have, h.digest);
+  memcpy(frame + WEFT_AUTH_MAC_BYTES, &h, sizeof(h));
+  weft_auth_mac(&job_key, WEFT_AUTH_LABEL_MESSAGE, bs->nonce, &h, sizeof(h), frame);
+}
+
+/* A member's stream: messages signed as their sender signs them (the first, then up to 3 more
+ * frames on the same kept connection, each header and payload from the input), or a ring opening
+ * followed by the answer to the challenge it draws (if any). */
 static void feed_member(struct weft_bootstrap* bs, int far, struct in* in, uint8_t* stream, size_t len) {
   struct weft_bs_header h;
   memcpy(&h, stream + WEFT_AUTH_MAC_BYTES, sizeof(h));
   size_t open = sizeof(struct weft_bs_opening);
   if (h.kind != WEFT_BS_RING) {
-    size_t have = len - open < h.size ? len - open : (size_t)h.size;
-    weft_sha256(stream + open, have, h.digest);
-    memcpy(stream + WEFT_AUTH_MAC_BYTES, &h, sizeof(h));
-    weft_auth_mac(&job_key, WEFT_AUTH_LABEL_MESSAGE, bs->nonce, &h, sizeof(h), stream);
-    return feed_last(bs, far, in, stream, len);
+    sign_frame(bs, stream, len);
+    feed_slices(bs, far, in, stream, len);
+    for (int more = byte(in) % 4; more > 0 && bs->ninc > 0; more--) {
+      uint8_t frame[sizeof(struct weft_bs_opening) + 256];
+      memset(frame, 0, sizeof(frame));
+      uint8_t plen = byte(in);
+      take(in, frame + WEFT_AUTH_MAC_BYTES, sizeof(struct weft_bs_header) + plen);
+      sign_frame(bs, frame, open + plen);
+      feed_slices(bs, far, in, frame, open + plen);
+    }
+    return feed_last(bs, far, in, stream, 0);
   }
   feed_slices(bs, far, in, stream, open);
   uint8_t challenge[WEFT_AUTH_NONCE_BYTES], answer[WEFT_AUTH_MAC_BYTES];
@@ -442,7 +462,8 @@ static void write_seeds(const char* dir) {
   memcpy(buf + 1, &rep, sizeof(rep));
   memset(buf + 1 + sizeof(rep), 60, 8); /* slices */
   seed(dir, "rootlink-gone", P_ROOTLINK, buf, 1 + sizeof(rep) + 8);
-  /* Rank 0 sends a 5-byte message to rank 1 of 2, then opens the ring. */
+  /* Rank 0 sends a 5-byte message and a 3-byte one on the same connection to rank 1 of 2, then
+   * opens the ring. */
   struct weft_bs_header h = {.magic = FUZZ_MAGIC,
                              .type = WEFT_SOCKET_BOOTSTRAP,
                              .kind = WEFT_BS_P2P,
@@ -459,8 +480,18 @@ static void write_seeds(const char* dir) {
   n += sizeof(h);
   memcpy(buf + n, "hello", 5);
   n += 5;
-  memset(buf + n, 7, 8); /* slices */
-  n += 8;
+  memset(buf + n, 63, 2); /* slices of 64 bytes */
+  n += 2;
+  buf[n++] = 1; /* one more frame on the kept connection: a 3-byte message */
+  buf[n++] = 3;
+  h.seq = 2;
+  h.size = 3;
+  memcpy(buf + n, &h, sizeof(h));
+  n += sizeof(h);
+  memcpy(buf + n, "abc", 3);
+  n += 3;
+  memset(buf + n, 63, 2);
+  n += 2;
   h = (struct weft_bs_header){
       .magic = FUZZ_MAGIC, .type = WEFT_SOCKET_BOOTSTRAP, .kind = WEFT_BS_RING, .src = 0, .dst = 1};
   buf[n++] = 0;
