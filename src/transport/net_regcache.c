@@ -37,8 +37,10 @@ ncclResult_t weft_net_regcache_keep(struct weft_net_regcache* rc, void* data, si
   for (int i = 0; k == NULL && i < WEFT_NET_REGCACHE_MAX; i++)
     if (rc->e[i].refs == 0) k = &rc->e[i];
   if (k == NULL) {
-    WEFT_INFO(WEFT_NET, "NET: more than %d ranges kept registered on one comm: %zu bytes at %p are registered "
-              "per request", WEFT_NET_REGCACHE_MAX, size, data);
+    WEFT_INFO(WEFT_NET,
+              "NET: more than %d ranges kept registered on one comm: %zu bytes at %p are registered "
+              "per request",
+              WEFT_NET_REGCACHE_MAX, size, data);
     return ncclSuccess;
   }
   if (k->refs == 0) {

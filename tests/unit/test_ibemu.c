@@ -57,7 +57,7 @@ static enum ibv_wc_status write_once(struct ibv_pd* pd_s, struct ibv_pd* pd_r, c
                                      size_t len, void* remote, uint32_t rkey) {
   struct ibv_cq* cq = ibv->create_cq(port->ctx, 16, NULL, NULL, 0);
   struct ibv_qp *s = make_qp(pd_s, cq), *r = make_qp(pd_r, cq);
-  enum ibv_wc_status status = (enum ibv_wc_status)-1;
+  enum ibv_wc_status status = (enum ibv_wc_status) - 1;
   if (s && r) {
     connect_qp(s, r->qp_num);
     connect_qp(r, s->qp_num);
@@ -104,12 +104,14 @@ static void run(void) {
   /* The receiver's region is the middle page of dst; the pages around it are guards. */
   struct ibv_mr* in = ibv->reg_mr(pd_r, dst + PAGE, PAGE, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   struct ibv_mr* out = ibv->reg_mr(pd_s, src, PAGE, 0);
-  struct ibv_mr* other_pd = ibv->reg_mr(pd_s, dst, sizeof(dst), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  struct ibv_mr* other_pd =
+      ibv->reg_mr(pd_s, dst, sizeof(dst), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   struct ibv_mr* local_only = ibv->reg_mr(pd_r, dst, sizeof(dst), IBV_ACCESS_LOCAL_WRITE);
   struct ibv_mr* recv_side = ibv->reg_mr(pd_r, src, sizeof(src), 0);
   struct ibv_mr* gone = ibv->reg_mr(pd_r, dst, sizeof(dst), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   uint32_t gone_rkey = gone ? gone->rkey : 0;
-  EXPECT(pd_s && pd_r && in && out && other_pd && local_only && recv_side && gone && ibv->dereg_mr(gone) == 0);
+  EXPECT(pd_s && pd_r && in && out && other_pd && local_only && recv_side && gone &&
+         ibv->dereg_mr(gone) == 0);
   if (test_failures) return;
   if (counts) {
     counts(after);
@@ -129,12 +131,16 @@ static void run(void) {
     enum ibv_wc_status want;
   } cases[] = {
       {"the whole region", src, out->lkey, PAGE, dst + PAGE, in->rkey, IBV_WC_SUCCESS},
-      {"one byte past the region's end", src, out->lkey, 16, dst + 2 * PAGE - 15, in->rkey, IBV_WC_REM_ACCESS_ERR},
+      {"one byte past the region's end", src, out->lkey, 16, dst + 2 * PAGE - 15, in->rkey,
+       IBV_WC_REM_ACCESS_ERR},
       {"one byte before its start", src, out->lkey, 16, dst + PAGE - 1, in->rkey, IBV_WC_REM_ACCESS_ERR},
-      {"an rkey of the sender's protection domain", src, out->lkey, 16, dst, other_pd->rkey, IBV_WC_REM_ACCESS_ERR},
-      {"an rkey without remote write access", src, out->lkey, 16, dst, local_only->rkey, IBV_WC_REM_ACCESS_ERR},
+      {"an rkey of the sender's protection domain", src, out->lkey, 16, dst, other_pd->rkey,
+       IBV_WC_REM_ACCESS_ERR},
+      {"an rkey without remote write access", src, out->lkey, 16, dst, local_only->rkey,
+       IBV_WC_REM_ACCESS_ERR},
       {"an rkey deregistered", src, out->lkey, 16, dst, gone_rkey, IBV_WC_REM_ACCESS_ERR},
-      {"a source past the lkey's region", src + 1, out->lkey, PAGE, dst + PAGE, in->rkey, IBV_WC_LOC_PROT_ERR},
+      {"a source past the lkey's region", src + 1, out->lkey, PAGE, dst + PAGE, in->rkey,
+       IBV_WC_LOC_PROT_ERR},
       {"an lkey of the receiver's protection domain", src, recv_side->lkey, 16, dst + PAGE, in->rkey,
        IBV_WC_LOC_PROT_ERR},
   };
