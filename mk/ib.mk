@@ -9,5 +9,5 @@ $(FAKE_VERBS): $(wildcard tests/ibemu/*.c tests/ibemu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(OPT) -Wall -Wextra -fPIC -shared -pthread $(SANFLAGS) -o $@ $(filter %.c,$^)
 ifneq ($(wildcard /usr/include/infiniband/verbs.h),)
-$(BUILD)/tests/unit/test_net $(BUILD)/tests/unit/test_net_conformance: $(FAKE_VERBS)
+$(BUILD)/tests/unit/test_net $(BUILD)/tests/unit/test_net_conformance $(BUILD)/tests/unit/test_ibemu: $(FAKE_VERBS)
 endif

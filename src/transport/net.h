@@ -49,9 +49,14 @@ struct weft_net_ops {
   ncclResult_t (*close_send)(void* send_comm);
   ncclResult_t (*close_recv)(void* recv_comm);
   ncclResult_t (*close_listen)(void* listen_comm);
-  /* Optional (NULL: nothing to do): [data, data+size) stays allocated while comm is open and
-   * many transfers will use it, so a network that registers memory may do so once (plugins). */
+  /* Optional (NULL: nothing to do): [data, data+size) stays allocated while comm is open (or
+   * until drop_registered) and many transfers will use it, so a network that registers memory
+   * may do so once (IB, plugins; transport/net_regcache.h). Any other buffer is registered for
+   * the one request that uses it. */
   ncclResult_t (*keep_registered)(void* comm, void* data, size_t size);
+  /* Optional, with keep_registered: the range's lifetime ends before the comm's; its
+   * registration goes once no request in flight uses it. Closing the comm drops every range. */
+  void (*drop_registered)(void* comm, void* data, size_t size);
   /* Optional (NULL: steps over this network carry no call tag and go unchecked, as on plugins):
    * isend with 64 bits of metadata (a step's call tag) that the receiving request gives back in
    * test_meta, which is test with that value (0 for sends, and for receives of plain isends). */

@@ -236,6 +236,7 @@ static struct ib_comm* comm_new(int is_send, int dev, const struct weft_auth_key
     weft_auth_public_key(&c->key);
   snprintf(c->peer_addr, sizeof(c->peer_addr), "?");
   for (int i = 0; i < IB_SLOTS; i++) c->reqs[i].c = c;
+  weft_ib_regcache_init(c);
   return c;
 }
 
@@ -243,6 +244,13 @@ static void comm_free(struct ib_comm* c) {
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
   if (!c->is_send && c->stage == IB_READY && c->error == ncclSuccess) weft_ib_say_closed(c);
   for (int i = 0; i < IB_SLOTS; i++) weft_ib_req_release(&c->reqs[i]);
+  if (c->stage == IB_READY)
+    WEFT_INFO(WEFT_NET,
+              "NET/IB: %s:%d connection %s peer GID %s closed: %llu buffers found kept registered, %llu "
+              "registered for their request",
+              c->port->name, c->port->port, c->is_send ? "to" : "from", c->peer_addr,
+              (unsigned long long)c->regs.hits, (unsigned long long)c->own_regs);
+  weft_net_regcache_fini(&c->regs);
   for (int i = 0; i < c->nqps; i++)
     if (c->qp[i]) ibv->destroy_qp(c->qp[i]);
   if (c->fifo_mr) ibv->dereg_mr(c->fifo_mr);
@@ -364,6 +372,8 @@ const struct weft_net_ops weft_net_ib_ops = {
     .test = weft_ib_test,
     .isend_meta = weft_ib_isend_meta,
     .test_meta = weft_ib_test_meta,
+    .keep_registered = weft_ib_keep_registered,
+    .drop_registered = weft_ib_drop_registered,
     .close_send = ib_close,
     .close_recv = ib_close,
     .close_listen = ib_close_listen,

@@ -10,6 +10,7 @@
 
 #include "transport/net.h"
 #include "transport/net_ib.h"
+#include "transport/net_regcache.h"
 #include "util/auth.h"
 
 #if WEFT_IBVERBS_HEADERS
@@ -78,8 +79,9 @@ struct ib_req {
   const void* data; /* isend */
   size_t size;
   int tag;
-  size_t sizes[WEFT_NET_MAX_RECVS]; /* irecv: capacities, then what arrived (SIZE_MAX: nothing) */
-  struct ibv_mr* mr[WEFT_NET_MAX_RECVS];
+  size_t sizes[WEFT_NET_MAX_RECVS];      /* irecv: capacities, then what arrived (SIZE_MAX: nothing) */
+  struct ibv_mr* mr[WEFT_NET_MAX_RECVS]; /* the registration each buffer goes with: */
+  struct weft_net_kept* kept[WEFT_NET_MAX_RECVS]; /* a kept one (non-NULL), else its own */
 };
 
 struct ib_comm {
@@ -106,6 +108,8 @@ struct ib_comm {
   struct ibv_mr* seq_mr;
   uint64_t meta[IB_SLOTS]; /* per request slot: the sender writes from it, the receiver is written */
   struct ibv_mr* meta_mr;
+  struct weft_net_regcache regs; /* the ranges the proxy keeps registered (its connector's buffers) */
+  uint64_t own_regs;             /* buffers registered for their request alone (INFO at close) */
   struct ib_req reqs[IB_SLOTS];
   uint64_t issued, posted; /* requests made; sender: writes posted, in order */
   ncclResult_t error;
@@ -128,8 +132,13 @@ ncclResult_t weft_ib_fail(struct ib_comm* c, ncclResult_t res, const char* fmt, 
     __attribute__((format(printf, 3, 4)));
 /* Receiver, closing: tells the sender (best effort, a short wait for the write). */
 void weft_ib_say_closed(struct ib_comm* c);
-/* Deregisters what a finished or abandoned request registered. */
+/* Deregisters what a finished or abandoned request registered, and lets go of the kept
+ * registrations it used. */
 void weft_ib_req_release(struct ib_req* r);
+/* keep_registered / drop_registered, and the cache's registration of a kept range. */
+ncclResult_t weft_ib_keep_registered(void* comm, void* data, size_t size);
+void weft_ib_drop_registered(void* comm, void* data, size_t size);
+void weft_ib_regcache_init(struct ib_comm* c);
 
 /* net_ib.c: moves c's setup on; ncclSuccess while it is still under way. */
 ncclResult_t weft_ib_progress_setup(struct ib_comm* c);

@@ -1,9 +1,10 @@
-/* The IB network's data path. irecv registers its buffers, posts a receive and writes the
- * offer (addresses, rkeys, sizes, tags) into the sender's FIFO slot for that receive, then the
- * slot's sequence word in a second, later write, so a sender that sees the word sees the whole
- * offer. isend waits for its slot's offer and writes the message, with immediate data naming the
- * buffer and the size, straight into the buffer whose tag matches. Sends go out in order, so
- * immediates consume posted receives in the order the receives were made. */
+/* The IB network's data path. irecv registers its buffers (or finds them kept registered),
+ * posts a receive and writes the offer (addresses, rkeys, sizes, tags) into the sender's FIFO
+ * slot for that receive, then the slot's sequence word in a second, later write, so a sender that
+ * sees the word sees the whole offer. isend waits for its slot's offer and writes the message,
+ * with immediate data naming the buffer and the size, straight into the buffer whose tag matches.
+ * Sends go out in order, so immediates consume posted receives in the order the receives were
+ * made. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -35,8 +36,12 @@ ncclResult_t weft_ib_fail(struct ib_comm* c, ncclResult_t res, const char* fmt, 
 void weft_ib_req_release(struct ib_req* r) {
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
   for (int i = 0; i < WEFT_NET_MAX_RECVS; i++) {
-    if (r->mr[i]) ibv->dereg_mr(r->mr[i]);
+    if (r->kept[i])
+      weft_net_regcache_release(&r->c->regs, r->kept[i]);
+    else if (r->mr[i])
+      ibv->dereg_mr(r->mr[i]);
     r->mr[i] = NULL;
+    r->kept[i] = NULL;
   }
   r->used = 0;
 }
@@ -52,15 +57,54 @@ static struct ib_req* req_alloc(struct ib_comm* c) {
   return r;
 }
 
-/* Each request registers its own buffers: a buffer freed and reallocated at the same address
- * would make a cached registration point at pages that are no longer the caller's. */
-static ncclResult_t reg(struct ib_comm* c, void* p, size_t n, int access, struct ibv_mr** out) {
-  *out = NULL;
-  if (n == 0) return ncclSuccess;
-  *out = weft_ibv_load(NULL)->reg_mr(c->pd, p, n, access);
+/* ---- registrations ---- */
+
+/* What may touch a comm's memory: a sender's is only read by its own writes; a receiver's is
+ * written by the peer. */
+static int access_of(const struct ib_comm* c) {
+  return c->is_send ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+}
+
+static ncclResult_t reg_mr(struct ib_comm* c, void* p, size_t n, struct ibv_mr** out) {
+  *out = weft_ibv_load(NULL)->reg_mr(c->pd, p, n, access_of(c));
   if (*out == NULL)
     return weft_ib_fail(c, ncclSystemError, "cannot register %zu bytes at %p: %s", n, p, strerror(errno));
   return ncclSuccess;
+}
+
+static ncclResult_t kept_reg(void* owner, void* data, size_t size, void** mh) {
+  return reg_mr(owner, data, size, (struct ibv_mr**)mh);
+}
+
+static void kept_dereg(void* owner, void* mh) {
+  (void)owner;
+  weft_ibv_load(NULL)->dereg_mr(mh);
+}
+
+void weft_ib_regcache_init(struct ib_comm* c) { weft_net_regcache_init(&c->regs, c, kept_reg, kept_dereg); }
+
+ncclResult_t weft_ib_keep_registered(void* comm, void* data, size_t size) {
+  struct ib_comm* c = comm;
+  return weft_net_regcache_keep(&c->regs, data, size);
+}
+
+void weft_ib_drop_registered(void* comm, void* data, size_t size) {
+  struct ib_comm* c = comm;
+  weft_net_regcache_drop(&c->regs, data, size);
+}
+
+/* Buffer i of request r goes with a kept registration that covers it (the proxy's connector
+ * buffers), else with one of its own until the request is done: any other buffer may be freed
+ * and its addresses reused after that, and a registration cached past it would point at pages
+ * that are no longer the caller's. */
+static ncclResult_t reg(struct ib_comm* c, struct ib_req* r, int i, void* p, size_t n) {
+  if (n == 0) return ncclSuccess;
+  if ((r->kept[i] = weft_net_regcache_find(&c->regs, p, n)) != NULL) {
+    r->mr[i] = r->kept[i]->mh;
+    return ncclSuccess;
+  }
+  c->own_regs++;
+  return reg_mr(c, p, n, &r->mr[i]);
 }
 
 static ncclResult_t post_write(struct ib_comm* c, struct ibv_qp* qp, uint64_t wr_id, const void* src,
@@ -221,7 +265,7 @@ ncclResult_t weft_ib_isend_meta(void* send_comm, const void* data, size_t size, 
   r->tag = tag;
   r->meta = meta;
   r->nbuf = 1;
-  ncclResult_t res = reg(c, (void*)data, size, 0, &r->mr[0]);
+  ncclResult_t res = reg(c, r, 0, (void*)data, size);
   if (res == ncclSuccess) res = post_sends(c);
   if (res != ncclSuccess) return res;
   *request = r;
@@ -239,7 +283,7 @@ static ncclResult_t offer(struct ib_comm* c, struct ib_req* r, void* const* data
   struct ib_cts_slot* s = &c->fifo[slot];
   memset(s, 0, sizeof(*s));
   for (int i = 0; i < r->nbuf; i++) {
-    WEFT_CHECK(reg(c, data[i], r->sizes[i], IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &r->mr[i]));
+    WEFT_CHECK(reg(c, r, i, data[i], r->sizes[i]));
     s->e[i] = (struct ib_cts_entry){.addr = (uint64_t)(uintptr_t)data[i],
                                     .size = r->sizes[i],
                                     .rkey = r->mr[i] ? r->mr[i]->rkey : 0,

@@ -35,6 +35,7 @@ ncclResult_t weft_plugin_close_send(void* send_comm);
 ncclResult_t weft_plugin_close_recv(void* recv_comm);
 ncclResult_t weft_plugin_close_listen(void* listen_comm);
 ncclResult_t weft_plugin_keep_registered(void* comm, void* data, size_t size);
+void weft_plugin_drop_registered(void* comm, void* data, size_t size);
 
 /* Version shims (net_plugin.c): each call with the argument list the plugin's version has. */
 ncclResult_t weft_plugin_call_accept(struct weft_plugin* p, void* listen_comm, void** recv_comm);

@@ -5,27 +5,23 @@
  * picks once the header is in. Plugins match in order, so a receive comm has at most one
  * header posted ahead of the payloads; senders post header and payload back to back.
  * Memory is host memory, registered with regMr: the connector's buffers once, for the comm's
- * life (the proxy announces them), any other buffer for the one request that uses it. */
+ * life (the proxy announces them; net_regcache.h keeps them), any other buffer for the one
+ * request that uses it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "transport/net_plugin.h"
+#include "transport/net_regcache.h"
 #include "util/check.h"
 #include "util/log.h"
 
 #define HDR_MAGIC 0x57656674u /* "Weft" */
-#define MAX_KEPT 8 /* a proxy connector keeps 3: its FIFO memory, its LL bounce slots, its notice */
 
 struct hdr {
   uint32_t magic;
   int32_t tag;
   uint64_t size;
-};
-
-struct mr {
-  uintptr_t lo, hi;
-  void* mh;
 };
 
 enum { R_FREE, R_NEW, R_HDR, R_DATA_POST, R_DATA, R_DONE };
@@ -37,8 +33,8 @@ struct preq {
   ncclResult_t err; /* receive: what moving it along failed with, reported by its test */
   struct hdr hdr;   /* in the comm's registered request array */
   void *hreq, *dreq;
-  struct mr* mr; /* a kept registration covering the payload, or NULL */
-  void* oneshot; /* mhandle registered for this request alone */
+  struct weft_net_kept* kept; /* a kept registration covering the payload, or NULL */
+  void* oneshot;              /* mhandle registered for this request alone */
   void* bufs[WEFT_NET_MAX_RECVS];
   size_t caps[WEFT_NET_MAX_RECVS];
   int tags[WEFT_NET_MAX_RECVS];
@@ -51,10 +47,9 @@ struct pcomm {
   int is_send;
   void* reqs_mh; /* registration of reqs[] (the headers live there) */
   struct preq reqs[WEFT_NET_MAX_REQUESTS];
-  struct preq* queue;   /* receive: requests not yet returned done, oldest first */
-  struct preq* pending; /* send: header posted, payload not yet */
-  struct mr kept[MAX_KEPT];
-  int nkept;
+  struct preq* queue;            /* receive: requests not yet returned done, oldest first */
+  struct preq* pending;          /* send: header posted, payload not yet */
+  struct weft_net_regcache regs; /* the ranges kept registered */
 };
 
 struct plisten {
@@ -86,6 +81,9 @@ static void close_plugin_comm(struct weft_plugin* p, void* comm, int is_send) {
   is_send ? p->t->close_send(comm) : p->t->close_recv(comm);
 }
 
+static ncclResult_t kept_reg(void* owner, void* data, size_t size, void** mh);
+static void kept_dereg(void* owner, void* mh);
+
 ncclResult_t weft_plugin_wrap_comm(struct weft_plugin* p, void* comm, int is_send, void** out) {
   struct pcomm* c = calloc(1, sizeof(*c));
   if (c == NULL) {
@@ -95,6 +93,7 @@ ncclResult_t weft_plugin_wrap_comm(struct weft_plugin* p, void* comm, int is_sen
   c->p = p;
   c->comm = comm;
   c->is_send = is_send;
+  weft_net_regcache_init(&c->regs, c, kept_reg, kept_dereg);
   ncclResult_t res = weft_plugin_call_reg(p, comm, c->reqs, sizeof(c->reqs), &c->reqs_mh);
   if (res != ncclSuccess) {
     WEFT_WARN("NET/Plugin %s: regMr of %zu bytes of host memory failed: %s", p->t->name, sizeof(c->reqs),
@@ -129,49 +128,49 @@ static ncclResult_t said(struct pcomm* c, const char* what, ncclResult_t res) {
 }
 
 /* ---- Registrations ---- */
-/* Ranges announced with weft_plugin_keep_registered stay registered until the comm closes;
- * anything else (a caller's buffer, sent in place) is registered for its request alone: it may
- * be freed and its addresses reused once the request is done, and a registration kept past that
- * would point the plugin at memory that is no longer it. */
+/* Ranges announced with weft_plugin_keep_registered stay registered until dropped or the comm
+ * closes; anything else (a caller's buffer, sent in place) is registered for its request alone:
+ * it may be freed and its addresses reused once the request is done, and a registration kept
+ * past that would point the plugin at memory that is no longer it. */
 ncclResult_t weft_plugin_keep_registered(void* comm, void* data, size_t size) {
   struct pcomm* c = comm;
-  if (c->nkept == MAX_KEPT) {
-    WEFT_WARN("NET/Plugin %s: more than %d ranges kept registered on one comm", c->p->t->name, MAX_KEPT);
-    return ncclInternalError;
-  }
-  struct mr* m = &c->kept[c->nkept];
-  ncclResult_t res = weft_plugin_call_reg(c->p, c->comm, data, size, &m->mh);
-  if (res != ncclSuccess) {
-    WEFT_WARN("NET/Plugin %s: regMr of %zu bytes of host memory at %p failed: %s", c->p->t->name, size, data,
-              ncclGetErrorString(res));
-    return res;
-  }
-  m->lo = (uintptr_t)data;
-  m->hi = m->lo + size;
-  c->nkept++;
-  return ncclSuccess;
+  return weft_net_regcache_keep(&c->regs, data, size);
 }
 
-static ncclResult_t mr_get(struct preq* r, void* data, size_t size) {
-  struct pcomm* c = r->c;
-  uintptr_t lo = (uintptr_t)data, hi = lo + size;
-  for (int i = 0; i < c->nkept; i++)
-    if (c->kept[i].lo <= lo && hi <= c->kept[i].hi) {
-      r->mr = &c->kept[i];
-      return ncclSuccess;
-    }
-  ncclResult_t res = weft_plugin_call_reg(c->p, c->comm, data, size, &r->oneshot);
+void weft_plugin_drop_registered(void* comm, void* data, size_t size) {
+  struct pcomm* c = comm;
+  weft_net_regcache_drop(&c->regs, data, size);
+}
+
+static ncclResult_t mr_reg(struct pcomm* c, void* data, size_t size, void** mh) {
+  ncclResult_t res = weft_plugin_call_reg(c->p, c->comm, data, size, mh);
   if (res != ncclSuccess)
     WEFT_WARN("NET/Plugin %s: regMr of %zu bytes of host memory at %p failed: %s", c->p->t->name, size, data,
               ncclGetErrorString(res));
   return res;
 }
 
+static ncclResult_t kept_reg(void* owner, void* data, size_t size, void** mh) {
+  return mr_reg(owner, data, size, mh);
+}
+
+static void kept_dereg(void* owner, void* mh) {
+  struct pcomm* c = owner;
+  c->p->t->dereg_mr(c->comm, mh);
+}
+
+static ncclResult_t mr_get(struct preq* r, void* data, size_t size) {
+  struct pcomm* c = r->c;
+  if ((r->kept = weft_net_regcache_find(&c->regs, data, size)) != NULL) return ncclSuccess;
+  return mr_reg(c, data, size, &r->oneshot);
+}
+
 /* The registration a request's payload goes with (mr_get made it). */
-static void* req_mh(const struct preq* r) { return r->mr ? r->mr->mh : r->oneshot; }
+static void* req_mh(const struct preq* r) { return r->kept ? r->kept->mh : r->oneshot; }
 
 static void req_release(struct preq* r) {
   if (r->oneshot) r->c->p->t->dereg_mr(r->c->comm, r->oneshot);
+  weft_net_regcache_release(&r->c->regs, r->kept);
   memset(r, 0, sizeof(*r));
 }
 
@@ -378,9 +377,9 @@ ncclResult_t weft_plugin_test(void* request, int* done, size_t* sizes) {
 /* Registrations go before the comm they belong to. */
 static ncclResult_t close_comm(struct pcomm* c) {
   if (c == NULL) return ncclSuccess;
-  for (int i = 0; i < c->nkept; i++) c->p->t->dereg_mr(c->comm, c->kept[i].mh);
   for (int i = 0; i < WEFT_NET_MAX_REQUESTS; i++)
     if (c->reqs[i].oneshot) c->p->t->dereg_mr(c->comm, c->reqs[i].oneshot);
+  weft_net_regcache_fini(&c->regs);
   if (c->reqs_mh) c->p->t->dereg_mr(c->comm, c->reqs_mh);
   ncclResult_t res = c->is_send ? c->p->t->close_send(c->comm) : c->p->t->close_recv(c->comm);
   free(c);

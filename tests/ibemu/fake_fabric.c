@@ -9,8 +9,10 @@
  * gone with "retry exceeded"; after an error every outstanding request is flushed. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -66,6 +68,34 @@ static pthread_mutex_t fab_mu = PTHREAD_MUTEX_INITIALIZER; /* the lists and coun
 static struct fake_mr* mrs;
 static struct fake_qp* qps;
 static uint32_t next_key = 0x1000, next_qpn = 0x100;
+static uint64_t nreg, ndereg, nmessages; /* weft_fake_verbs_counts */
+
+void weft_fake_verbs_counts(uint64_t out[WEFT_FAKE_NCOUNTS]) {
+  pthread_mutex_lock(&fab_mu);
+  out[0] = nreg;
+  out[1] = ndereg;
+  out[2] = nreg - ndereg;
+  out[3] = __atomic_load_n(&nmessages, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&fab_mu);
+}
+
+/* WEFT_FAKE_IB_COUNTS=FILE: each process appends its counts at exit, one line (the tests of
+ * whole jobs read them there). */
+__attribute__((destructor)) static void report_counts(void) {
+  const char* path = getenv("WEFT_FAKE_IB_COUNTS");
+  if (path == NULL || path[0] == 0) return;
+  uint64_t n[WEFT_FAKE_NCOUNTS];
+  weft_fake_verbs_counts(n);
+  char line[160];
+  int len = snprintf(line, sizeof(line), "pid %d reg_mr %llu dereg_mr %llu live %llu messages %llu\n",
+                     (int)getpid(), (unsigned long long)n[0], (unsigned long long)n[1],
+                     (unsigned long long)n[2], (unsigned long long)n[3]);
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  if (write(fd, line, (size_t)len) != len) { /* nothing to do about it at exit */
+  }
+  close(fd);
+}
 
 /* ---- small helpers ---- */
 
@@ -174,8 +204,10 @@ static void fail_qp(struct fake_qp* q, enum ibv_wc_status status) {
 static enum ibv_wc_status place_write(struct fake_qp* q, const struct wire_op* op) {
   pthread_mutex_lock(&fab_mu);
   struct fake_mr* m = find_mr(op->rkey, 1);
-  /* An empty write touches no memory, so no key is checked (senders use it as a probe). */
-  int ok = op->len == 0 || (m && (m->access & IBV_ACCESS_REMOTE_WRITE) && mr_covers(m, op->addr, op->len));
+  /* An empty write touches no memory, so no key is checked (senders use it as a probe). A key
+   * is good only in its own protection domain: the queue pair's. */
+  int ok = op->len == 0 || (m && m->mr.pd == q->qp.pd && (m->access & IBV_ACCESS_REMOTE_WRITE) &&
+                            mr_covers(m, op->addr, op->len));
   pthread_mutex_unlock(&fab_mu);
   /* The region could be deregistered while the data lands; tests never do that. */
   if (!ok) return drain(q->in_fd, op->len) == 0 ? IBV_WC_REM_ACCESS_ERR : IBV_WC_RETRY_EXC_ERR;
@@ -269,15 +301,16 @@ static int transmit(struct fake_qp* q, const struct ibv_send_wr* wr, uint64_t se
   return 0;
 }
 
-/* 1 when every gather entry lies in a local region of this queue pair's context (or is inline). */
-static int local_ok(const struct ibv_send_wr* wr, uint64_t* len) {
+/* 1 when every gather entry lies in a local region of this queue pair's protection domain (or
+ * is inline). */
+static int local_ok(const struct fake_qp* q, const struct ibv_send_wr* wr, uint64_t* len) {
   *len = 0;
   int ok = 1;
   pthread_mutex_lock(&fab_mu);
   for (int i = 0; i < wr->num_sge; i++) {
     struct fake_mr* m = find_mr(wr->sg_list[i].lkey, 0);
     if (!(wr->send_flags & IBV_SEND_INLINE) &&
-        (m == NULL || !mr_covers(m, wr->sg_list[i].addr, wr->sg_list[i].length)))
+        (m == NULL || m->mr.pd != q->qp.pd || !mr_covers(m, wr->sg_list[i].addr, wr->sg_list[i].length)))
       ok = 0;
     *len += wr->sg_list[i].length;
   }
@@ -288,7 +321,7 @@ static int local_ok(const struct ibv_send_wr* wr, uint64_t* len) {
 static int post_one(struct fake_qp* q, struct ibv_send_wr* wr) {
   if (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) return EINVAL;
   uint64_t len;
-  int ok = local_ok(wr, &len);
+  int ok = local_ok(q, wr, &len);
   pthread_mutex_lock(&q->out_mu);
   pthread_mutex_lock(&q->mu);
   if (q->qp.state != IBV_QPS_RTS && q->qp.state != IBV_QPS_ERR) {
@@ -306,6 +339,8 @@ static int post_one(struct fake_qp* q, struct ibv_send_wr* wr) {
     pthread_mutex_unlock(&q->out_mu);
     return 0;
   }
+  if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && len > 0)
+    __atomic_add_fetch(&nmessages, 1, __ATOMIC_RELAXED);
   uint64_t seq = q->next_seq++;
   q->sends[(q->sends_head + q->nsends) % q->sends_cap] = (struct pending){
       .wr_id = wr->wr_id, .seq = seq, .len = len, .signaled = (wr->send_flags & IBV_SEND_SIGNALED) != 0};
@@ -442,6 +477,7 @@ struct ibv_mr*(ibv_reg_mr)(struct ibv_pd* pd, void* addr, size_t length, int acc
   pthread_mutex_lock(&fab_mu);
   m->mr.lkey = next_key++;
   m->mr.rkey = next_key++;
+  nreg++;
   m->next = mrs;
   mrs = m;
   pthread_mutex_unlock(&fab_mu);
@@ -461,6 +497,7 @@ int(ibv_dereg_mr)(struct ibv_mr* mr) {
   while (*p && &(*p)->mr != mr) p = &(*p)->next;
   struct fake_mr* m = *p;
   if (m) *p = m->next;
+  ndereg += m != NULL;
   pthread_mutex_unlock(&fab_mu);
   free(m);
   return m ? 0 : EINVAL;

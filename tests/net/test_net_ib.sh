@@ -3,7 +3,9 @@
 # scripts as the socket network: emulated hosts over loopback (every collective and send/recv,
 # Ring/Tree x Simple/LL, 2x1 2x2 3x1 and the variants), namespace hosts with a RoCE device
 # (2x1 2x2 3x1), the namespace fault matrix (a rank killed, a host's link down, latency and
-# loss), and mismatched calls between two emulated hosts (test_coll_mismatch hosts). NCCL_NET=IB makes a job that cannot use the IB network fail. SKIPs as those scripts do.
+# loss), mismatched calls between two emulated hosts (test_coll_mismatch hosts), and how often a
+# job registers memory (the connectors' buffers once). NCCL_NET=IB makes a job that cannot use the
+# IB network fail. SKIPs as those scripts do.
 set -u
 cd "$(dirname "$0")/../.."
 export WEFT_TEST_NET=IB
@@ -47,5 +49,23 @@ mismatch_over_ib() (
   "${BUILD:-build}/tests/integration/test_coll_mismatch" hosts
 )
 run mismatch_over_ib
+# The connectors' buffers are registered once per connection (the proxy keeps them registered):
+# a job's thousands of steps over IB, all through the connectors (8 KiB steps, none sent in place
+# from the caller's buffer), make a bounded number of registrations, not several per message, and
+# every process deregisters all it registered. The test verbs provider counts them at exit.
+registrations_over_ib() (
+  . tests/net/lib.sh
+  trap 'rm -rf "$NET_LOG"' EXIT
+  use_test_ib mlx5_0 >/dev/null
+  export NCCL_SOCKET_IFNAME=lo WEFT_NET_CHUNKSIZE=8192 WEFT_NET_SEND_BY_REF=0 WEFT_FAKE_IB_COUNTS="$NET_LOG/counts"
+  run_job 2 1 127.0.0.1 short
+  [ "${RCS[*]}" = "0 0" ] || { echo "FAILED: statuses ${RCS[*]}"; dump_logs; exit 1; }
+  cat "$NET_LOG/counts"
+  # pid P reg_mr R dereg_mr D live L messages M
+  awk '{ n++; if ($10 < 1000 || $4 * 10 > $10 || $8 != 0) bad++ }
+       END { if (n != 2 || bad) { print "FAILED: want 2 processes, each with 1000+ messages, fewer than one registration per 10 of them and none left"; exit 1 }
+             print "ok: registrations bounded, none left" }' "$NET_LOG/counts"
+)
+run registrations_over_ib
 [ $fail = 0 ] && [ $ran = 0 ] && { echo "SKIP: nothing could run"; exit 77; }
 exit $fail

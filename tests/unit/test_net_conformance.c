@@ -2,8 +2,10 @@
  * network and the external test plugin (tests/net/plugin) built for each NCCL ABI version, 6 to
  * 12, all loaded at once through NCCL_NET_PLUGIN and run through the adapter. The same cases run over each:
  * listen/connect/accept, sizes 0, 1 and large, tags picking one of several offered buffers, requests in
- * flight up to the limit, the metadata word where a network carries one (Socket, IB), an unknown
- * tag, bad arguments, and closing while idle. */
+ * flight up to the limit, the metadata word where a network carries one (Socket, IB), ranges kept
+ * registered where a network registers memory (IB, plugins; on the test verbs provider the
+ * registrations are counted), an unknown tag, bad arguments, and closing while idle. */
+#include <dlfcn.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdint.h>
@@ -125,6 +127,101 @@ static void case_inflight(void* s, void* r) {
   }
 }
 
+/* The test verbs provider's counts (reg_mr, dereg_mr, live, messages) while the IB network runs
+ * on it; NULL for other networks. */
+static void (*verbs_counts)(uint64_t out[4]);
+
+static void counts(uint64_t out[4]) {
+  if (verbs_counts)
+    verbs_counts(out);
+  else
+    memset(out, 0, 4 * sizeof(*out));
+}
+
+/* One message from src into dst (the receive offers dst alone); 0 when it arrived intact. */
+static int kept_message(void* s, void* r, unsigned char* src, unsigned char* dst, size_t size,
+                        unsigned seed) {
+  for (size_t i = 0; i < size; i++) src[i] = pattern(i, seed);
+  memset(dst, 0, size);
+  void *sreq = NULL, *rreq = NULL, *bufs[1] = {dst};
+  size_t caps[1] = {size}, got[1] = {0}, sent[1] = {0};
+  int tags[1] = {6};
+  if (net->irecv(r, 1, bufs, caps, tags, &rreq) != ncclSuccess || rreq == NULL) return -1;
+  if (net->isend(s, src, size, 6, &sreq) != ncclSuccess || sreq == NULL) return -1;
+  if (wait_req(sreq, sent) != ncclSuccess || wait_req(rreq, got) != ncclSuccess) return -1;
+  return got[0] == size && memcmp(dst, src, size) == 0 ? 0 : -1;
+}
+
+/* n messages from rotating places inside src into dst; the registrations they made (counted on
+ * the test verbs provider). */
+static uint64_t kept_round(void* s, void* r, unsigned char* src, unsigned char* dst, size_t len, int n,
+                           const char* phase) {
+  uint64_t before[4], after[4];
+  int bad = 0;
+  counts(before);
+  for (int i = 0; i < n && !bad; i++) {
+    size_t off = (size_t)(i % 4) * (len / 8), size = len / 2 - (size_t)(i % 7);
+    bad = kept_message(s, r, src + off, dst + off, size, (unsigned)i) != 0;
+    EXPECT_MSG(!bad, "%s: %s: message %d (%zu bytes at offset %zu) wrong", label, phase, i, size, off);
+  }
+  counts(after);
+  return after[0] - before[0];
+}
+
+/* Buffers declared long-lived (keep_registered) are registered once: every request inside them
+ * uses that registration, whatever its offset and size; a buffer only partly inside is
+ * registered for its request. A range kept twice stays after one drop; after the last, requests
+ * register per message again, and a receive in flight holds the registration until it is done. */
+static void case_kept(void* s, void* r) {
+  enum { LEN = 8192, N = 100 };
+  static unsigned char src[LEN], dst[LEN + 64];
+  uint64_t c0[4], c1[4];
+  counts(c0);
+  EXPECT(net->keep_registered(s, src, LEN) == ncclSuccess &&
+         net->keep_registered(r, dst, LEN) == ncclSuccess);
+  EXPECT(net->keep_registered(r, dst, LEN) == ncclSuccess); /* a second keep: a reference */
+  counts(c1);
+  EXPECT_MSG(c1[0] - c0[0] == (verbs_counts ? 2u : 0u), "%s: 3 keeps of 2 ranges made %llu registrations",
+             label, (unsigned long long)(c1[0] - c0[0]));
+  uint64_t kept_regs = kept_round(s, r, src, dst, LEN, N, "kept"), regs = kept_regs;
+  EXPECT_MSG(regs == 0, "%s: %d messages within kept ranges made %llu registrations", label, N,
+             (unsigned long long)regs);
+  /* A receive buffer running past the kept range: its own registration, the data intact. */
+  counts(c0);
+  EXPECT_MSG(kept_message(s, r, src, dst + LEN - 32, 64, 99) == 0, "%s: a buffer past a kept range", label);
+  counts(c1);
+  EXPECT_MSG(c1[0] - c0[0] == (verbs_counts ? 1u : 0u) && c1[2] == c0[2],
+             "%s: a buffer past a kept range: %llu registrations, %llu left", label,
+             (unsigned long long)(c1[0] - c0[0]), (unsigned long long)(c1[2] - c0[2]));
+  net->drop_registered(r, dst, LEN); /* one keep remains */
+  regs = kept_round(s, r, src, dst, LEN, N, "kept twice, dropped once");
+  EXPECT_MSG(regs == 0, "%s: after one of two drops, %llu registrations", label, (unsigned long long)regs);
+  /* The last drop while a receive into the range is in flight: its registration stays until
+   * the receive is done, then goes. */
+  void *sreq = NULL, *rreq = NULL, *bufs[1] = {dst};
+  size_t caps[1] = {64}, got[1] = {0};
+  int tags[1] = {6};
+  memset(src, 0x5a, 64);
+  EXPECT(net->irecv(r, 1, bufs, caps, tags, &rreq) == ncclSuccess && rreq != NULL);
+  counts(c0);
+  net->drop_registered(r, dst, LEN);
+  counts(c1);
+  EXPECT_MSG(c1[1] == c0[1], "%s: a registration went while a receive used it", label);
+  EXPECT(net->isend(s, src, 64, 6, &sreq) == ncclSuccess && sreq != NULL);
+  EXPECT(sreq && wait_req(sreq, NULL) == ncclSuccess);
+  EXPECT(rreq && wait_req(rreq, got) == ncclSuccess && got[0] == 64 && memcmp(dst, src, 64) == 0);
+  counts(c1);
+  EXPECT_MSG(c1[1] - c0[1] == (verbs_counts ? 1u : 0u),
+             "%s: the dropped registration stayed after its receive", label);
+  net->drop_registered(s, src, LEN);
+  regs = kept_round(s, r, src, dst, LEN, N, "dropped");
+  EXPECT_MSG(regs == (verbs_counts ? 2u * N : 0u), "%s: %d messages after the drops made %llu registrations",
+             label, N, (unsigned long long)regs);
+  if (verbs_counts)
+    printf("%s: %d messages in kept ranges made %llu registrations, %llu once dropped\n", label, N,
+           (unsigned long long)kept_regs, (unsigned long long)regs);
+}
+
 /* A network that carries metadata (isend_meta, test_meta): each receive reports its message's
  * word, in order and whatever its size (a plain isend's is 0); a send reports 0. */
 static void case_meta(void* s, void* r) {
@@ -213,6 +310,7 @@ static void run_suite(void) {
   if (test_failures == before) case_multi(s, r);
   if (test_failures == before) case_inflight(s, r);
   if (test_failures == before && net->isend_meta != NULL) case_meta(s, r);
+  if (test_failures == before && net->keep_registered != NULL) case_kept(s, r);
   if (test_failures == before) case_bad_args(r);
   if (test_failures == before) case_unknown_tag(s, r);
   net->close_send(s);
@@ -240,7 +338,16 @@ int main(void) {
   if (net_use_test_verbs()) { /* the IB network on the test verbs provider */
     net = &weft_net_ib_ops;
     label = net->name;
+    EXPECT(net->init() == ncclSuccess); /* loads the provider */
+    void* lib = dlopen(getenv("WEFT_IBVERBS_LIB"), RTLD_NOW | RTLD_NOLOAD);
+    verbs_counts = lib ? (void (*)(uint64_t*))dlsym(lib, "weft_fake_verbs_counts") : NULL;
+    EXPECT_MSG(verbs_counts != NULL, "the test verbs provider has no weft_fake_verbs_counts");
     run_suite();
+    uint64_t n[4];
+    counts(n);
+    EXPECT_MSG(n[2] == 0, "IB: %llu registrations left after every comm closed", (unsigned long long)n[2]);
+    verbs_counts = NULL;
+    if (lib) dlclose(lib);
   }
   for (int i = 0; i < np && i < NV; i++) {
     char want[32];
