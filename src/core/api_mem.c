@@ -39,7 +39,9 @@ WEFT_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
 
 /* ---- windows ---- */
 
-static ncclResult_t run_deferred(struct weft_async_job* job) { return weft_window_run_deferred(&job->comm->ctx); }
+static ncclResult_t run_deferred(struct weft_async_job* job) {
+  return weft_window_run_deferred(&job->comm->ctx);
+}
 
 static void deferred_done(struct weft_async_job* job, ncclResult_t res) {
   (void)res;

@@ -15,7 +15,8 @@ WEFT_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclD
   weft_group_enter();
   ncclResult_t res = weft_comm_check_active(comm, "ncclPutSignal");
   if (res != ncclSuccess) return weft_group_call_end(NULL, res);
-  res = weft_rma_put(&comm->ctx, localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags);
+  res =
+      weft_rma_put(&comm->ctx, localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags);
   return weft_group_call_end(comm, res);
 }
 

@@ -68,17 +68,17 @@ static void test_register(struct ncclComm* c, struct ncclComm* other) {
   EXPECT_EQ_INT(ncclCommRegister(c, plain, sizeof(plain), &h1), ncclSuccess);
   EXPECT_EQ_INT(ncclCommRegister(c, shared, 8192, &h2), ncclSuccess);
   EXPECT(h1 != NULL && h2 != NULL && h1 != h2);
-  const struct weft_mem_reg* r = weft_mem_reg_find(c, plain + 10, 20);
+  const struct weft_mem_reg* r = weft_mem_reg_find(&c->ctx, plain + 10, 20);
   EXPECT(r != NULL && r == h1 && !r->shared);
-  r = weft_mem_reg_find(c, (char*)shared + 4096, 4096);
+  r = weft_mem_reg_find(&c->ctx, (char*)shared + 4096, 4096);
   EXPECT(r != NULL && r->shared);
-  EXPECT(weft_mem_reg_find(c, plain + 990, 20) == NULL);
-  EXPECT(weft_mem_reg_find(other, plain, 1) == NULL);
+  EXPECT(weft_mem_reg_find(&c->ctx, plain + 990, 20) == NULL);
+  EXPECT(weft_mem_reg_find(&other->ctx, plain, 1) == NULL);
   EXPECT_EQ_INT(ncclCommDeregister(other, h1), ncclInvalidArgument); /* not other's */
   EXPECT_EQ_INT(ncclCommDeregister(c, h1), ncclSuccess);
   EXPECT_EQ_INT(ncclCommDeregister(c, h1), ncclInvalidArgument);
   EXPECT(strstr(ncclGetLastError(NULL), "is not a registration") != NULL);
-  EXPECT(weft_mem_reg_find(c, plain, 1) == NULL);
+  EXPECT(weft_mem_reg_find(&c->ctx, plain, 1) == NULL);
   EXPECT_EQ_INT(ncclCommRegister(c, NULL, 10, &h1), ncclInvalidArgument);
   EXPECT(strstr(ncclGetLastError(NULL), "buff is NULL") != NULL);
   EXPECT_EQ_INT(ncclCommRegister(c, plain, 0, &h1), ncclInvalidArgument);
@@ -87,8 +87,8 @@ static void test_register(struct ncclComm* c, struct ncclComm* other) {
   EXPECT(strstr(ncclGetLastError(NULL), "handle is NULL") != NULL);
   EXPECT_EQ_INT(ncclCommRegister(NULL, plain, 10, &h1), ncclInvalidArgument);
   EXPECT_EQ_INT(ncclCommDeregister(NULL, h2), ncclInvalidArgument);
-  weft_mem_comm_fini(c); /* drops h2 */
-  EXPECT(weft_mem_reg_find(c, shared, 1) == NULL);
+  weft_mem_comm_fini(&c->ctx); /* drops h2 */
+  EXPECT(weft_mem_reg_find(&c->ctx, shared, 1) == NULL);
   EXPECT_EQ_INT(ncclMemFree(shared), ncclSuccess);
   weft_mem_comm_fini(NULL);
 }

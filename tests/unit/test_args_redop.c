@@ -56,21 +56,21 @@ static void test_encode(void) {
 
 static void test_resolve(struct ncclComm* c) {
   struct weft_redop op;
-  EXPECT_EQ_INT(weft_redop_resolve(c, "t", ncclAvg, ncclFloat16, &op), ncclSuccess);
+  EXPECT_EQ_INT(weft_redop_resolve(&c->ctx, "t", ncclAvg, ncclFloat16, &op), ncclSuccess);
   EXPECT_EQ_INT(op.kind, WEFT_OP_PREMULSUM);
   EXPECT_EQ_INT(op.scalar, 0x3555); /* 1/3 */
-  EXPECT_EQ_INT(weft_redop_resolve(c, "t", ncclAvg, ncclFloat8e5m2, &op), ncclSuccess);
+  EXPECT_EQ_INT(weft_redop_resolve(&c->ctx, "t", ncclAvg, ncclFloat8e5m2, &op), ncclSuccess);
   EXPECT_EQ_INT(op.kind, WEFT_OP_PREMULSUM);
-  EXPECT_EQ_INT(weft_redop_resolve(c, "t", ncclAvg, ncclUint8, &op), ncclSuccess);
+  EXPECT_EQ_INT(weft_redop_resolve(&c->ctx, "t", ncclAvg, ncclUint8, &op), ncclSuccess);
   EXPECT_EQ_INT(op.kind, WEFT_OP_SUMPOSTDIV);
   EXPECT_EQ_INT(op.divisor, 3);
-  EXPECT_EQ_INT(weft_redop_resolve(c, "t", ncclAvg, ncclInt64, &op), ncclSuccess);
+  EXPECT_EQ_INT(weft_redop_resolve(&c->ctx, "t", ncclAvg, ncclInt64, &op), ncclSuccess);
   EXPECT_EQ_INT(op.kind, WEFT_OP_SUMPOSTDIV);
-  EXPECT_EQ_INT(weft_redop_resolve(c, "t", ncclMax, ncclInt64, &op), ncclSuccess);
+  EXPECT_EQ_INT(weft_redop_resolve(&c->ctx, "t", ncclMax, ncclInt64, &op), ncclSuccess);
   EXPECT_EQ_INT(op.kind, WEFT_OP_MAX);
-  EXPECT_EQ_INT(weft_redop_resolve(c, "t", ncclMin, ncclInt64, &op), ncclSuccess);
+  EXPECT_EQ_INT(weft_redop_resolve(&c->ctx, "t", ncclMin, ncclInt64, &op), ncclSuccess);
   EXPECT_EQ_INT(op.kind, WEFT_OP_MIN);
-  EXPECT_EQ_INT(weft_redop_resolve(c, "t", ncclProd, ncclFloat, &op), ncclSuccess);
+  EXPECT_EQ_INT(weft_redop_resolve(&c->ctx, "t", ncclProd, ncclFloat, &op), ncclSuccess);
   EXPECT_EQ_INT(op.kind, WEFT_OP_PROD);
   EXPECT_EQ_INT(op.user_op, ncclProd);
 }
@@ -84,18 +84,18 @@ static void test_user_ops(struct ncclComm* c) {
   EXPECT(a >= ncclNumOps && d >= ncclNumOps && a != d);
   two = 5.0; /* host immediate: the value at creation counts */
   struct weft_redop op;
-  EXPECT_EQ_INT(weft_redop_resolve(c, "t", a, ncclFloat64, &op), ncclSuccess);
+  EXPECT_EQ_INT(weft_redop_resolve(&c->ctx, "t", a, ncclFloat64, &op), ncclSuccess);
   EXPECT_EQ_INT(op.kind, WEFT_OP_PREMULSUM);
   double got;
   memcpy(&got, &op.scalar, 8);
   EXPECT(got == 2.0 && op.scalar_ptr == NULL);
-  EXPECT_EQ_INT(weft_redop_resolve(c, "t", d, ncclFloat, &op), ncclSuccess);
+  EXPECT_EQ_INT(weft_redop_resolve(&c->ctx, "t", d, ncclFloat, &op), ncclSuccess);
   EXPECT(op.scalar_ptr == &dev_scalar);
   /* an op belongs to its datatype */
-  EXPECT_EQ_INT(weft_redop_resolve(c, "t", a, ncclFloat, &op), ncclInvalidArgument);
+  EXPECT_EQ_INT(weft_redop_resolve(&c->ctx, "t", a, ncclFloat, &op), ncclInvalidArgument);
   EXPECT(strstr(ncclGetLastError(NULL), "created for datatype 8") != NULL);
   EXPECT_EQ_INT(ncclRedOpDestroy(a, c), ncclSuccess);
-  EXPECT_EQ_INT(weft_redop_resolve(c, "t", a, ncclFloat64, &op), ncclInvalidArgument);
+  EXPECT_EQ_INT(weft_redop_resolve(&c->ctx, "t", a, ncclFloat64, &op), ncclInvalidArgument);
   EXPECT(strstr(ncclGetLastError(NULL), "already destroyed") != NULL);
   EXPECT_EQ_INT(ncclRedOpDestroy(a, c), ncclInvalidArgument);
   EXPECT_EQ_INT(ncclRedOpDestroy(ncclSum, c), ncclInvalidArgument);
@@ -110,7 +110,7 @@ static void test_user_ops(struct ncclComm* c) {
                   ncclSuccess);
   }
   for (int i = 0; i < 40; i++) EXPECT_EQ_INT(ncclRedOpDestroy(many[i], c), ncclSuccess);
-  EXPECT_EQ_INT(weft_redop_resolve(c, "t", d, ncclFloat, &op), ncclSuccess);
+  EXPECT_EQ_INT(weft_redop_resolve(&c->ctx, "t", d, ncclFloat, &op), ncclSuccess);
   /* arguments */
   EXPECT_EQ_INT(ncclRedOpCreatePreMulSum(NULL, &two, ncclFloat64, ncclScalarHostImmediate, c),
                 ncclInvalidArgument);

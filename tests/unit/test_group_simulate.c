@@ -10,6 +10,7 @@
 #include "check.h"
 #include "collectives/task.h"
 #include "collectives/tuned.h"
+#include "core/comm.h"
 #include "nccl.h"
 
 #define SMALL 1024          /* floats: 4 KiB */
@@ -17,7 +18,8 @@
 
 static float model_us(ncclComm_t comm, int coll, size_t bytes) {
   struct weft_tuned t;
-  if (!weft_comm_tuned_choice(comm, coll, bytes, WEFT_TUNED_ALGO_ALL, WEFT_TUNED_PROTO_ALL, &t)) return -1;
+  if (!weft_comm_tuned_choice(&comm->ctx, coll, bytes, WEFT_TUNED_ALGO_ALL, WEFT_TUNED_PROTO_ALL, &t))
+    return -1;
   return t.time_us;
 }
 

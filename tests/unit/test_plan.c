@@ -175,13 +175,13 @@ static void test_model(void) {
   struct weft_topo_graph *ring = malloc(sizeof(*ring)), *tree = malloc(sizeof(*tree));
   struct ncclComm* comm = model_comm(ring, tree);
   struct weft_plan_params host = host_params(4), cuda = cuda_params(16);
-  host.comm = cuda.comm = comm;
+  host.comm = cuda.comm = &comm->ctx;
   host.nranks = cuda.nranks = comm->ctx.topo->tuning.in.nranks;
   host.nnodes = cuda.nnodes = 2;
   size_t tree_bytes = 0;
   for (size_t b = 1 * KIB; b <= 1024 * MIB && !tree_bytes; b *= 2) {
     struct weft_tuned tu;
-    if (weft_comm_tuned_choice(comm, WEFT_COLL_ALLREDUCE, b, WEFT_TUNED_ALGO_ALL, WEFT_TUNED_PROTO_ALL,
+    if (weft_comm_tuned_choice(&comm->ctx, WEFT_COLL_ALLREDUCE, b, WEFT_TUNED_ALGO_ALL, WEFT_TUNED_PROTO_ALL,
                                &tu) &&
         tu.tree)
       tree_bytes = b;
@@ -192,8 +192,8 @@ static void test_model(void) {
   EXPECT(weft_plan_choose(&host, WEFT_COLL_ALLREDUCE, tree_bytes, NULL, &a, &p, &n) == ncclSuccess);
   EXPECT_MSG(a == WEFT_PLAN_TREE, "host at %zu bytes: algo %d, want the model's Tree", tree_bytes, a);
   struct weft_tuned ring_best;
-  EXPECT(
-      weft_comm_tuned_choice(comm, WEFT_COLL_ALLREDUCE, tree_bytes, RING, WEFT_TUNED_PROTO_ALL, &ring_best));
+  EXPECT(weft_comm_tuned_choice(&comm->ctx, WEFT_COLL_ALLREDUCE, tree_bytes, RING, WEFT_TUNED_PROTO_ALL,
+                                &ring_best));
   int want_n = ring_best.nchannels < 16 ? ring_best.nchannels : 16;
   expect_choice("cuda, model prefers Tree", &cuda, WEFT_COLL_ALLREDUCE, tree_bytes, NULL, WEFT_PLAN_RING,
                 ring_best.ll ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE, want_n);
@@ -219,7 +219,7 @@ static void test_model(void) {
   weft_topo_graph_fini(tree);
   struct ncclComm* tree_comm = model_comm(ring, tree);
   cuda = cuda_params(16);
-  cuda.comm = tree_comm;
+  cuda.comm = &tree_comm->ctx;
   cuda.nranks = tree_comm->ctx.topo->tuning.in.nranks;
   EXPECT(weft_plan_choose(&cuda, WEFT_COLL_ALLREDUCE, tree_bytes, NULL, &a, &p, &n) == ncclSuccess);
   EXPECT_MSG(a == WEFT_PLAN_RING, "cuda, NCCL_ALGO=Tree with a model: algo %d", a);
