@@ -1,7 +1,11 @@
 /* Step-by-step interleaving of a collective's ring channels in one thread (ucontext coroutines):
  * the scheduler resumes a channel only when the step it waits for is ready; when none can move it
  * polls them all for the spin time, then sleeps in weft_host_wait (abort, deadline and peer
- * checks included) on the channel that has waited longest. */
+ * checks included) on the doorbell of the channel that has waited longest, until any channel can
+ * move. A peer may feed the channels in another order (its own scheduler, or a peer that runs
+ * them one after another): sleeping until that one channel moved could wait for a step the peer
+ * sends only after this thread drained another channel, a deadlock across ranks. A futex hears one
+ * doorbell, so the sleep is cut into short slices that look at every channel. */
 #include "collectives/host/interleave.h"
 
 #include <sched.h>
@@ -54,6 +58,33 @@ ncclResult_t weft_host_sched_wait(struct weft_host_sched* s, weft_ready_fn ready
   }
   co->ready = NULL;
   return s->err;
+}
+
+#define ANY_CHANNEL_SLICE_NS 1000000ull /* 1 ms: the longest a post to another channel goes unseen */
+
+static int any_channel_ready(void* arg) {
+  const struct weft_host_sched* s = arg;
+  for (int c = 0; c < s->n; c++) {
+    const struct chan_co* co = &s->co[c];
+    if (!co->done && co->ready && co->ready(co->arg)) return 1;
+  }
+  return 0;
+}
+
+/* Nothing can move: sleep on the doorbell of the channel that has waited longest (the likeliest
+ * to be posted next) until any channel can move. */
+static ncclResult_t sleep_until_any(struct weft_host_sched* s) {
+  int c = -1;
+  for (int i = 0; i < s->n; i++)
+    if (!s->co[i].done && (c < 0 || s->co[i].since < s->co[c].since)) c = i;
+  struct chan_co* co = &s->co[c];
+  struct weft_waiter* w = s->waiter;
+  uint64_t slice = w->sleep_slice_ns;
+  w->sleep_slice_ns = ANY_CHANNEL_SLICE_NS;
+  ncclResult_t res =
+      weft_host_wait(w, any_channel_ready, s, co->doorbell, co->waiting, co->peer, c, co->what);
+  w->sleep_slice_ns = slice;
+  return res;
 }
 
 /* makecontext passes only ints: a channel's first resume finds its scheduler here. */
@@ -127,12 +158,7 @@ ncclResult_t weft_host_run_interleaved(const struct weft_dev_work* works, int n,
   int left = n;
   while (res == ncclSuccess && left > 0) {
     if (run_round(s, &left) > 0 || spin_all(s, &left)) continue;
-    /* Nothing can move: sleep on the channel that has waited longest (steps finish in order). */
-    int c = -1;
-    for (int i = 0; i < n; i++)
-      if (!s->co[i].done && (c < 0 || s->co[i].since < s->co[c].since)) c = i;
-    struct chan_co* co = &s->co[c];
-    s->err = weft_host_wait(waiter, co->ready, co->arg, co->doorbell, co->waiting, co->peer, c, co->what);
+    s->err = sleep_until_any(s);
     if (s->err != ncclSuccess)
       while (left > 0) run_round(s, &left); /* every channel returns the error and unwinds */
   }

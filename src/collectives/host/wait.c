@@ -36,6 +36,7 @@ void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int 
   w->timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : UINT64_MAX / 2;
   w->warn_ns = warn > 0 ? (uint64_t)warn * 1000000000ull : UINT64_MAX / 2;
   w->opname = "operation";
+  w->sleep_slice_ns = SLEEP_SLICE_NS;
 }
 
 static void futex_wait(uint64_t* addr, uint32_t val, uint64_t ns) {
@@ -177,7 +178,7 @@ ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* ar
       __atomic_store_n(waiting, 0, __ATOMIC_RELAXED);
       return res;
     }
-    futex_wait(doorbell, seen, SLEEP_SLICE_NS);
+    futex_wait(doorbell, seen, w->sleep_slice_ns);
   }
   __atomic_store_n(waiting, 0, __ATOMIC_RELAXED);
   if (w->trace_ch) weft_trace_wait_end(w->trace_ch, channel);

@@ -38,6 +38,9 @@ struct weft_waiter {
   int oversub;       /* more ranks than CPUs on this host: waits yield instead of spinning */
   int32_t* cpu_slot; /* where this rank's waits note its CPU for peers' waits (its board); NULL: none */
   uint64_t sleeps;   /* futex sleeps of counter waits so far: a wait that could not spin it out */
+  /* Longest futex sleep of weft_host_wait between checks. Shorter where a post to another
+   * counter may be what the thread needs (interleaved channels: a futex sees one counter). */
+  uint64_t sleep_slice_ns;
   struct weft_cause* cause;             /* the communicator's: filled when a dead peer had one */
   struct weft_cause* const* peer_cause; /* [nranks] or NULL: where a peer publishes why it gave up */
   uint64_t step_tag; /* the running collective's connector step tag (step_tag.h); 0: not checked */
