@@ -32,6 +32,11 @@ void weft_doctor_shm_need(size_t* at_init, size_t* at_most) {
 void weft_doctor_check_shm(const struct weft_doctor_opts* o, struct weft_doctor_report* r) {
   const char* dir = weft_param_str("WEFT_SHM_DIR");
   if (dir == NULL || dir[0] == 0) dir = "/dev/shm";
+  if (weft_param_int("NCCL_SHM_DISABLE")) {
+    weft_doctor_add(r, "shm.size", WEFT_DOCTOR_OK, NULL,
+                    "NCCL_SHM_DISABLE=1: ranks of one host connect through the network, not %s", dir);
+    return;
+  }
   struct statvfs st;
   if (statvfs(dir, &st) != 0) {
     weft_doctor_add(
@@ -52,7 +57,8 @@ void weft_doctor_check_shm(const struct weft_doctor_opts* o, struct weft_doctor_
   snprintf(
       fix, sizeof(fix),
       "Give %s at least %.0f MiB: docker run --shm-size=%.0fm (Kubernetes: an emptyDir with medium: Memory "
-      "on /dev/shm), or mount -o remount,size=%.0fm %s; or lower NCCL_BUFFSIZE / NCCL_MAX_NCHANNELS",
+      "on /dev/shm), or mount -o remount,size=%.0fm %s; or lower NCCL_BUFFSIZE / NCCL_MAX_NCHANNELS; or "
+      "set NCCL_SHM_DISABLE=1 (slower: the ranks of a host then talk through the network)",
       dir, most_b / MIB + 1, most_b / MIB + 64, most_b / MIB + 64, dir);
   if (free_b < init_b) {
     weft_doctor_add(

@@ -33,12 +33,18 @@ static void warn_space(size_t size, int err) {
       size, shm_dir(), avail, strerror(err));
 }
 
+/* NCCL_SHM_DISABLE=1 keeps Weft out of the shm directory (users set it where /dev/shm is small, as
+ * in containers): connectors then go through the network (transport/transport.c), and what must
+ * still be shared (ncclMemAlloc buffers, boards, signals: the counterparts of the GPU memory that
+ * NCCL shares whatever NCCL_SHM_DISABLE says) is a memfd, outside that directory's size limit. */
+static int shm_dir_off(void) { return weft_param_int("NCCL_SHM_DISABLE") != 0; }
+
 /* An unnamed file: in the shm directory, so that its size limit applies as for named segments,
- * or as a memfd where that directory's file system has no O_TMPFILE. */
+ * or as a memfd where that directory's file system has no O_TMPFILE or it is off. */
 static int open_unnamed(const char* tag) {
-  int fd = open(shm_dir(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  int fd = shm_dir_off() ? -1 : open(shm_dir(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd >= 0) return fd;
-  int err = errno;
+  int err = shm_dir_off() ? 0 : errno;
   char name[64];
   snprintf(name, sizeof(name), "weft-%s", tag);
   fd = memfd_create(name, MFD_CLOEXEC);
@@ -72,7 +78,8 @@ ncclResult_t weft_shm_create(const char* tag, size_t size, struct weft_shm_seg* 
   seg->fd = -1;
   /* Refuse up front what cannot fit rather than filling the file system to find out. */
   struct statvfs st;
-  if (statvfs(shm_dir(), &st) == 0 && (unsigned long long)st.f_bavail * st.f_frsize < size) {
+  if (!shm_dir_off() && statvfs(shm_dir(), &st) == 0 &&
+      (unsigned long long)st.f_bavail * st.f_frsize < size) {
     warn_space(size, ENOSPC);
     return ncclSystemError;
   }

@@ -30,10 +30,13 @@ ncclResult_t weft_transport_wait_ack(const struct weft_link_peer* p, int ack_tag
 
 /* ---- SHM ---- */
 
-/* The host backend has always joined the ranks of one host through memory, whatever
- * NCCL_SHM_DISABLE says; GPUs honour it as NCCL does (the network between GPUs without P2P). */
+/* Ranks of one host share memory unless NCCL_SHM_DISABLE says no: then the network joins them,
+ * as NCCL does (users turn SHM off where /dev/shm is small, as in containers). Host-backend
+ * ranks of one process keep using their process's memory, which shares nothing with another
+ * process (NCCL's P2P transport joins the GPUs of one process the same way). */
 static int shm_can_connect(const struct weft_link_peer* p) {
-  return !p->remote && !(p->gpu && weft_param_int("NCCL_SHM_DISABLE"));
+  if (p->remote) return 0;
+  return !weft_param_int("NCCL_SHM_DISABLE") || (!p->gpu && p->same_process);
 }
 
 _Static_assert(sizeof(struct weft_conn_handle) <= WEFT_TRANSPORT_HANDLE_BYTES, "an SHM handle must fit");
@@ -132,6 +135,9 @@ ncclResult_t weft_transport_offer(const struct weft_link_peer* p, int tag, size_
   h.id = tr->id;
   ncclResult_t res = tr->offer(p, simple, ll, m, h.data);
   if (res == ncclSuccess) res = weft_bootstrap_send(p->net.bootstrap, p->net.peer, tag, &h, sizeof(h));
+  if (res == ncclSuccess)
+    WEFT_INFO(WEFT_INIT, "rank %d: connector from rank %d over %s (host %s)", p->net.rank, p->net.peer,
+              tr->name, p->net.peer_host ? p->net.peer_host : "?");
   return done(p, m, res, out);
 }
 

@@ -280,8 +280,9 @@ static void run_case(const struct tcase* tc, int victim) {
 
 /* The walk over the table for peers of both executors, under NCCL's knobs: P2P for a GPU's own
  * device (CUDA builds), and not once NCCL_P2P_DISABLE or NCCL_P2P_LEVEL=LOC rules it out; then SHM
- * on one host unless a GPU's NCCL_SHM_DISABLE says no (the host backend never honoured it); else
- * NET. Devices are never asked whether they map each other here (no GPU needed). */
+ * on one host unless NCCL_SHM_DISABLE says no (except between host ranks of one process, which
+ * share the process's memory); else NET. Devices are never asked whether they map each other here (no GPU
+ * needed). */
 static void expect_choice(const char* env, int gpu, int my_dev, int peer_dev, int remote,
                           const struct weft_transport_ops* want) {
   struct weft_link_peer p = {.gpu = gpu, .my_dev = my_dev, .peer_dev = peer_dev, .remote = remote};
@@ -308,7 +309,11 @@ static void run_choice(void) {
   expect_choice("NCCL_P2P_DISABLE=1:", 1, 0, 1, 0, &weft_transport_shm);
   setenv("NCCL_SHM_DISABLE", "1", 1);
   expect_choice("NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1:", 1, 0, 1, 0, &weft_transport_net);
-  expect_choice("NCCL_SHM_DISABLE=1:", 0, -1, -1, 0, &weft_transport_shm);
+  expect_choice("NCCL_SHM_DISABLE=1:", 0, -1, -1, 0, &weft_transport_net);
+  struct weft_link_peer thread_rank = {.same_process = 1}; /* host ranks of one process: its memory */
+  EXPECT_MSG(weft_transport_choose(&thread_rank) == &weft_transport_shm,
+             "NCCL_SHM_DISABLE=1: a host rank of this process: chose %s, not SHM",
+             weft_transport_choose(&thread_rank)->name);
   unsetenv("NCCL_P2P_DISABLE");
   unsetenv("NCCL_SHM_DISABLE");
 }

@@ -87,10 +87,9 @@ void weft_cuda_link_peer(struct weft_comm_ctx* comm, int peer, struct weft_link_
 }
 
 /* Each connector peer -> me that this rank offers (in my GPU's memory, or host memory): its
- * transport goes to the log and its counters start where both sides' steps do. */
+ * counters start where both sides' steps do. */
 static ncclResult_t offered(struct weft_comm_ctx* comm, int peer, struct weft_link_mem* mem) {
-  WEFT_INFO(WEFT_INIT, "comm %p rank %d: connector from rank %d over %s", (void*)comm, comm->rank, peer,
-            mem->tr->name);
+  (void)peer;
   return start_ctrl(comm->cuda, mem);
 }
 
