@@ -107,8 +107,9 @@ static void announce(volatile uint32_t* abort_flag, int kind, int rank, const ch
 }
 
 void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause* cause) {
-  struct weft_cause lost;
-  if (weft_cause_get(cause, &lost)) announce(abort_flag, NOTICE_LOST, lost.rank, lost.host);
+  struct weft_cause c;
+  if (weft_cause_get(cause, &c))
+    announce(abort_flag, c.kind == WEFT_CAUSE_MISMATCH ? NOTICE_MISMATCH : NOTICE_LOST, c.rank, c.host);
 }
 
 void weft_proxy_announce_mismatch(volatile uint32_t* abort_flag, int finder, const char* host) {
@@ -124,17 +125,31 @@ static void fail_comm(struct weft_proxy_conn* c, int kind, int rank, const char*
   if (c->d.async_result != NULL)
     first = __atomic_compare_exchange_n(c->d.async_result, &(ncclResult_t){ncclSuccess}, res, 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  if (c->d.cause != NULL && kind == NOTICE_LOST) weft_cause_set(c->d.cause, rank, host);
+  /* The cause goes on to this rank's neighbours on its host (connector pages) when it gives up. */
+  if (c->d.cause != NULL)
+    weft_cause_set_kind(c->d.cause, kind == NOTICE_MISMATCH ? WEFT_CAUSE_MISMATCH : WEFT_CAUSE_LOST, rank,
+                        host);
   if (c->d.abort_flag != NULL) __atomic_store_n(c->d.abort_flag, 1, __ATOMIC_RELEASE);
   if (first) relay(c->d.abort_flag, c, kind, rank, host);
 }
 
+/* A connection that fails after its communicator failed (a peer that gave up on the same error
+ * and left) is logged as INFO: a WARN would replace the first failure's text in ncclGetLastError. */
 static void fail(struct weft_proxy_conn* c, ncclResult_t res) {
-  WEFT_WARN(
-      "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after %llu step(s); "
-      "rank %d is lost, the communicator is aborted",
-      c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res),
-      (unsigned long long)c->done, c->d.peer);
+  int after = c->d.async_result != NULL &&
+              __atomic_load_n(c->d.async_result, __ATOMIC_ACQUIRE) != ncclSuccess &&
+              __atomic_load_n(c->d.async_result, __ATOMIC_ACQUIRE) != ncclInProgress;
+  if (after)
+    WEFT_INFO(
+        WEFT_NET,
+        "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after the communicator had failed",
+        c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res));
+  else
+    WEFT_WARN(
+        "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after %llu step(s); "
+        "rank %d is lost, the communicator is aborted",
+        c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res),
+        (unsigned long long)c->done, c->d.peer);
   fail_comm(c, NOTICE_LOST, c->d.peer, c->d.peer_host);
 }
 

@@ -30,9 +30,10 @@ struct weft_proxy_conn_desc {
 ncclResult_t weft_proxy_conn_add(const struct weft_proxy_conn_desc* desc, struct weft_proxy_conn** out);
 /* Stop driving it and close its network comm; returns at once after the current sweep. NULL-safe. */
 void weft_proxy_conn_remove(struct weft_proxy_conn* conn);
-/* Tell the network peers of the communicator owning abort_flag which rank was lost (cause), unless
- * told already, and wait up to a second for those notices to leave: the caller may be about to
- * give up and exit, and a peer that sees the EOF first would name this rank instead. */
+/* Tell the network peers of the communicator owning abort_flag which rank was lost or found a
+ * mismatched call (cause), unless told already, and wait up to a second for those notices to leave:
+ * the caller may be about to give up and exit, and a peer that sees the EOF first would name this
+ * rank instead. */
 void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause* cause);
 /* The same for a mismatched call that rank finder (on host) found: the peers fail it too, with
  * ncclInvalidUsage, instead of waiting for steps that will not come. */

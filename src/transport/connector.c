@@ -12,13 +12,18 @@
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-int weft_cause_set(struct weft_cause* c, int rank, const char* host) {
+int weft_cause_set_kind(struct weft_cause* c, int kind, int rank, const char* host) {
   uint32_t empty = 0;
   if (!__atomic_compare_exchange_n(&c->state, &empty, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return 0;
+  c->kind = (uint32_t)kind;
   c->rank = rank;
   snprintf(c->host, sizeof(c->host), "%s", host ? host : "?");
   __atomic_store_n(&c->state, 2, __ATOMIC_RELEASE);
   return 1;
+}
+
+int weft_cause_set(struct weft_cause* c, int rank, const char* host) {
+  return weft_cause_set_kind(c, WEFT_CAUSE_LOST, rank, host);
 }
 
 int weft_cause_get(const struct weft_cause* c, struct weft_cause* out) {

@@ -259,12 +259,20 @@ static ncclResult_t sock_listen(int dev, const struct weft_auth_key* key, void* 
   return ncclSuccess;
 }
 
+/* A peer that went away (ncclRemoteError) is logged as INFO: the caller (the proxy) names the
+ * lost rank in its WARN, or says nothing when its communicator had failed already and the peer
+ * left because of it; a WARN here would replace that failure's text in ncclGetLastError. */
 static void set_err(struct comm* c, ncclResult_t res, const char* what, int err) {
   ncclResult_t expected = ncclSuccess;
   atomic_compare_exchange_strong(&c->err, &expected, res);
-  if (atomic_exchange(&c->warned, 1) == 0)
-    WEFT_WARN("NET/Socket : %s connection with %s failed: %s%s%s", c->is_send ? "send" : "receive", c->peer,
-              what, err ? ": " : "", err ? strerror(err) : "");
+  if (atomic_exchange(&c->warned, 1) != 0) return;
+  const char* dir = c->is_send ? "send" : "receive";
+  if (res == ncclRemoteError)
+    WEFT_INFO(WEFT_NET, "NET/Socket : %s connection with %s failed: %s%s%s", dir, c->peer, what,
+              err ? ": " : "", err ? strerror(err) : "");
+  else
+    WEFT_WARN("NET/Socket : %s connection with %s failed: %s%s%s", dir, c->peer, what, err ? ": " : "",
+              err ? strerror(err) : "");
 }
 
 /* One non-blocking attempt on a socket, through its TLS session when it has one. */

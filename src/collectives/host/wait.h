@@ -50,7 +50,8 @@ struct weft_waiter {
   ncclResult_t (*poll)(void* arg, struct weft_waiter* w);
   ncclResult_t (*bad_step)(void* arg, struct weft_waiter* w, int peer, uint64_t theirs);
   void* hook_arg;
-  int mismatch; /* a wait failed on a mismatched call (bad_step, or poll): tell network peers */
+  int mismatch;                     /* a wait failed on a mismatched call: the launch tells the peers */
+  int mismatch_finder;              /* the rank that found it, when another one did; -1: this rank */
   struct weft_trace_chan* trace_ch; /* the flight recorder's channel progress; NULL: not recorded */
   struct weft_prof* prof;           /* the profiler's events (collectives/profiler.h); NULL: none */
 };
