@@ -17,13 +17,15 @@
  * at once) instead of naming the neighbour that gave up, or waiting for it. */
 enum weft_cause_kind { WEFT_CAUSE_LOST = 0, WEFT_CAUSE_MISMATCH = 1 };
 struct weft_cause {
-  uint32_t state; /* 0 empty, 1 being written, 2 set (kind, rank and host readable) */
+  uint32_t state; /* 0 empty, 1 being written, 2 set (kind, rank, host and what readable) */
   uint32_t kind;  /* enum weft_cause_kind */
   int32_t rank;
   char host[120];
+  char what[160]; /* a mismatch: how the calls differ, when the finder could tell; else "" */
 };
-/* Record kind/rank/host in c unless it already holds a cause; returns whether it was recorded. */
-int weft_cause_set_kind(struct weft_cause* c, int kind, int rank, const char* host);
+/* Record kind/rank/host/what (NULL: none) in c unless it already holds a cause; returns whether
+ * it was recorded. */
+int weft_cause_set_kind(struct weft_cause* c, int kind, int rank, const char* host, const char* what);
 /* The same for a lost rank. */
 int weft_cause_set(struct weft_cause* c, int rank, const char* host);
 /* Copy c into out when it holds a cause; returns whether it did. */

@@ -5,8 +5,8 @@
  * rank 0's channel 0, which waited longest, still has nothing. A scheduler asleep on channel 0
  * alone waits for it until WEFT_TIMEOUT and both ranks fail. */
 #include <pthread.h>
-#include <stdlib.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"

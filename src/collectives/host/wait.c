@@ -38,6 +38,7 @@ void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int 
   w->opname = "operation";
   w->sleep_slice_ns = SLEEP_SLICE_NS;
   w->mismatch_finder = -1;
+  w->mismatch_what[0] = 0;
 }
 
 static void futex_wait(uint64_t* addr, uint32_t val, uint64_t ns) {
@@ -77,7 +78,7 @@ static void peer_cause_text(struct weft_waiter* w, int p, char* text, size_t siz
              c.kind == WEFT_CAUSE_MISMATCH ? "; rank %d (host %s) had found a mismatched call"
                                            : "; it had lost rank %d (host %s)",
              c.rank, c.host);
-    if (w->cause != NULL) weft_cause_set_kind(w->cause, (int)c.kind, c.rank, c.host);
+    if (w->cause != NULL) weft_cause_set_kind(w->cause, (int)c.kind, c.rank, c.host, c.what);
   } else if (w->cause != NULL) {
     weft_cause_set(w->cause, p, w->peers[p].host_name);
   }
@@ -132,12 +133,14 @@ static ncclResult_t neighbour_gave_up(struct weft_waiter* w, int peer) {
     return ncclSuccess;
   if (c.kind == WEFT_CAUSE_MISMATCH) {
     WEFT_WARN(
-        "Rank %d: mismatched collective, found by rank %d (host %s) and reported by ring neighbour rank %d: "
-        "every rank must call the same collectives with the same count, datatype, op and root; the "
+        "Rank %d: mismatched collective%s%s%s, found by rank %d (host %s) and reported by ring neighbour "
+        "rank "
+        "%d: every rank must call the same collectives with the same count, datatype, op and root; the "
         "communicator is unusable",
-        w->rank, c.rank, c.host, peer);
+        w->rank, c.what[0] ? " (" : "", c.what, c.what[0] ? ")" : "", c.rank, c.host, peer);
     w->mismatch = 1;
     w->mismatch_finder = c.rank;
+    snprintf(w->mismatch_what, sizeof(w->mismatch_what), "%s", c.what);
     return ncclInvalidUsage;
   }
   WEFT_WARN(
@@ -376,6 +379,22 @@ ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, ui
 ncclResult_t weft_host_bad_step(struct weft_waiter* w, int peer, uint64_t theirs) {
   w->mismatch = 1;
   if (w->bad_step != NULL) return w->bad_step(w->hook_arg, w, peer, theirs);
+  /* No boards (ranks on several hosts): the peer's call is told from its tag when it differs in
+   * one field other than the count from this rank's call of that number (this one, or a recent
+   * one: a rank that returned early from the mismatched call meets the next one's steps). */
+  struct weft_call_fp guess;
+  uint64_t seq = w->step_tag >> 32, their_seq = theirs >> 32;
+  const struct weft_call_fp* mine =
+      w->recent_fp != NULL && their_seq > 0 && their_seq <= seq && seq - their_seq < WEFT_RECENT_CALLS
+          ? &w->recent_fp[their_seq % WEFT_RECENT_CALLS]
+          : NULL;
+  if (mine != NULL && weft_call_fp_guess(mine, (uint32_t)theirs, w->nranks, &guess)) {
+    char note[96];
+    snprintf(note, sizeof(note), " (rank %d's call told from the fingerprint on its steps)", peer);
+    weft_call_fp_describe(peer, &guess, w->rank, mine, w->mismatch_what, sizeof(w->mismatch_what));
+    weft_call_fp_warn_ranks(w->rank, peer, &guess, w->rank, mine, their_seq, note);
+    return ncclInvalidUsage;
+  }
   WEFT_WARN(
       "Rank %d: mismatched collective (seq %llu): a step from rank %d belongs to its collective #%llu "
       "(fingerprint %08x), this rank's %s is collective #%llu (%08x); every rank must call the same "
