@@ -122,8 +122,9 @@ void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause*
   announce(abort_flag, &n);
 }
 
-void weft_proxy_announce_mismatch(volatile uint32_t* abort_flag, int finder, const char* host) {
-  struct notice n = notice_of(NOTICE_MISMATCH, finder, host, NULL);
+void weft_proxy_announce_mismatch(volatile uint32_t* abort_flag, int finder, const char* host,
+                                  const char* what) {
+  struct notice n = notice_of(NOTICE_MISMATCH, finder, host, what);
   announce(abort_flag, &n);
 }
 

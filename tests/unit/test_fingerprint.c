@@ -23,13 +23,16 @@ static struct weft_call_fp call(int coll, int dtype, int user_op, int root, size
   return weft_call_fp_of(&t);
 }
 
-static void expect_found(const struct weft_call_fp* mine, const struct weft_call_fp* theirs, const char* what) {
+static void expect_found(const struct weft_call_fp* mine, const struct weft_call_fp* theirs,
+                         const char* what) {
   struct weft_call_fp got;
   int found = weft_call_fp_guess(mine, tag_hash(theirs), NRANKS, &got);
-  EXPECT_MSG(found && weft_call_fp_equal(&got, theirs), "%s: %s", what, found ? "a different call" : "not found");
+  EXPECT_MSG(found && weft_call_fp_equal(&got, theirs), "%s: %s", what,
+             found ? "a different call" : "not found");
 }
 
-static void expect_none(const struct weft_call_fp* mine, const struct weft_call_fp* theirs, const char* what) {
+static void expect_none(const struct weft_call_fp* mine, const struct weft_call_fp* theirs,
+                        const char* what) {
   struct weft_call_fp got;
   EXPECT_MSG(!weft_call_fp_guess(mine, tag_hash(theirs), NRANKS, &got), "%s: a call was claimed", what);
 }
@@ -69,12 +72,14 @@ static void one_field_changes(int coll, int root) {
 }
 
 int main(void) {
-  for (int coll = 0; coll < WEFT_COLL_SEND; coll++) one_field_changes(coll, coll == WEFT_COLL_BROADCAST ? 3 : 0);
+  for (int coll = 0; coll < WEFT_COLL_SEND; coll++)
+    one_field_changes(coll, coll == WEFT_COLL_BROADCAST ? 3 : 0);
   /* The WARN's words for a datatype told from a hash. */
   char text[WEFT_CALL_FP_TEXT];
   struct weft_call_fp a = call(WEFT_COLL_ALLREDUCE, ncclFloat64, ncclSum, 0, 512);
   struct weft_call_fp b = call(WEFT_COLL_ALLREDUCE, ncclFloat32, ncclSum, 0, 512);
   weft_call_fp_describe(1, &a, 0, &b, text, sizeof(text));
-  EXPECT_MSG(strcmp(text, "rank 1 called ncclAllReduce with datatype 8, rank 0 with datatype 7") == 0, "%s", text);
+  EXPECT_MSG(strcmp(text, "rank 1 called ncclAllReduce with datatype 8, rank 0 with datatype 7") == 0, "%s",
+             text);
   return test_finish("fingerprint");
 }
