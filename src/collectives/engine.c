@@ -111,14 +111,14 @@ static void find_peer_causes(const struct weft_comm_ctx* comm, struct weft_coll_
 }
 
 /* Before an error leaves a launch: tell the ring neighbours on this host (shared pages) and the
- * network peers (notices) which rank was lost. */
+ * network peers (notices) which rank was lost, or found a mismatched call. */
 static void publish_cause(struct weft_comm_ctx* comm) {
   struct weft_coll_state* s = comm->coll;
   struct weft_cause c;
   if (s == NULL || comm->nranks < 2 || !weft_cause_get(&comm->cause, &c)) return;
   for (int ch = 0; ch < s->pp.nchannels; ch++) {
-    weft_cause_set(&s->send[ch].ctrl->cause[0], c.rank, c.host);
-    weft_cause_set(&s->recv[ch].ctrl->cause[1], c.rank, c.host);
+    weft_cause_set_kind(&s->send[ch].ctrl->cause[0], (int)c.kind, c.rank, c.host, c.what);
+    weft_cause_set_kind(&s->recv[ch].ctrl->cause[1], (int)c.kind, c.rank, c.host, c.what);
   }
   weft_proxy_announce(&comm->abort_flag, &comm->cause);
 }
@@ -350,8 +350,9 @@ static ncclResult_t run_coll_body(struct weft_comm_ctx* comm, struct weft_task* 
   w->warned = 0;
   /* Collectives are numbered alike on every rank (sends and receives are not: they pair up). */
   uint64_t call_seq = ++s->coll_seq;
-  struct weft_call_fp fp = weft_call_fp_of(t);
-  w->step_tag = s->check_calls ? weft_step_tag_make(call_seq, weft_call_fp_hash(&fp)) : 0;
+  struct weft_call_fp* fp = &s->recent_fp[call_seq % WEFT_RECENT_CALLS];
+  *fp = weft_call_fp_of(t);
+  w->step_tag = s->check_calls ? weft_step_tag_make(call_seq, weft_call_fp_hash(fp)) : 0;
   int handled = 0;
   /* The direct paths run it, or (shared boards) record which call the ring runs. */
   WEFT_CHECK(weft_host_direct_run(s->direct, t, w, call_seq, &handled));
@@ -432,6 +433,7 @@ void weft_engine_waiter(struct weft_comm_ctx* comm, struct weft_waiter* w) {
   w->watch = comm->coll->watch;
   w->cause = &comm->cause;
   w->peer_cause = comm->coll->peer_cause;
+  w->recent_fp = comm->coll->recent_fp;
   weft_host_direct_hooks(comm->coll->direct, w);
 }
 
@@ -544,10 +546,13 @@ static ncclResult_t host_launch(struct weft_comm_ctx* comm, struct weft_task* ta
     for (int i = 0; i < np && comm->trace; i++) weft_trace_finish(comm->trace, p2p[i], res);
   }
   weft_prof_group_end(comm->prof);
+  /* Ranks on this host and others may wait for steps this rank will not send: they fail now too. */
+  if (w.mismatch) {
+    int finder = w.mismatch_finder >= 0 && w.mismatch_finder < comm->nranks ? w.mismatch_finder : comm->rank;
+    weft_cause_set_kind(&comm->cause, WEFT_CAUSE_MISMATCH, finder, comm->peers[finder].host_name,
+                        w.mismatch_what);
+  }
   if (res != ncclSuccess) publish_cause(comm);
-  /* Ranks on other hosts may wait for steps this rank will not send: they fail now too. */
-  if (w.mismatch)
-    weft_proxy_announce_mismatch(&comm->abort_flag, comm->rank, comm->peers[comm->rank].host_name);
   trace_failed(comm, res);
   free(p2p);
   free_tasks(tasks);

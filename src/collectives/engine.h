@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "collectives/fingerprint.h"
 #include "collectives/host/wait.h"
 #include "collectives/plan.h"
 #include "transport/connector.h"
@@ -32,7 +33,8 @@ struct weft_coll_state {
   int send_by_ref;              /* network sends may read user buffers in place (WEFT_NET_SEND_BY_REF) */
   int check_calls;              /* ring steps carry and check their call's tag (WEFT_CHECK_CALLS) */
   uint64_t coll_seq;            /* collectives run so far: numbered alike on every rank */
-  void* co_stacks[WEFT_PLAN_MAX_CHANNELS]; /* their coroutine stacks, kept between collectives */
+  struct weft_call_fp recent_fp[WEFT_RECENT_CALLS]; /* the last ones' fingerprints, by number */
+  void* co_stacks[WEFT_PLAN_MAX_CHANNELS];          /* their coroutine stacks, kept between collectives */
   struct weft_cause** peer_cause; /* [nranks]: shared pages where ring neighbours say why they gave up */
   /* Suspended comm: the p2p pairs ([nranks] sends, then [nranks] receives) and whether the trees
    * were connected, for ncclCommResume to connect again; NULL/0 otherwise. */

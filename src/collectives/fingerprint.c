@@ -56,22 +56,85 @@ uint32_t weft_call_fp_hash(const struct weft_call_fp* fp) {
   return h;
 }
 
-void weft_call_fp_warn_ranks(int me, int a, const struct weft_call_fp* fa, int b,
-                             const struct weft_call_fp* fb, uint64_t seq, const char* note) {
+/* Whether fp has the hash a step tag carries (weft_step_tag_make); if so it is the answer. */
+static int matches(const struct weft_call_fp* fp, uint32_t theirs, struct weft_call_fp* out) {
+  uint32_t h = weft_call_fp_hash(fp);
+  if ((h ? h : 1) != theirs) return 0;
+  *out = *fp;
+  return 1;
+}
+
+/* mine as collective coll: op and root kept where both collectives take them, else each value
+ * in turn (ops 1..ncclNumOps+1, roots 0..nranks-1), or the neutral one where coll takes none. */
+static int guess_coll(const struct weft_call_fp* mine, int coll, uint32_t theirs, int nranks,
+                      struct weft_call_fp* out) {
+  int op_lo = 0, op_hi = 0, root_lo = -1, root_hi = -1;
+  if (has_op(coll) && has_op(mine->coll)) {
+    op_lo = op_hi = mine->op;
+  } else if (has_op(coll)) {
+    op_lo = 1;
+    op_hi = (int)ncclNumOps + 1;
+  }
+  if (has_root(coll) && has_root(mine->coll)) {
+    root_lo = root_hi = mine->root;
+  } else if (has_root(coll)) {
+    root_lo = 0;
+    root_hi = nranks - 1;
+  }
+  struct weft_call_fp fp = *mine;
+  fp.coll = (uint8_t)coll;
+  for (int op = op_lo; op <= op_hi; op++)
+    for (int root = root_lo; root <= root_hi; root++) {
+      fp.op = (uint8_t)op;
+      fp.root = root;
+      if (matches(&fp, theirs, out)) return 1;
+    }
+  return 0;
+}
+
+int weft_call_fp_guess(const struct weft_call_fp* mine, uint32_t theirs, int nranks,
+                       struct weft_call_fp* out) {
+  struct weft_call_fp fp = *mine;
+  for (int dt = 0; dt < (int)ncclNumTypes; dt++) {
+    fp.dtype = (uint8_t)dt;
+    if (dt != mine->dtype && matches(&fp, theirs, out)) return 1;
+  }
+  fp = *mine;
+  for (int op = 1; has_op(mine->coll) && op <= (int)ncclNumOps + 1; op++) {
+    fp.op = (uint8_t)op;
+    if (op != mine->op && matches(&fp, theirs, out)) return 1;
+  }
+  fp = *mine;
+  for (int root = 0; has_root(mine->coll) && root < nranks; root++) {
+    fp.root = root;
+    if (root != mine->root && matches(&fp, theirs, out)) return 1;
+  }
+  for (int coll = 0; coll < WEFT_COLL_SEND; coll++)
+    if (coll != mine->coll && guess_coll(mine, coll, theirs, nranks, out)) return 1;
+  return 0;
+}
+
+void weft_call_fp_describe(int a, const struct weft_call_fp* fa, int b, const struct weft_call_fp* fb,
+                           char* buf, size_t n) {
   if (fa->coll != fb->coll) {
-    WEFT_WARN(
-        "Rank %d: mismatched collective (seq %llu): rank %d called nccl%s, rank %d called nccl%s; every rank "
-        "must call the same collectives in the same order; the communicator is unusable%s",
-        me, (unsigned long long)seq, a, weft_coll_name(fa->coll), b, weft_coll_name(fb->coll), note);
+    snprintf(buf, n, "rank %d called nccl%s, rank %d called nccl%s", a, weft_coll_name(fa->coll), b,
+             weft_coll_name(fb->coll));
     return;
   }
   char ta[48], tb[48];
   field_text(fa, fb, ta, sizeof(ta));
   field_text(fb, fa, tb, sizeof(tb));
+  snprintf(buf, n, "rank %d called nccl%s with %s, rank %d with %s", a, weft_coll_name(fb->coll), ta, b, tb);
+}
+
+void weft_call_fp_warn_ranks(int me, int a, const struct weft_call_fp* fa, int b,
+                             const struct weft_call_fp* fb, uint64_t seq, const char* note) {
+  char what[WEFT_CALL_FP_TEXT];
+  weft_call_fp_describe(a, fa, b, fb, what, sizeof(what));
   WEFT_WARN(
-      "Rank %d: mismatched collective (seq %llu): rank %d called nccl%s with %s, rank %d with %s; every rank "
-      "must pass the same arguments; the communicator is unusable%s",
-      me, (unsigned long long)seq, a, weft_coll_name(fb->coll), ta, b, tb, note);
+      "Rank %d: mismatched collective (seq %llu): %s; every rank must %s; the communicator is unusable%s", me,
+      (unsigned long long)seq, what,
+      fa->coll != fb->coll ? "call the same collectives in the same order" : "pass the same arguments", note);
 }
 
 void weft_call_fp_warn(int me, const struct weft_call_fp* mine, int peer, const struct weft_call_fp* theirs,

@@ -28,10 +28,26 @@ uint32_t weft_call_fp_hash(const struct weft_call_fp* fp);
 static inline uint64_t weft_step_tag_make(uint64_t seq, uint32_t fp_hash) {
   return (seq << 32) | (fp_hash ? fp_hash : 1);
 }
+/* Fingerprints of a rank's last calls are kept (by call number modulo this), so that a peer's
+ * step of an earlier call (a rank that returned early from a mismatched call) is told too. */
+#define WEFT_RECENT_CALLS 4
+
+/* A peer's call told from its step tag's hash (theirs) and this rank's call (mine): the call that
+ * differs from mine in one field other than the count (collective, datatype, op or root, few
+ * enough to try them all) and has that hash. Returns whether one was found; a count, or several
+ * fields, cannot be told from a hash. A wrong answer needs a 32-bit hash collision among the
+ * (at most a few hundred) calls tried. */
+int weft_call_fp_guess(const struct weft_call_fp* mine, uint32_t theirs, int nranks,
+                       struct weft_call_fp* out);
 /* WARN on rank `me` (seq: the call) naming the first field in which peer's call differs from its
  * own, e.g. "rank 1 called ncclAllReduce with count 1024, rank 0 with count 2048". */
 void weft_call_fp_warn(int me, const struct weft_call_fp* mine, int peer, const struct weft_call_fp* theirs,
                        uint64_t seq);
+/* How a's call differs from b's, e.g. "rank 1 called ncclAllReduce with count 1024, rank 0 with
+ * count 2048", in buf (WEFT_CALL_FP_TEXT bytes are enough). */
+#define WEFT_CALL_FP_TEXT 160
+void weft_call_fp_describe(int a, const struct weft_call_fp* fa, int b, const struct weft_call_fp* fb,
+                           char* buf, size_t n);
 /* The same WARN on rank me about two other ranks' calls (b's fingerprint the reference), with
  * note appended (e.g. who found it). */
 void weft_call_fp_warn_ranks(int me, int a, const struct weft_call_fp* fa, int b,

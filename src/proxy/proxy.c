@@ -34,7 +34,18 @@ struct notice {
   int32_t rank; /* the rank lost, or the one that found the mismatch */
   int32_t kind; /* enum notice_kind */
   char host[120];
+  char what[160]; /* a mismatch: how the calls differ, when the finder could tell; else "" */
 };
+
+static struct notice notice_of(int kind, int rank, const char* host, const char* what) {
+  struct notice n;
+  memset(&n, 0, sizeof(n));
+  n.kind = kind;
+  n.rank = rank;
+  snprintf(n.host, sizeof(n.host), "%s", host ? host : "?");
+  snprintf(n.what, sizeof(n.what), "%s", what ? what : "");
+  return n;
+}
 
 struct weft_proxy_conn {
   struct weft_proxy_conn_desc d;
@@ -69,15 +80,12 @@ static void post(uint64_t* counter, uint32_t* waiting, uint64_t value) {
 
 /* Tell the communicator's other network peers which rank was lost (best effort, once per peer);
  * returns how many notices are still in flight. Called with px.mu held. */
-static int relay(volatile uint32_t* abort_flag, const struct weft_proxy_conn* from, int kind, int rank,
-                 const char* host) {
+static int relay(volatile uint32_t* abort_flag, const struct weft_proxy_conn* from, const struct notice* n) {
   int pending = 0;
   for (struct weft_proxy_conn* c = px.conns; c; c = c->next) {
     if (c == from || !c->d.is_send || c->failed || c->closed || c->d.abort_flag != abort_flag) continue;
     if (c->notice_state == 0) {
-      c->notice.rank = rank;
-      c->notice.kind = kind;
-      snprintf(c->notice.host, sizeof(c->notice.host), "%s", host);
+      c->notice = *n;
       ncclResult_t res =
           c->d.net->isend(c->d.net_comm, &c->notice, sizeof(c->notice), TAG_NOTICE, &c->notice_req);
       c->notice_state = res != ncclSuccess      ? 2
@@ -94,11 +102,11 @@ static int relay(volatile uint32_t* abort_flag, const struct weft_proxy_conn* fr
   return pending;
 }
 
-static void announce(volatile uint32_t* abort_flag, int kind, int rank, const char* host) {
+static void announce(volatile uint32_t* abort_flag, const struct notice* n) {
   uint64_t start = weft_time_ns();
   for (;;) {
     pthread_mutex_lock(&px.mu);
-    int pending = relay(abort_flag, NULL, kind, rank, host);
+    int pending = relay(abort_flag, NULL, n);
     pthread_mutex_unlock(&px.mu);
     if (pending == 0 || weft_time_ns() - start > 1000000000ull) return;
     struct timespec ts = {0, 50000};
@@ -107,35 +115,56 @@ static void announce(volatile uint32_t* abort_flag, int kind, int rank, const ch
 }
 
 void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause* cause) {
-  struct weft_cause lost;
-  if (weft_cause_get(cause, &lost)) announce(abort_flag, NOTICE_LOST, lost.rank, lost.host);
+  struct weft_cause c;
+  if (!weft_cause_get(cause, &c)) return;
+  struct notice n =
+      notice_of(c.kind == WEFT_CAUSE_MISMATCH ? NOTICE_MISMATCH : NOTICE_LOST, c.rank, c.host, c.what);
+  announce(abort_flag, &n);
 }
 
-void weft_proxy_announce_mismatch(volatile uint32_t* abort_flag, int finder, const char* host) {
-  announce(abort_flag, NOTICE_MISMATCH, finder, host);
+void weft_proxy_announce_mismatch(volatile uint32_t* abort_flag, int finder, const char* host,
+                                  const char* what) {
+  struct notice n = notice_of(NOTICE_MISMATCH, finder, host, what);
+  announce(abort_flag, &n);
 }
 
 /* Record the failure on the communicator (async error, abort flag); the first one relays. A lost
  * rank is the communicator's cause (ncclRemoteError); a mismatch is the callers' (ncclInvalidUsage). */
-static void fail_comm(struct weft_proxy_conn* c, int kind, int rank, const char* host) {
+static void fail_comm(struct weft_proxy_conn* c, const struct notice* n) {
   c->failed = 1;
   int first = 0;
-  ncclResult_t res = kind == NOTICE_MISMATCH ? ncclInvalidUsage : ncclRemoteError;
+  int mismatch = n->kind == NOTICE_MISMATCH;
+  ncclResult_t res = mismatch ? ncclInvalidUsage : ncclRemoteError;
   if (c->d.async_result != NULL)
     first = __atomic_compare_exchange_n(c->d.async_result, &(ncclResult_t){ncclSuccess}, res, 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  if (c->d.cause != NULL && kind == NOTICE_LOST) weft_cause_set(c->d.cause, rank, host);
+  /* The cause goes on to this rank's neighbours on its host (connector pages) when it gives up. */
+  if (c->d.cause != NULL)
+    weft_cause_set_kind(c->d.cause, mismatch ? WEFT_CAUSE_MISMATCH : WEFT_CAUSE_LOST, n->rank, n->host,
+                        n->what);
   if (c->d.abort_flag != NULL) __atomic_store_n(c->d.abort_flag, 1, __ATOMIC_RELEASE);
-  if (first) relay(c->d.abort_flag, c, kind, rank, host);
+  if (first) relay(c->d.abort_flag, c, n);
 }
 
+/* A connection that fails after its communicator failed (a peer that gave up on the same error
+ * and left) is logged as INFO: a WARN would replace the first failure's text in ncclGetLastError. */
 static void fail(struct weft_proxy_conn* c, ncclResult_t res) {
-  WEFT_WARN(
-      "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after %llu step(s); "
-      "rank %d is lost, the communicator is aborted",
-      c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res),
-      (unsigned long long)c->done, c->d.peer);
-  fail_comm(c, NOTICE_LOST, c->d.peer, c->d.peer_host);
+  int after = c->d.async_result != NULL &&
+              __atomic_load_n(c->d.async_result, __ATOMIC_ACQUIRE) != ncclSuccess &&
+              __atomic_load_n(c->d.async_result, __ATOMIC_ACQUIRE) != ncclInProgress;
+  if (after)
+    WEFT_INFO(
+        WEFT_NET,
+        "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after the communicator had failed",
+        c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res));
+  else
+    WEFT_WARN(
+        "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after %llu step(s); "
+        "rank %d is lost, the communicator is aborted",
+        c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res),
+        (unsigned long long)c->done, c->d.peer);
+  struct notice n = notice_of(NOTICE_LOST, c->d.peer, c->d.peer_host, NULL);
+  fail_comm(c, &n);
 }
 
 static int progress_send(struct weft_proxy_conn* c) {
@@ -192,20 +221,23 @@ static void store_ll(struct weft_proxy_conn* c, int slot, size_t bytes) {
 }
 
 static void heard_notice(struct weft_proxy_conn* c) {
-  const struct notice* n = &c->notice;
-  c->notice.host[sizeof(c->notice.host) - 1] = 0;
+  struct notice* n = &c->notice;
+  n->host[sizeof(n->host) - 1] = 0;
+  n->what[sizeof(n->what) - 1] = 0;
+  if (n->kind != NOTICE_MISMATCH) n->kind = NOTICE_LOST;
   if (n->kind == NOTICE_MISMATCH)
     WEFT_WARN(
-        "Rank %d: mismatched collective, found by rank %d (host %s) and reported by peer rank %d (host %s): "
-        "every rank must call the same collectives with the same count, datatype, op and root; the "
+        "Rank %d: mismatched collective%s%s%s, found by rank %d (host %s) and reported by peer rank %d (host "
+        "%s): every rank must call the same collectives with the same count, datatype, op and root; the "
         "communicator is unusable",
-        c->d.rank, n->rank, n->host, c->d.peer, c->d.peer_host);
+        c->d.rank, n->what[0] ? " (" : "", n->what, n->what[0] ? ")" : "", n->rank, n->host, c->d.peer,
+        c->d.peer_host);
   else
     WEFT_WARN(
         "Rank %d: peer rank %d (host %s) reports that rank %d (host %s) was lost; the communicator is "
         "aborted",
         c->d.rank, c->d.peer, c->d.peer_host, n->rank, n->host);
-  fail_comm(c, n->kind == NOTICE_MISMATCH ? NOTICE_MISMATCH : NOTICE_LOST, n->rank, n->host);
+  fail_comm(c, n);
 }
 
 static int progress_recv(struct weft_proxy_conn* c) {

@@ -30,13 +30,16 @@ struct weft_proxy_conn_desc {
 ncclResult_t weft_proxy_conn_add(const struct weft_proxy_conn_desc* desc, struct weft_proxy_conn** out);
 /* Stop driving it and close its network comm; returns at once after the current sweep. NULL-safe. */
 void weft_proxy_conn_remove(struct weft_proxy_conn* conn);
-/* Tell the network peers of the communicator owning abort_flag which rank was lost (cause), unless
- * told already, and wait up to a second for those notices to leave: the caller may be about to
- * give up and exit, and a peer that sees the EOF first would name this rank instead. */
+/* Tell the network peers of the communicator owning abort_flag which rank was lost or found a
+ * mismatched call (cause), unless told already, and wait up to a second for those notices to leave:
+ * the caller may be about to give up and exit, and a peer that sees the EOF first would name this
+ * rank instead. */
 void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause* cause);
-/* The same for a mismatched call that rank finder (on host) found: the peers fail it too, with
- * ncclInvalidUsage, instead of waiting for steps that will not come. */
-void weft_proxy_announce_mismatch(volatile uint32_t* abort_flag, int finder, const char* host);
+/* The same for a mismatched call that rank finder (on host) found (what: how the calls differ, or
+ * NULL): the peers fail it too, with ncclInvalidUsage, instead of waiting for steps that will not
+ * come. */
+void weft_proxy_announce_mismatch(volatile uint32_t* abort_flag, int finder, const char* host,
+                                  const char* what);
 /* The queue of operations the profiler watches on c (proxy/watch.h). */
 struct weft_proxy_watchq* weft_proxy_conn_watchq(struct weft_proxy_conn* c);
 /* Connections currently driven (tests). */

@@ -12,19 +12,26 @@
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-int weft_cause_set(struct weft_cause* c, int rank, const char* host) {
+int weft_cause_set_kind(struct weft_cause* c, int kind, int rank, const char* host, const char* what) {
   uint32_t empty = 0;
   if (!__atomic_compare_exchange_n(&c->state, &empty, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return 0;
+  c->kind = (uint32_t)kind;
   c->rank = rank;
   snprintf(c->host, sizeof(c->host), "%s", host ? host : "?");
+  snprintf(c->what, sizeof(c->what), "%s", what ? what : "");
   __atomic_store_n(&c->state, 2, __ATOMIC_RELEASE);
   return 1;
+}
+
+int weft_cause_set(struct weft_cause* c, int rank, const char* host) {
+  return weft_cause_set_kind(c, WEFT_CAUSE_LOST, rank, host, NULL);
 }
 
 int weft_cause_get(const struct weft_cause* c, struct weft_cause* out) {
   if (c == NULL || __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != 2) return 0;
   *out = *c;
   out->host[sizeof(out->host) - 1] = 0;
+  out->what[sizeof(out->what) - 1] = 0;
   return 1;
 }
 

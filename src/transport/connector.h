@@ -11,15 +11,22 @@
 
 #define WEFT_NSTEPS 8
 
-/* Why a rank gave up: the rank it lost first and that rank's host label. A communicator keeps
- * one, and publishes it in its shared connector pages and in network notices when it gives up,
- * so that ranks further away name the same lost rank instead of the neighbour that gave up. */
+/* Why a rank gave up: the rank it lost first, or the rank that found a call mismatched, and that
+ * rank's host label. A communicator keeps one, and publishes it in its shared connector pages and
+ * in network notices when it gives up, so that ranks further away name the same rank (and give up
+ * at once) instead of naming the neighbour that gave up, or waiting for it. */
+enum weft_cause_kind { WEFT_CAUSE_LOST = 0, WEFT_CAUSE_MISMATCH = 1 };
 struct weft_cause {
-  uint32_t state; /* 0 empty, 1 being written, 2 set (rank and host readable) */
+  uint32_t state; /* 0 empty, 1 being written, 2 set (kind, rank, host and what readable) */
+  uint32_t kind;  /* enum weft_cause_kind */
   int32_t rank;
   char host[120];
+  char what[160]; /* a mismatch: how the calls differ, when the finder could tell; else "" */
 };
-/* Record rank/host in c unless it already holds a cause; returns whether it was recorded. */
+/* Record kind/rank/host/what (NULL: none) in c unless it already holds a cause; returns whether
+ * it was recorded. */
+int weft_cause_set_kind(struct weft_cause* c, int kind, int rank, const char* host, const char* what);
+/* The same for a lost rank. */
 int weft_cause_set(struct weft_cause* c, int rank, const char* host);
 /* Copy c into out when it holds a cause; returns whether it did. */
 int weft_cause_get(const struct weft_cause* c, struct weft_cause* out);

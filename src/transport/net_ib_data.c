@@ -33,6 +33,15 @@ ncclResult_t weft_ib_fail(struct ib_comm* c, ncclResult_t res, const char* fmt, 
   return res;
 }
 
+/* A peer that closed its end (no verbs error): INFO, as for sockets (net_socket.c, fail_conn). */
+static ncclResult_t peer_left(struct ib_comm* c, const char* why) {
+  if (c->error != ncclSuccess) return c->error;
+  WEFT_INFO(WEFT_NET, "NET/IB: %s:%d connection %s peer GID %s: %s", c->port->name, c->port->port,
+            c->is_send ? "to" : "from", c->peer_addr, why);
+  c->error = ncclRemoteError;
+  return c->error;
+}
+
 void weft_ib_req_release(struct ib_req* r) {
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
   for (int i = 0; i < WEFT_NET_MAX_RECVS; i++) {
@@ -222,7 +231,7 @@ static ncclResult_t reject(struct ib_comm* c, struct ib_req* r, const struct ib_
 static ncclResult_t post_sends(struct ib_comm* c) {
   if (c->broken) return ncclSuccess; /* nothing more goes out; test reports why */
   if (c->posted < c->issued && __atomic_load_n(&c->fifo[IB_CLOSED_SLOT].seq, __ATOMIC_ACQUIRE) != 0)
-    return weft_ib_fail(c, ncclRemoteError, "the receiver closed the connection with sends still to go");
+    return peer_left(c, "the receiver closed the connection with sends still to go");
   while (c->posted < c->issued) {
     struct ib_req* r = &c->reqs[c->posted % IB_SLOTS];
     struct ib_cts_slot* s = &c->fifo[c->posted % IB_SLOTS];
@@ -395,7 +404,7 @@ ncclResult_t weft_ib_test_meta(void* request, int* done, size_t* sizes, uint64_t
     watch_sender(c);
     /* The sender's last message completes before it closes: look once more before failing. */
     if (c->peer_gone) WEFT_CHECK(progress(c));
-    if (!r->done && c->peer_gone) return weft_ib_fail(c, ncclRemoteError, "the sender closed the connection");
+    if (!r->done && c->peer_gone) return peer_left(c, "the sender closed the connection");
     if (!r->done) return ncclSuccess;
   }
   if (sizes != NULL) {

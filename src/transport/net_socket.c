@@ -259,12 +259,29 @@ static ncclResult_t sock_listen(int dev, const struct weft_auth_key* key, void* 
   return ncclSuccess;
 }
 
-static void set_err(struct comm* c, ncclResult_t res, const char* what, int err) {
+/* The first failure of a connection: a WARN, except for a peer that closed its end or reset
+ * it (peer_left), logged as INFO: the proxy then names the lost rank in its own WARN, or says
+ * nothing when the communicator had failed already and the peer left because of it (a WARN here
+ * would replace that failure's text in ncclGetLastError). */
+static void fail_conn(struct comm* c, ncclResult_t res, const char* what, int err, int peer_left) {
   ncclResult_t expected = ncclSuccess;
   atomic_compare_exchange_strong(&c->err, &expected, res);
-  if (atomic_exchange(&c->warned, 1) == 0)
-    WEFT_WARN("NET/Socket : %s connection with %s failed: %s%s%s", c->is_send ? "send" : "receive", c->peer,
-              what, err ? ": " : "", err ? strerror(err) : "");
+  if (atomic_exchange(&c->warned, 1) != 0) return;
+  const char* dir = c->is_send ? "send" : "receive";
+  if (peer_left)
+    WEFT_INFO(WEFT_NET, "NET/Socket : %s connection with %s failed: %s%s%s", dir, c->peer, what,
+              err ? ": " : "", err ? strerror(err) : "");
+  else
+    WEFT_WARN("NET/Socket : %s connection with %s failed: %s%s%s", dir, c->peer, what, err ? ": " : "",
+              err ? strerror(err) : "");
+}
+static void set_err(struct comm* c, ncclResult_t res, const char* what, int err) {
+  fail_conn(c, res, what, err, 0);
+}
+/* An I/O error on a socket: the peer left when it reset the connection or it broke. */
+static void io_err(struct comm* c, const char* what, int err) {
+  int left = err == ECONNRESET || err == EPIPE;
+  fail_conn(c, left ? ncclRemoteError : ncclSystemError, what, err, left);
 }
 
 /* One non-blocking attempt on a socket, through its TLS session when it has one. */
@@ -284,10 +301,9 @@ static int progress_sock(struct comm* c, struct dsock* s) {
     if (n == 0) break;
     if (n < 0) {
       if (n == WEFT_SOCKET_CLOSED)
-        set_err(c, ncclRemoteError, "peer closed a data socket", 0);
+        fail_conn(c, ncclRemoteError, "peer closed a data socket", 0, 1);
       else
-        set_err(c, errno == ECONNRESET || errno == EPIPE ? ncclRemoteError : ncclSystemError, "data socket",
-                errno);
+        io_err(c, "data socket", errno);
       return -1;
     }
     t->done += (size_t)n;
@@ -595,8 +611,7 @@ static int ctrl_io(struct comm* c, void* buf, size_t len, size_t* done) {
     return -1;
   }
   if (n < 0) {
-    set_err(c, errno == ECONNRESET || errno == EPIPE ? ncclRemoteError : ncclSystemError, "control socket",
-            errno);
+    io_err(c, "control socket", errno);
     return -1;
   }
   *done += (size_t)n;
@@ -698,7 +713,7 @@ static ncclResult_t sock_test_meta(void* request, int* done, size_t* sizes, uint
   progress(c);
   /* A finished request is done even if the connection failed after it (e.g. EOF right after a
    * goodbye message): errors belong to the requests they hit. */
-  if (r->stage < 2 && c->ctrl_eof) set_err(c, ncclRemoteError, "peer closed the connection", 0);
+  if (r->stage < 2 && c->ctrl_eof) fail_conn(c, ncclRemoteError, "peer closed the connection", 0, 1);
   if (r->stage < 2 || (r->stage == 2 && atomic_load_explicit(&r->chunks_left, memory_order_acquire) > 0))
     return atomic_load(&c->err);
   *done = 1;

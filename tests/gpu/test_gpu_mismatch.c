@@ -1,6 +1,7 @@
 /* CUDA backend: two ranks that disagree on a collective (count on LL and on Simple, datatype of
  * the same size, op, collective) fail with ncclInvalidUsage and a WARN naming the mismatch,
- * found by the kernel on the first step each receives (collectives/fingerprint.h); a rank that
+ * found by the kernel on the first step each receives (collectives/fingerprint.h), and the field
+ * that differs where the steps' hash tells it (not a count); a rank that
  * receives nothing in its call may finish it. A matching call before it still succeeds. Without the check
  * they would wait until WEFT_TIMEOUT (ncclTimeout) or finish with wrong results. Rank r on device r % count,
  * its own stream; a fresh communicator per case. SKIP without a GPU. */
@@ -21,23 +22,28 @@ struct mcase {
   const char* name;
   struct call base, odd; /* rank 1 makes the odd call */
   int late;              /* rank 1 only sends in its call: it may finish before rank 0 finds the difference */
+  const char* says; /* the field and rank 1's value, told from its steps' hash; NULL: a count (not told) */
 };
 
 #define AR(n, t, o) \
   { C_ALLREDUCE, n, t, o, 0 }
 static const struct mcase cases[] = {
-    {"allreduce count (LL)", AR(256, ncclFloat32, ncclSum), AR(320, ncclFloat32, ncclSum), 0},
-    {"allreduce count (Simple)", AR(262144, ncclFloat32, ncclSum), AR(196608, ncclFloat32, ncclSum), 0},
-    {"allreduce datatype float/int32", AR(4096, ncclFloat32, ncclSum), AR(4096, ncclInt32, ncclSum), 0},
-    {"allreduce op sum/max", AR(4096, ncclFloat32, ncclSum), AR(4096, ncclFloat32, ncclMax), 0},
+    {"allreduce count (LL)", AR(256, ncclFloat32, ncclSum), AR(320, ncclFloat32, ncclSum), 0, NULL},
+    {"allreduce count (Simple)", AR(262144, ncclFloat32, ncclSum), AR(196608, ncclFloat32, ncclSum), 0, NULL},
+    {"allreduce datatype float/int32", AR(4096, ncclFloat32, ncclSum), AR(4096, ncclInt32, ncclSum), 0,
+     "with datatype 2"},
+    {"allreduce op sum/max", AR(4096, ncclFloat32, ncclSum), AR(4096, ncclFloat32, ncclMax), 0,
+     "with op ncclMax"},
     {"collective allreduce/reduce",
      AR(4096, ncclFloat32, ncclSum),
      {C_REDUCE, 4096, ncclFloat32, ncclSum, 0},
-     1},
+     1,
+     "called ncclReduce"},
     {"collective allreduce/broadcast",
      AR(4096, ncclFloat32, ncclSum),
      {C_BROADCAST, 4096, ncclFloat32, ncclSum, 1},
-     1},
+     1,
+     "called ncclBroadcast"},
 };
 #define NCASES (int)(sizeof(cases) / sizeof(cases[0]))
 #define MAX_COUNT 262144
@@ -70,7 +76,8 @@ static int check_case(ncclComm_t comm, int rank, const struct mcase* c, cudaStre
   WANT(res == ncclInvalidUsage, "case \"%s\", rank %d: %s, want invalid usage", c->name, rank,
        ncclGetErrorString(res));
   const char* why = ncclGetLastError(comm);
-  WANT(strstr(why, "mismatched collective") != NULL, "case \"%s\": last error \"%s\"", c->name, why);
+  WANT(strstr(why, "mismatched collective") != NULL && (c->says == NULL || strstr(why, c->says) != NULL),
+       "case \"%s\": last error \"%s\" (want \"%s\")", c->name, why, c->says ? c->says : "");
   return bad;
 }
 

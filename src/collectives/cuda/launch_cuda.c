@@ -194,6 +194,7 @@ static ncclResult_t plan_group(struct weft_comm_ctx* comm, struct weft_task* tas
       *uses_tree |= w[n].algo == WEFT_CUDA_ALGO_TREE;
       struct weft_call_fp fp = weft_call_fp_of(t);
       w[n].step_tag = s->check_calls ? weft_step_tag_make(s->coll_seq, weft_call_fp_hash(&fp)) : 0;
+      s->recent_fp[s->coll_seq % WEFT_RECENT_CALLS] = fp;
       s->coll_seq++;
       if (w[n].nchannels > ncoll_blocks) ncoll_blocks = w[n].nchannels;
     }
@@ -322,23 +323,47 @@ static ncclResult_t launch_works(struct weft_comm_ctx* comm, struct weft_task* t
   return res;
 }
 
+/* The peer's call of the number its step carries, told from the step's hash and this rank's
+ * call of that number when it differs in one field other than the count (see
+ * weft_call_fp_guess): how the two differ in what; returns whether it could tell. */
+static int tell_call(const struct weft_comm_ctx* comm, const struct weft_cuda_state* s, uint64_t theirs,
+                     char* what, size_t n) {
+  uint64_t their_seq = theirs >> 32;
+  if (their_seq >= s->coll_seq || s->coll_seq - their_seq > WEFT_RECENT_CALLS) return 0;
+  const struct weft_call_fp* mine = &s->recent_fp[their_seq % WEFT_RECENT_CALLS];
+  struct weft_call_fp guess;
+  if (!weft_call_fp_guess(mine, (uint32_t)theirs, comm->nranks, &guess)) return 0;
+  weft_call_fp_describe(s->host->err_peer, &guess, comm->rank, mine, what, n);
+  return 1;
+}
+
 /* A kernel found that a peer's first step of a collective belongs to another call. The tags
- * carry the call numbers and fingerprint hashes, not the fields, so the WARN says which call of
- * which peer differs and what this rank called. */
+ * carry the call numbers and fingerprint hashes: the WARN says how the calls differ where that
+ * can be told from them, else which call of which peer differs and what this rank called. */
 static ncclResult_t report_mismatch(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
   uint64_t theirs = s->host->err_theirs, mine = s->host->err_mine;
   if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL)) {
+    char what[WEFT_CALL_FP_TEXT] = "";
     /* Ranks on other hosts may wait for steps this rank's kernel will not send: they fail too. */
-    weft_proxy_announce_mismatch(&s->host->abort, comm->rank, comm->peers[comm->rank].host_name);
-    WEFT_WARN(
-        "comm %p rank %d: mismatched collective on device %d: a step from rank %d on channel %d belongs to "
-        "its "
-        "collective #%llu (fingerprint %08x), this rank's %s is collective #%llu (%08x); every rank must "
-        "call "
-        "the same collectives with the same count, datatype, op and root; the communicator is unusable",
-        (void*)comm, comm->rank, s->dev, s->host->err_peer, s->host->err_channel,
-        (unsigned long long)(theirs >> 32), (unsigned)theirs, weft_coll_name(s->host->err_coll),
-        (unsigned long long)(mine >> 32), (unsigned)mine);
+    int told = tell_call(comm, s, theirs, what, sizeof(what));
+    weft_proxy_announce_mismatch(&s->host->abort, comm->rank, comm->peers[comm->rank].host_name,
+                                 told ? what : NULL);
+    if (told)
+      WEFT_WARN(
+          "comm %p rank %d: mismatched collective on device %d (collective #%llu): %s; every rank must "
+          "call the same collectives with the same count, datatype, op and root; the communicator is "
+          "unusable",
+          (void*)comm, comm->rank, s->dev, (unsigned long long)(theirs >> 32), what);
+    else
+      WEFT_WARN(
+          "comm %p rank %d: mismatched collective on device %d: a step from rank %d on channel %d belongs to "
+          "its "
+          "collective #%llu (fingerprint %08x), this rank's %s is collective #%llu (%08x); every rank must "
+          "call "
+          "the same collectives with the same count, datatype, op and root; the communicator is unusable",
+          (void*)comm, comm->rank, s->dev, s->host->err_peer, s->host->err_channel,
+          (unsigned long long)(theirs >> 32), (unsigned)theirs, weft_coll_name(s->host->err_coll),
+          (unsigned long long)(mine >> 32), (unsigned)mine);
   }
   weft_comm_set_async_error(comm, ncclInvalidUsage);
   return ncclInvalidUsage;

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "collectives/cuda/kernel.h"
+#include "collectives/fingerprint.h"
 #include "collectives/plan.h"
 #include "collectives/tune_log.h"
 #include "transport/transport.h"
@@ -59,7 +60,8 @@ struct weft_cuda_state {
   uint8_t* restore_p2p; /* suspended: the p2p pairs to reconnect at resume ([nranks] sends, receives) */
   int check_calls;      /* collectives' first steps carry and check their call's tag (WEFT_CHECK_CALLS) */
   uint64_t coll_seq;    /* collectives launched so far: numbered alike on every rank */
-  struct weft_cuda_timer timers[WEFT_CUDA_TIMERS]; /* kernels timed for the tuning log */
+  struct weft_call_fp recent_fp[WEFT_RECENT_CALLS]; /* the last ones' fingerprints, by number */
+  struct weft_cuda_timer timers[WEFT_CUDA_TIMERS];  /* kernels timed for the tuning log */
 };
 
 /* Connect the p2p connectors this launch needs (both sides of each pair call it). */

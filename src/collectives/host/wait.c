@@ -37,6 +37,8 @@ void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int 
   w->warn_ns = warn > 0 ? (uint64_t)warn * 1000000000ull : UINT64_MAX / 2;
   w->opname = "operation";
   w->sleep_slice_ns = SLEEP_SLICE_NS;
+  w->mismatch_finder = -1;
+  w->mismatch_what[0] = 0;
 }
 
 static void futex_wait(uint64_t* addr, uint32_t val, uint64_t ns) {
@@ -65,14 +67,18 @@ static int process_dead(int pid) {
   return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
-/* What the dead peer p published before it gave up: the rank it had lost. That rank, or else p
- * itself, becomes this communicator's cause, so this rank passes the same name on. */
+/* What the dead peer p published before it gave up: the rank it had lost (or that had found a
+ * mismatched call). That, or else p itself as lost, becomes this communicator's cause, so this
+ * rank passes the same name on. */
 static void peer_cause_text(struct weft_waiter* w, int p, char* text, size_t size) {
   struct weft_cause c;
   text[0] = 0;
   if (w->peer_cause != NULL && weft_cause_get(w->peer_cause[p], &c)) {
-    snprintf(text, size, "; it had lost rank %d (host %s)", c.rank, c.host);
-    if (w->cause != NULL) weft_cause_set(w->cause, c.rank, c.host);
+    snprintf(text, size,
+             c.kind == WEFT_CAUSE_MISMATCH ? "; rank %d (host %s) had found a mismatched call"
+                                           : "; it had lost rank %d (host %s)",
+             c.rank, c.host);
+    if (w->cause != NULL) weft_cause_set_kind(w->cause, (int)c.kind, c.rank, c.host, c.what);
   } else if (w->cause != NULL) {
     weft_cause_set(w->cause, p, w->peers[p].host_name);
   }
@@ -118,7 +124,35 @@ static ncclResult_t aborted_result(const struct weft_waiter* w) {
   return (r != ncclSuccess && r != ncclInProgress) ? r : ncclInvalidUsage;
 }
 
-/* Abort, deadline, slow-wait WARN and peer liveness: everything a sleeping wait re-checks. */
+/* The peer waited for is a ring neighbour on this host that gave up, alive (it wrote why in the
+ * connector pages the two share): this rank gives up too, naming the same cause, instead of waiting
+ * for it until WEFT_TIMEOUT; its own launch passes the cause on. */
+static ncclResult_t neighbour_gave_up(struct weft_waiter* w, int peer) {
+  struct weft_cause c;
+  if (w->peer_cause == NULL || peer < 0 || peer >= w->nranks || !weft_cause_get(w->peer_cause[peer], &c))
+    return ncclSuccess;
+  if (c.kind == WEFT_CAUSE_MISMATCH) {
+    WEFT_WARN(
+        "Rank %d: mismatched collective%s%s%s, found by rank %d (host %s) and reported by ring neighbour "
+        "rank "
+        "%d: every rank must call the same collectives with the same count, datatype, op and root; the "
+        "communicator is unusable",
+        w->rank, c.what[0] ? " (" : "", c.what, c.what[0] ? ")" : "", c.rank, c.host, peer);
+    w->mismatch = 1;
+    w->mismatch_finder = c.rank;
+    snprintf(w->mismatch_what, sizeof(w->mismatch_what), "%s", c.what);
+    return ncclInvalidUsage;
+  }
+  WEFT_WARN(
+      "Rank %d: ring neighbour rank %d gave up during %s (seq %llu): it had lost rank %d (host %s); "
+      "giving up",
+      w->rank, peer, w->opname, (unsigned long long)w->seq, c.rank, c.host);
+  if (w->cause != NULL) weft_cause_set(w->cause, c.rank, c.host);
+  return ncclRemoteError;
+}
+
+/* Abort, deadline, slow-wait WARN, peers that gave up and peer liveness: everything a sleeping
+ * wait re-checks. */
 static ncclResult_t check_state(struct weft_waiter* w, uint64_t start, uint64_t now, int peer, int channel,
                                 const char* what) {
   if (__atomic_load_n(w->abort_flag, __ATOMIC_ACQUIRE)) return aborted_result(w);
@@ -141,6 +175,8 @@ static ncclResult_t check_state(struct weft_waiter* w, uint64_t start, uint64_t 
     w->mismatch |= res == ncclInvalidUsage;
     if (res != ncclSuccess) return res;
   }
+  ncclResult_t gave_up = neighbour_gave_up(w, peer);
+  if (gave_up != ncclSuccess) return gave_up;
   if (now >= w->next_live_check_ns) {
     w->next_live_check_ns = now + 500000000ull;
     uint64_t grace = w->timeout_ns / 2 < 10000000000ull ? w->timeout_ns / 2 : 10000000000ull;
@@ -343,6 +379,22 @@ ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, ui
 ncclResult_t weft_host_bad_step(struct weft_waiter* w, int peer, uint64_t theirs) {
   w->mismatch = 1;
   if (w->bad_step != NULL) return w->bad_step(w->hook_arg, w, peer, theirs);
+  /* No boards (ranks on several hosts): the peer's call is told from its tag when it differs in
+   * one field other than the count from this rank's call of that number (this one, or a recent
+   * one: a rank that returned early from the mismatched call meets the next one's steps). */
+  struct weft_call_fp guess;
+  uint64_t seq = w->step_tag >> 32, their_seq = theirs >> 32;
+  const struct weft_call_fp* mine =
+      w->recent_fp != NULL && their_seq > 0 && their_seq <= seq && seq - their_seq < WEFT_RECENT_CALLS
+          ? &w->recent_fp[their_seq % WEFT_RECENT_CALLS]
+          : NULL;
+  if (mine != NULL && weft_call_fp_guess(mine, (uint32_t)theirs, w->nranks, &guess)) {
+    char note[96];
+    snprintf(note, sizeof(note), " (rank %d's call told from the fingerprint on its steps)", peer);
+    weft_call_fp_describe(peer, &guess, w->rank, mine, w->mismatch_what, sizeof(w->mismatch_what));
+    weft_call_fp_warn_ranks(w->rank, peer, &guess, w->rank, mine, their_seq, note);
+    return ncclInvalidUsage;
+  }
   WEFT_WARN(
       "Rank %d: mismatched collective (seq %llu): a step from rank %d belongs to its collective #%llu "
       "(fingerprint %08x), this rank's %s is collective #%llu (%08x); every rank must call the same "

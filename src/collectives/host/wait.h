@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "collectives/fingerprint.h"
 #include "nccl.h"
 #include "util/time.h"
 
@@ -44,15 +45,20 @@ struct weft_waiter {
   struct weft_cause* cause;             /* the communicator's: filled when a dead peer had one */
   struct weft_cause* const* peer_cause; /* [nranks] or NULL: where a peer publishes why it gave up */
   uint64_t step_tag; /* the running collective's connector step tag (step_tag.h); 0: not checked */
+  /* [WEFT_RECENT_CALLS] this rank's last collectives' fingerprints by number, to tell a mismatched
+   * peer's call from its tag; NULL: none */
+  const struct weft_call_fp* recent_fp;
   /* Set where the ranks share boards (direct.c). poll runs with every sleeping wait's checks and
    * fails the wait when another rank found the call mismatched; bad_step reports a step whose
    * tag is not this call's. Both return ncclInvalidUsage after their WARN. */
   ncclResult_t (*poll)(void* arg, struct weft_waiter* w);
   ncclResult_t (*bad_step)(void* arg, struct weft_waiter* w, int peer, uint64_t theirs);
   void* hook_arg;
-  int mismatch; /* a wait failed on a mismatched call (bad_step, or poll): tell network peers */
-  struct weft_trace_chan* trace_ch; /* the flight recorder's channel progress; NULL: not recorded */
-  struct weft_prof* prof;           /* the profiler's events (collectives/profiler.h); NULL: none */
+  int mismatch;                          /* a wait failed on a mismatched call: the launch tells the peers */
+  int mismatch_finder;                   /* the rank that found it, when another one did; -1: this rank */
+  char mismatch_what[WEFT_CALL_FP_TEXT]; /* how the calls differ, when known; else "" */
+  struct weft_trace_chan* trace_ch;      /* the flight recorder's channel progress; NULL: not recorded */
+  struct weft_prof* prof;                /* the profiler's events (collectives/profiler.h); NULL: none */
 };
 
 void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks);
