@@ -21,8 +21,8 @@ struct weft_peer_info {
   uint64_t host_hash; /* host name + boot id, or WEFT_HOSTID / NCCL_HOSTID */
   uint64_t pid_hash;  /* host hash + pid: ranks of one process share it */
   int pid;
-  int cuda_dev;     /* -1 on the host backend */
-  int64_t bus_id;   /* PCI bus id of the device, -1 if none */
+  int cuda_dev;     /* -1 on the host backend; the rank's own numbering (CUDA_VISIBLE_DEVICES) */
+  int64_t bus_id;   /* PCI bus id of the device (weft_cuda_device_busid), -1 if none */
   uint64_t shm_dev; /* st_dev of /dev/shm: same value means shared memory can be mapped */
   int numa_node;    /* NUMA node of the CPU the rank runs on, -1 unknown */
   float copy_bw;    /* GB/s of memcpy measured by the rank's process: the slowest sets tuning */

@@ -98,12 +98,19 @@ static void log_backend(const struct ncclComm* comm) {
             comm->ctx.cuda_dev, desc);
 }
 
+/* The device's PCI bus id as NCCL's init lines print it (hex, "1b000"); 0 on the host backend. */
+static unsigned long long log_busid(const struct ncclComm* comm) {
+  int64_t bus = comm->ctx.backend == WEFT_BACKEND_CUDA ? weft_cuda_device_busid(comm->ctx.cuda_dev) : -1;
+  return bus < 0 ? 0 : (unsigned long long)bus;
+}
+
 ncclResult_t weft_comm_setup(struct ncclComm* comm, const ncclUniqueId* ids, int nids,
                              struct ncclComm* parent, const int* parent_ranks) {
   weft_log_set_device(comm->ctx.cuda_dev);
   if (parent == NULL) comm->ctx.comm_hash = weft_hash_bytes(ids, sizeof(ncclUniqueId) * nids, 0);
-  WEFT_INFO(WEFT_INIT, "comm %p rank %d nranks %d cudaDev %d busId 0 commId 0x%llx - Init START", (void*)comm,
-            comm->ctx.rank, comm->ctx.nranks, comm->ctx.cuda_dev, (unsigned long long)comm->ctx.comm_hash);
+  WEFT_INFO(WEFT_INIT, "comm %p rank %d nranks %d cudaDev %d busId %llx commId 0x%llx - Init START",
+            (void*)comm, comm->ctx.rank, comm->ctx.nranks, comm->ctx.cuda_dev, log_busid(comm),
+            (unsigned long long)comm->ctx.comm_hash);
   log_backend(comm);
   if (parent != NULL)
     WEFT_CHECK(weft_bootstrap_split(parent->ctx.bootstrap, comm->ctx.rank, comm->ctx.nranks, parent_ranks,
@@ -125,8 +132,8 @@ ncclResult_t weft_comm_setup(struct ncclComm* comm, const ncclUniqueId* ids, int
   weft_prof_create(&comm->ctx); /* after the hash, ranks and nodes it reports are known */
   WEFT_INFO(
       WEFT_INIT,
-      "comm %p rank %d nranks %d cudaDev %d busId 0 commId 0x%llx localRanks %d nodes %d - Init COMPLETE",
-      (void*)comm, comm->ctx.rank, comm->ctx.nranks, comm->ctx.cuda_dev,
+      "comm %p rank %d nranks %d cudaDev %d busId %llx commId 0x%llx localRanks %d nodes %d - Init COMPLETE",
+      (void*)comm, comm->ctx.rank, comm->ctx.nranks, comm->ctx.cuda_dev, log_busid(comm),
       (unsigned long long)comm->ctx.comm_hash, comm->ctx.local_nranks, comm->ctx.nnodes);
   return ncclSuccess;
 }

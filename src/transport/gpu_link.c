@@ -9,6 +9,7 @@
 #include "bootstrap/bootstrap.h"
 #include "transport/transport.h"
 #include "util/check.h"
+#include "util/cuda.h"
 #include "util/log.h"
 #include "util/param.h"
 
@@ -31,10 +32,20 @@ static int can_map_each_other(int a, int b) {
   return ab && ba;
 }
 
-/* Within one device (its own memory, whatever the settings), or between devices that map each other. */
+/* Within one device (its own memory, whatever the settings), or between devices that map each
+ * other. A device this process cannot see (CUDA_VISIBLE_DEVICES) cannot be asked, so its peer
+ * goes through shared memory (NCCL would ask its topology model instead). */
 static int p2p_can_connect(const struct weft_link_peer* p) {
   if (!p->gpu || p->remote) return 0;
-  return p->my_dev == p->peer_dev || (p2p_allowed() && can_map_each_other(p->my_dev, p->peer_dev));
+  if (p->same_device) return 1;
+  if (!p2p_allowed()) return 0;
+  if (p->peer_dev < 0) {
+    WEFT_INFO(WEFT_INIT | WEFT_P2P,
+              "Rank %d: the GPU of rank %d is not visible to this process (CUDA_VISIBLE_DEVICES), so no P2P",
+              p->net.rank, p->net.peer);
+    return 0;
+  }
+  return p->peer_dev != p->my_dev && can_map_each_other(p->my_dev, p->peer_dev);
 }
 
 static void p2p_view(struct weft_link_mem* m) {
@@ -48,6 +59,7 @@ _Static_assert(sizeof(struct weft_p2p_handle) <= WEFT_TRANSPORT_HANDLE_BYTES, "a
 static ncclResult_t p2p_offer(const struct weft_link_peer* p, size_t simple, size_t ll,
                               struct weft_link_mem* m, void* handle) {
   WEFT_CHECK(weft_p2p_mem_create(simple, ll, !p->same_process, p->my_dev, p->stream, &m->p2p, handle));
+  ((struct weft_p2p_handle*)handle)->bus_id = weft_cuda_device_busid(p->my_dev);
   p2p_view(m);
   return ncclSuccess;
 }
@@ -57,10 +69,10 @@ static ncclResult_t p2p_take(const struct weft_link_peer* p, const void* handle,
   const struct weft_net_peer* np = &p->net;
   struct weft_p2p_handle h;
   memcpy(&h, handle, sizeof(h));
-  ncclResult_t res = weft_p2p_mem_attach(&h, p->my_dev, &m->p2p);
+  ncclResult_t res = weft_p2p_mem_attach(&h, p->my_dev, p->peer_dev, &m->p2p);
   if (res != ncclSuccess)
-    WEFT_WARN("Rank %d (device %d) could not map the GPU connector of rank %d (device %d, host %s, pid %d)",
-              np->rank, p->my_dev, np->peer, h.dev, np->peer_host, p->peer_pid);
+    WEFT_WARN("Rank %d (device %d) could not map the GPU connector of rank %d (bus id %llx, host %s, pid %d)",
+              np->rank, p->my_dev, np->peer, (unsigned long long)h.bus_id, np->peer_host, p->peer_pid);
   else
     p2p_view(m);
   return weft_transport_ack(p, ack_tag, res);

@@ -183,13 +183,16 @@ fail:
 /* Within one process on two devices the accessing device needs peer access to the owner's. */
 static ncclResult_t enable_peer(int my_dev, int owner_dev) {
   if (my_dev == owner_dev) return ncclSuccess;
+  if (owner_dev < 0) {
+    WEFT_WARN("The device of a connector's owner in this process is unknown (device %d accessing it)",
+              my_dev);
+    return ncclInternalError;
+  }
   int ok = 0;
   WEFT_CUDACHECK(cudaDeviceCanAccessPeer(&ok, my_dev, owner_dev));
   if (!ok) {
-    WEFT_WARN(
-        "Device %d cannot access device %d directly (no P2P), but the peer offered a P2P connector (do "
-        "the ranks number the host's devices alike, e.g. the same CUDA_VISIBLE_DEVICES?)",
-        my_dev, owner_dev);
+    WEFT_WARN("Device %d cannot access device %d directly (no P2P), but the peer offered a P2P connector",
+              my_dev, owner_dev);
     return ncclSystemError;
   }
   cudaError_t err = cudaDeviceEnablePeerAccess(owner_dev, 0);
@@ -201,7 +204,8 @@ static ncclResult_t enable_peer(int my_dev, int owner_dev) {
   return ncclSuccess;
 }
 
-ncclResult_t weft_p2p_mem_attach(const struct weft_p2p_handle* h, int my_dev, struct weft_p2p_mem** out) {
+ncclResult_t weft_p2p_mem_attach(const struct weft_p2p_handle* h, int my_dev, int owner_dev,
+                                 struct weft_p2p_mem** out) {
   struct weft_p2p_mem* m = calloc(1, sizeof(*m));
   if (m == NULL) return ncclSystemError;
   m->size = h->size;
@@ -216,15 +220,16 @@ ncclResult_t weft_p2p_mem_attach(const struct weft_p2p_handle* h, int my_dev, st
     if (err != cudaSuccess) {
       cudaGetLastError();
       WEFT_WARN(
-          "cudaIpcOpenMemHandle of a peer's connector (device %d, %llu bytes) from device %d failed: %s",
-          h->dev, (unsigned long long)h->size, my_dev, cudaGetErrorString(err));
+          "cudaIpcOpenMemHandle of a peer's connector (bus id %llx, %llu bytes) from device %d failed: %s",
+          (unsigned long long)h->bus_id, (unsigned long long)h->size, my_dev, cudaGetErrorString(err));
       free(m);
       return ncclUnhandledCudaError;
     }
     m->base = base;
     m->ipc = 1;
   } else {
-    WEFT_CHECK_GOTO(enable_peer(my_dev, h->dev), res, fail);
+    /* Same process: one numbering of devices, the owner's is visible here. */
+    WEFT_CHECK_GOTO(enable_peer(my_dev, owner_dev), res, fail);
     m->base = (char*)(uintptr_t)h->ptr;
     if (!ref_take(m->base)) {
       WEFT_WARN("The connector memory of device %d at %p was released before this side mapped it", h->dev,
@@ -262,9 +267,9 @@ ncclResult_t weft_p2p_mem_create(size_t simple_bytes, size_t ll_bytes, int for_o
   WEFT_WARN("CUDA P2P connectors need the CUDA backend, which this build does not have");
   return ncclInvalidUsage;
 }
-ncclResult_t weft_p2p_mem_attach(const struct weft_p2p_handle* handle, int my_dev,
+ncclResult_t weft_p2p_mem_attach(const struct weft_p2p_handle* handle, int my_dev, int owner_dev,
                                  struct weft_p2p_mem** out) {
-  (void)handle, (void)my_dev;
+  (void)handle, (void)my_dev, (void)owner_dev;
   *out = NULL;
   WEFT_WARN("CUDA P2P connectors need the CUDA backend, which this build does not have");
   return ncclInvalidUsage;

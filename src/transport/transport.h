@@ -20,10 +20,12 @@ struct weft_link_peer {
   int same_process;         /* shared by address, not through a segment */
   int peer_pid;             /* for the WARN when mapping fails */
   /* For a CUDA kernel (the CUDA executor): host memory is mapped for the device, and P2P is
-   * possible. Ranks of one host are taken to number their devices alike. */
+   * possible. Devices are this process's ordinals: the peer's device as this process numbers it
+   * (found by its bus id), -1 when this process cannot see it (CUDA_VISIBLE_DEVICES). */
   int gpu;
   int my_dev, peer_dev;
-  void* stream; /* private setup stream (zeroing device memory) */
+  int same_device; /* the peer runs on this rank's GPU (same host, same bus id) */
+  void* stream;    /* private setup stream (zeroing device memory) */
 };
 
 /* One side of one connector as its transport made it. */

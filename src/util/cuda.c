@@ -65,6 +65,19 @@ int64_t weft_cuda_device_busid(int dev) {
   return ((int64_t)p.pciDomainID << 20) | ((int64_t)p.pciBusID << 12) | ((int64_t)p.pciDeviceID << 4);
 }
 
+int weft_cuda_device_by_busid(int64_t busid) {
+  if (busid < 0 || !weft_cuda_usable()) return -1;
+  char id[32];
+  snprintf(id, sizeof(id), "%04x:%02x:%02x.0", (unsigned)(busid >> 20), (unsigned)((busid >> 12) & 0xff),
+           (unsigned)((busid >> 4) & 0xff));
+  int dev = -1;
+  if (cudaDeviceGetByPCIBusId(&dev, id) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return dev;
+}
+
 int weft_cuda_current_device(void) {
   int dev = 0;
   if (!weft_cuda_usable() || cudaGetDevice(&dev) != cudaSuccess) return 0;
@@ -80,6 +93,10 @@ void weft_cuda_device_desc(int dev, char* buf, size_t len) {
 }
 int64_t weft_cuda_device_busid(int dev) {
   (void)dev;
+  return -1;
+}
+int weft_cuda_device_by_busid(int64_t busid) {
+  (void)busid;
   return -1;
 }
 #endif

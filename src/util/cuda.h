@@ -21,6 +21,10 @@ void weft_cuda_device_desc(int dev, char* buf, size_t len);
 /* Device dev's PCI bus id as weft_topo_busid_parse gives it for "0000:18:00.0"; -1 unknown. */
 int64_t weft_cuda_device_busid(int dev);
 
+/* The device this process numbers for a bus id from weft_cuda_device_busid (in any process of the
+ * host: CUDA_VISIBLE_DEVICES may number it differently, or hide it); -1 when not visible here. */
+int weft_cuda_device_by_busid(int64_t busid);
+
 /* Whether WEFT_BACKEND selects the CUDA backend: "cuda", or "auto" with a usable device. */
 int weft_cuda_selected(void);
 

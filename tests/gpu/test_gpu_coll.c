@@ -1,9 +1,9 @@
 /* Every collective x datatype x op on the CUDA backend with ranks sharing the GPU, as threads
  * or as processes, against coll_util.h's independent reference: inputs are made on the host,
  * copied to device buffers, and the whole output allocation (guard bytes included) is copied
- * back and checked. Usage: test_gpu_coll [threads|procs|mismatch|devices|devthreads|hosts] [nranks]
- * [max_count] [collective]; without arguments a quick run (threads, 2 ranks, small counts). SKIP without a
- * GPU. */
+ * back and checked. Usage: test_gpu_coll [threads|procs|mismatch|devices|devthreads|visible|rotated|hosts]
+ * [nranks] [max_count] [collective]; without arguments a quick run (threads, 2 ranks, small counts). SKIP
+ * without a GPU. */
 #include "gpu_util.h"
 
 struct gpu_run {
@@ -110,6 +110,24 @@ static void device_of_rank(int rank, int nranks) {
   if (cudaSetDevice(rank % n) != cudaSuccess) fprintf(stderr, "FAILED rank %d: cudaSetDevice\n", rank);
 }
 
+/* Modes "visible" and "rotated" (processes): each rank selects its device 0, which
+ * CUDA_VISIBLE_DEVICES makes GPU r % devices, as launchers do that give each process its GPU;
+ * "visible" lists that GPU only, "rotated" all of them from it on ("1,2,0"), so the others are
+ * visible under other ordinals. The ranks must tell the GPUs apart by bus id, not by ordinal. */
+static void visible_of_rank(int rank, int nranks, int all) {
+  (void)nranks;
+  int n = 1;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) n = 1;
+  char list[256] = "";
+  size_t len = 0;
+  for (int i = 0; i < (all ? n : 1) && len + 8 < sizeof(list); i++)
+    len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d", i ? "," : "", (rank + i) % n);
+  setenv("CUDA_VISIBLE_DEVICES", list, 1);
+  if (cudaSetDevice(0) != cudaSuccess) fprintf(stderr, "FAILED rank %d: cudaSetDevice\n", rank);
+}
+static void visible_one(int rank, int nranks) { visible_of_rank(rank, nranks, 0); }
+static void visible_all(int rank, int nranks) { visible_of_rank(rank, nranks, 1); }
+
 static void host_of_rank(int rank, int nranks) {
   char h[32];
   snprintf(h, sizeof(h), "gpu-host-%d", rank * 2 / nranks);
@@ -161,6 +179,8 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "mismatch") == 0) coll_rank_setup = mismatched_env;
   if (strcmp(mode, "devices") == 0) coll_rank_setup = device_of_rank;
   if (strcmp(mode, "hosts") == 0) coll_rank_setup = host_of_rank;
+  if (strcmp(mode, "visible") == 0) coll_rank_setup = visible_one;
+  if (strcmp(mode, "rotated") == 0) coll_rank_setup = visible_all;
   if (strcmp(mode, "devthreads") == 0) coll_thread_setup = device_of_rank;
   int as_threads = strcmp(mode, "threads") == 0 || strcmp(mode, "devthreads") == 0;
   int failed = as_threads ? run_threads(nranks, gpu_body, &run) : run_procs(nranks, gpu_body, &run, 600);

@@ -20,7 +20,12 @@ cudaError_t rt_error(cudaError_t err);
 /* ---- devices (rt_device.c) ---- */
 int rt_device_count(void);
 int rt_device_valid(int dev);
-int rt_device_current(void); /* this host thread's current device (0 until cudaSetDevice) */
+/* Ordinals are this process's (CUDA_VISIBLE_DEVICES); physical indices are the machine's, which
+ * is what IPC handles and PCI ids name. -1: not a device / not visible here. */
+int rt_device_physical(int dev);
+int rt_device_from_physical(int phys);
+int rt_physical_peers(int a, int b); /* physical devices a and b can map each other's memory */
+int rt_device_current(void);         /* this host thread's current device (0 until cudaSetDevice) */
 #define RT_DEVICE_MEM ((size_t)141 * 1000 * 1000 * 1000)
 
 /* ---- time ---- */
@@ -35,9 +40,9 @@ enum rt_mem_kind { RT_MEM_NONE = 0, RT_MEM_DEVICE, RT_MEM_PINNED, RT_MEM_REGISTE
 #define RT_PAGE 4096ul
 struct rt_hdr {
   uint64_t magic;
-  uint64_t size; /* user bytes (rounded to a page) */
-  uint64_t id;   /* unique per allocation: tells a reused fd number from the original */
-  int32_t dev;
+  uint64_t size;                       /* user bytes (rounded to a page) */
+  uint64_t id;                         /* unique per allocation: tells a reused fd number from the original */
+  int32_t dev;                         /* physical */
   int32_t owner;                       /* pid */
   _Atomic int32_t importers;           /* processes that have it open through CUDA IPC */
   _Atomic int32_t slots[RT_HDR_SLOTS]; /* their pids, so that a dead importer is not counted */

@@ -1,5 +1,6 @@
 /* Emulated CUDA runtime: devices (count, current device per host thread, properties and
- * attributes of an H200-like device, PCI ids, peer access). */
+ * attributes of an H200-like device, PCI ids, peer access). WEFT_EMU_DEVICES physical devices,
+ * of which CUDA_VISIBLE_DEVICES selects and orders what this process numbers 0, 1, ... */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +22,67 @@ uint64_t rt_now_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
+/* One entry of CUDA_VISIBLE_DEVICES as a physical index: decimal digits, blanks around them;
+ * -1 for anything else (a UUID or MIG name, which the emulated devices do not have). */
+static int visible_entry(const char* s, size_t len) {
+  while (len && (*s == ' ' || *s == '\t')) s++, len--;
+  while (len && (s[len - 1] == ' ' || s[len - 1] == '\t')) len--;
+  if (len == 0 || len > 6) return -1;
+  int v = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  return v;
+}
+
+/* The physical devices this process sees, in its order (phys[ordinal]); read at every call, so
+ * that a forked child may set its own. As CUDA does, the list ends at its first invalid entry:
+ * not a device index, past the last device, or a device listed already. */
+static int visible_devices(int* phys) {
+  int total = weft_emu_device_count();
+  total = total < 0 ? 0 : total > MAX_DEVICES ? MAX_DEVICES : total;
+  const char* list = getenv("CUDA_VISIBLE_DEVICES");
+  if (list == NULL) {
+    for (int d = 0; d < total; d++) phys[d] = d;
+    return total;
+  }
+  int n = 0;
+  for (const char* s = list; n < total;) {
+    size_t len = strcspn(s, ",");
+    int v = visible_entry(s, len);
+    if (v < 0 || v >= total) break;
+    for (int i = 0; i < n; i++)
+      if (phys[i] == v) v = -1;
+    if (v < 0) break;
+    phys[n++] = v;
+    if (s[len] != ',') break;
+    s += len + 1;
+  }
+  return n;
+}
+
 int rt_device_count(void) {
-  int n = weft_emu_device_count();
-  return n < 0 ? 0 : n > MAX_DEVICES ? MAX_DEVICES : n;
+  int phys[MAX_DEVICES];
+  return visible_devices(phys);
+}
+
+int rt_device_physical(int dev) {
+  int phys[MAX_DEVICES];
+  return dev >= 0 && dev < visible_devices(phys) ? phys[dev] : -1;
+}
+
+int rt_device_from_physical(int p) {
+  int phys[MAX_DEVICES], n = visible_devices(phys);
+  for (int d = 0; d < n; d++)
+    if (phys[d] == p) return d;
+  return -1;
+}
+
+/* WEFT_EMU_NO_PEER_ACCESS=1: devices that cannot map each other (consumer cards, ACS, VMs). */
+int rt_physical_peers(int a, int b) {
+  const char* none = getenv("WEFT_EMU_NO_PEER_ACCESS");
+  return a == b || !(none && strcmp(none, "1") == 0);
 }
 
 int rt_device_valid(int dev) { return dev >= 0 && dev < rt_device_count(); }
@@ -111,13 +170,14 @@ RT_API cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* p, int dev) {
   if (!p) return rt_error(cudaErrorInvalidValue);
   if (!rt_device_valid(dev)) return rt_error(cudaErrorInvalidDevice);
   memset(p, 0, sizeof(*p));
-  snprintf(p->name, sizeof(p->name), "Weft emulated GPU %d (H200-like, CPU)", dev);
-  /* A stable, distinct uuid per device: "WEFTEMU" then the ordinal. */
+  int phys = rt_device_physical(dev);
+  snprintf(p->name, sizeof(p->name), "Weft emulated GPU %d (H200-like, CPU)", phys);
+  /* A stable, distinct uuid per device: "WEFTEMU" then the physical index. */
   memcpy(p->uuid.bytes, "WEFTEMU", 7);
-  p->uuid.bytes[15] = (char)dev;
+  p->uuid.bytes[15] = (char)phys;
   fill_sizes(p);
   fill_features(p);
-  p->pciBusID = PCI_BUS(dev);
+  p->pciBusID = PCI_BUS(phys);
   p->pciDeviceID = 0;
   p->pciDomainID = 0;
   p->gpuPciDeviceID = 0x233510de; /* H200 SXM device id, NVIDIA vendor */
@@ -228,7 +288,7 @@ RT_API cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, 
 RT_API cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int dev) {
   if (!id || len <= 0) return rt_error(cudaErrorInvalidValue);
   if (!rt_device_valid(dev)) return rt_error(cudaErrorInvalidDevice);
-  snprintf(id, (size_t)len, "%04x:%02x:00.0", 0u, PCI_BUS(dev));
+  snprintf(id, (size_t)len, "%04x:%02x:00.0", 0u, PCI_BUS(rt_device_physical(dev)));
   return cudaSuccess;
 }
 
@@ -240,7 +300,7 @@ RT_API cudaError_t cudaDeviceGetByPCIBusId(int* dev, const char* id) {
   unsigned bus = n == 3 ? b : n == 2 ? a : ~0u;
   if (n < 2 || (n == 3 && a != 0)) return rt_error(cudaErrorInvalidValue);
   for (int d = 0; d < rt_device_count(); d++) {
-    if ((unsigned)PCI_BUS(d) == bus) {
+    if ((unsigned)PCI_BUS(rt_device_physical(d)) == bus) {
       *dev = d;
       return cudaSuccess;
     }
@@ -257,9 +317,7 @@ RT_API cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
 RT_API cudaError_t cudaDeviceCanAccessPeer(int* can, int dev, int peer) {
   if (!can) return rt_error(cudaErrorInvalidValue);
   if (!rt_device_valid(dev) || !rt_device_valid(peer)) return rt_error(cudaErrorInvalidDevice);
-  /* WEFT_EMU_NO_PEER_ACCESS=1: devices that cannot map each other (consumer cards, ACS, VMs). */
-  const char* none = getenv("WEFT_EMU_NO_PEER_ACCESS");
-  *can = dev != peer && !(none && strcmp(none, "1") == 0);
+  *can = dev != peer && rt_physical_peers(rt_device_physical(dev), rt_device_physical(peer));
   return cudaSuccess;
 }
 

@@ -14,7 +14,7 @@
 
 struct ipc_wire {
   uint32_t magic;
-  int32_t pid, fd, dev;
+  int32_t pid, fd, dev; /* dev: the physical device (processes may see different sets) */
   uint64_t size, offset, id;
 };
 _Static_assert(sizeof(struct ipc_wire) <= CUDA_IPC_HANDLE_SIZE, "IPC handle too small");
@@ -26,7 +26,7 @@ RT_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devptr)
   struct ipc_wire w = {.magic = IPC_MAGIC,
                        .pid = getpid(),
                        .fd = a.fd,
-                       .dev = a.dev,
+                       .dev = rt_device_physical(a.dev),
                        .size = a.size,
                        .offset = (uintptr_t)devptr - a.base,
                        .id = ((struct rt_hdr*)a.map)->id};
@@ -51,6 +51,13 @@ static void sign_out(struct rt_hdr* h) {
   }
 }
 
+/* The importing device is the current one; the memory stays on the exporter's, which this process
+ * may not see (CUDA_VISIBLE_DEVICES): its ordinal here, else the importing device's. */
+static int import_device(const struct ipc_wire* w) {
+  int here = rt_device_from_physical(w->dev);
+  return here >= 0 ? here : rt_device_current();
+}
+
 /* Maps the exporter's memfd. A dead owner or a freed allocation (its fd gone or reused by another
  * allocation) is cudaErrorMapBufferObjectFailed, one of the errors CUDA documents for this call. */
 static cudaError_t map_import(const struct ipc_wire* w, struct rt_alloc* a) {
@@ -70,7 +77,7 @@ static cudaError_t map_import(const struct ipc_wire* w, struct rt_alloc* a) {
   *a = (struct rt_alloc){.base = (uintptr_t)map + RT_PAGE,
                          .size = w->size,
                          .kind = RT_MEM_IPC,
-                         .dev = w->dev,
+                         .dev = import_device(w),
                          .map = map,
                          .map_len = len,
                          .fd = -1,
@@ -90,6 +97,9 @@ RT_API cudaError_t cudaIpcOpenMemHandle(void** p, cudaIpcMemHandle_t handle, uns
   /* The exporting process itself cannot open its handle: CUDA says "invalid device context"
    * (cudaErrorDeviceUninitialized, formerly cudaErrorInvalidContext, 201). */
   if (w.pid == getpid()) return rt_error(cudaErrorDeviceUninitialized);
+  /* Another device's memory needs peer access from this one, as the driver's lazy enable does. */
+  if (!rt_physical_peers(rt_device_physical(rt_device_current()), w.dev))
+    return rt_error(cudaErrorPeerAccessUnsupported);
   pthread_mutex_lock(&rt_mem_lock);
   struct rt_alloc* old = rt_mem_find_import_locked(w.id);
   if (old) { /* opened before in this process: the driver counts references */

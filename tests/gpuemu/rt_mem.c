@@ -147,7 +147,7 @@ static cudaError_t map_device_memory(size_t len, int dev, struct rt_alloc* a) {
   h->magic = RT_HDR_MAGIC;
   h->size = len;
   h->id = atomic_fetch_add(&next_id, 1) | ((uint64_t)getpid() << 32);
-  h->dev = dev;
+  h->dev = rt_device_physical(dev);
   h->owner = getpid();
   memset(a, 0, sizeof(*a));
   *a = (struct rt_alloc){.base = (uintptr_t)map + RT_PAGE,

@@ -4,8 +4,9 @@
 # threads and as processes sharing the emulated device, on Simple and LL, 1-4 channels, and
 # connector slots small enough that the counts loop several times per channel; and ranks whose
 # step-shaping settings differ (test_gpu_coll's mismatch mode); ranks on devices that cannot map
-# each other (shared memory, or the network) and on emulated hosts (the network through the
-# proxy); tree all-reduce; then the perf binaries.
+# each other (shared memory, or the network), on devices each process sees as its device 0
+# (CUDA_VISIBLE_DEVICES) and on emulated hosts (the network through the proxy); tree all-reduce;
+# then the perf binaries.
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${EMU_BUILD:-build-emu}/tests/gpu/test_gpu_coll
@@ -13,8 +14,9 @@ BIN=${EMU_BUILD:-build-emu}/tests/gpu/test_gpu_coll
 export WEFT_BACKEND=cuda WEFT_TIMEOUT=120
 fail=0 runs=0
 # mode ranks max_count, then the environment of the run. With WANT_LOG set ("SUBSYS pattern"),
-# the run logs that NCCL_DEBUG_SUBSYS and its log must match the pattern (grep -E).
-WANT_LOG=
+# the run logs that NCCL_DEBUG_SUBSYS and its log must match the pattern (grep -E); with BAN_LOG set
+# (a pattern) no line of that log may match it.
+WANT_LOG= BAN_LOG=
 run() {
   local mode=$1 n=$2 max=$3
   shift 3
@@ -26,6 +28,8 @@ run() {
     why="failed"
   elif [ -n "$WANT_LOG" ] && ! grep -Eq "${WANT_LOG#* }" <<<"$out"; then
     why="the log has no line matching '${WANT_LOG#* }'"
+  elif [ -n "$BAN_LOG" ] && grep -Eq "$BAN_LOG" <<<"$out"; then
+    why="the log has a line matching '$BAN_LOG': $(grep -Em1 "$BAN_LOG" <<<"$out")"
   fi
   if [ -z "$why" ]; then
     echo "ok   $mode $n ranks, ${*:-defaults} ($(($(date +%s) - start))s)"
@@ -53,6 +57,19 @@ NOP2P=WEFT_EMU_NO_PEER_ACCESS=1
 WANT_LOG="INIT connector from rank [0-9]+ over SHM"
 run devthreads 2 3000 NCCL_PROTO=LL $SMALL $NOP2P
 run devices 3 3000 NCCL_PROTO=Simple $SMALL $NOP2P NCCL_MIN_NCHANNELS=2
+# Each process sees its GPU as device 0 (CUDA_VISIBLE_DEVICES): one device is one bus id. A peer
+# GPU visible under another ordinal maps through IPC (P2P) unless the GPUs cannot map each other;
+# one this process cannot see is reached through shared memory; ranks 0 and 2 share GPU 0 (P2P).
+WANT_LOG="INIT connector from rank [0-9]+ over P2P" BAN_LOG="over SHM"
+run rotated 2 3000 NCCL_PROTO=Simple $SMALL NCCL_MIN_NCHANNELS=2
+WANT_LOG="INIT connector from rank [0-9]+ over SHM"
+BAN_LOG="rank 0: connector from rank 1 over P2P|rank 1: connector from rank 0 over P2P"
+run rotated 2 3000 NCCL_PROTO=LL $SMALL $NOP2P
+run visible 2 3000 NCCL_PROTO=Simple $SMALL
+WANT_LOG="INIT rank 0: connector from rank 2 over P2P"
+BAN_LOG="rank 1: connector from rank [02] over P2P|rank [02]: connector from rank 1 over P2P"
+run visible 3 1000 NCCL_PROTO=LL $SMALL
+BAN_LOG=
 WANT_LOG="INIT connector from rank [0-9]+ over NET"
 run devthreads 2 1000 $NOP2P NCCL_SHM_DISABLE=1
 run hosts 3 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=2

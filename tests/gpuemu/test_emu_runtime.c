@@ -122,6 +122,53 @@ static void test_devices(void) {
   report("devices", ok);
 }
 
+/* CUDA_VISIBLE_DEVICES over 4 emulated devices: this process's ordinals name the listed physical
+ * devices in order, PCI ids follow the physical device, the list ends at its first invalid entry. */
+static int visible_count(const char* list) {
+  int n = -1;
+  if (list)
+    setenv("CUDA_VISIBLE_DEVICES", list, 1);
+  else
+    unsetenv("CUDA_VISIBLE_DEVICES");
+  if (cudaGetDeviceCount(&n) != cudaSuccess) cudaGetLastError();
+  return n;
+}
+
+static void test_visible_devices(void) {
+  int ok = 1, dev = -1, v = 0;
+  setenv("WEFT_EMU_DEVICES", "4", 1);
+  struct cudaDeviceProp phys[4], p;
+  EXPECT(visible_count(NULL) == 4, "4 devices without CUDA_VISIBLE_DEVICES");
+  for (int d = 0; d < 4; d++) EXPECT_OK(cudaGetDeviceProperties(&phys[d], d));
+  EXPECT(visible_count("2,0") == 2, "2,0: 2 devices");
+  EXPECT_OK(cudaGetDeviceProperties(&p, 0));
+  EXPECT(p.pciBusID == phys[2].pciBusID && !memcmp(&p.uuid, &phys[2].uuid, sizeof(p.uuid)),
+         "ordinal 0 is GPU 2");
+  EXPECT_OK(cudaDeviceGetAttribute(&v, cudaDevAttrPciBusId, 1));
+  EXPECT(v == phys[0].pciBusID, "ordinal 1 is GPU 0 (bus %#x)", v);
+  char bus[16], want[16];
+  EXPECT_OK(cudaDeviceGetPCIBusId(bus, sizeof(bus), 0));
+  snprintf(want, sizeof(want), "0000:%02x:00.0", phys[2].pciBusID);
+  EXPECT(strcmp(bus, want) == 0, "ordinal 0's bus id %s, want %s", bus, want);
+  EXPECT_OK(cudaDeviceGetByPCIBusId(&dev, want));
+  EXPECT(dev == 0, "GPU 2's bus id -> ordinal %d", dev);
+  snprintf(want, sizeof(want), "0000:%02x:00.0", phys[1].pciBusID);
+  EXPECT_ERR(cudaDeviceGetByPCIBusId(&dev, want), cudaErrorInvalidDevice); /* GPU 1 is not visible */
+  EXPECT_ERR(cudaSetDevice(2), cudaErrorInvalidDevice);
+  EXPECT_OK(cudaDeviceCanAccessPeer(&v, 0, 1));
+  EXPECT(v == 1, "peer 0->1 across a reordered list");
+  EXPECT(visible_count("0,2,-1,1") == 2, "the list ends at -1");
+  EXPECT(visible_count("1,7,0") == 1, "the list ends at a device past the last");
+  EXPECT(visible_count("3,3,0") == 1, "the list ends at a repeated device");
+  EXPECT(visible_count("GPU-12345678,0") == 0, "a UUID the devices do not have ends the list");
+  EXPECT(visible_count("") == 0, "an empty list hides every device");
+  EXPECT_ERR(cudaGetDeviceCount(&v), cudaErrorNoDevice);
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  setenv("WEFT_EMU_DEVICES", "2", 1);
+  cudaGetLastError();
+  report("visible_devices", ok);
+}
+
 static void test_memory_kinds(void) {
   int ok = 1;
   void *d0 = NULL, *d1 = NULL, *pinned = NULL, *pd = NULL;
@@ -408,6 +455,53 @@ static void test_ipc(void) {
   EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
   cudaGetLastError();
   report("ipc_between_processes", ok);
+}
+
+/* A child that sees the devices through CUDA_VISIBLE_DEVICES (and peer access per no_peer) opens
+ * the handle of memory on physical device 1: 0 when it gets `want`, the pointer's device being
+ * want_dev and its bytes readable. */
+static int child_opens(cudaIpcMemHandle_t h, const char* visible, int no_peer, cudaError_t want,
+                       int want_dev) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CUDA_VISIBLE_DEVICES", visible, 1);
+    if (no_peer) setenv("WEFT_EMU_NO_PEER_ACCESS", "1", 1);
+    int* q = NULL;
+    cudaError_t e = cudaIpcOpenMemHandle((void**)&q, h, cudaIpcMemLazyEnablePeerAccess);
+    if (e != want) _exit(2);
+    if (e != cudaSuccess) _exit(0);
+    struct cudaPointerAttributes a;
+    int x = 0;
+    int bad = cudaPointerGetAttributes(&a, q) != cudaSuccess || a.device != want_dev;
+    bad |= cudaMemcpy(&x, q + 5, sizeof(x), cudaMemcpyDeviceToHost) != cudaSuccess || x != 5;
+    bad |= cudaIpcCloseMemHandle(q) != cudaSuccess;
+    _exit(bad ? 3 : 0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* IPC names the physical device: processes that see different devices (or the owner's under
+ * another ordinal) open each other's memory, which needs peer access unless it is one device. */
+static void test_ipc_visible(void) {
+  int ok = 1, *d = NULL, five[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  cudaIpcMemHandle_t h;
+  EXPECT_OK(cudaSetDevice(1));
+  EXPECT_OK(cudaMalloc((void**)&d, 4096));
+  EXPECT_OK(cudaMemcpy(d, five, sizeof(five), cudaMemcpyHostToDevice));
+  EXPECT_OK(cudaIpcGetMemHandle(&h, d));
+  EXPECT_OK(cudaSetDevice(0));
+  int rc;
+  EXPECT((rc = child_opens(h, "1", 0, cudaSuccess, 0)) == 0, "GPU 1 as ordinal 0: child status %d", rc);
+  EXPECT((rc = child_opens(h, "0,1", 0, cudaSuccess, 1)) == 0, "GPU 1 as ordinal 1: child status %d", rc);
+  EXPECT((rc = child_opens(h, "1,0", 1, cudaSuccess, 0)) == 0, "same device, no peer access: status %d", rc);
+  EXPECT((rc = child_opens(h, "0", 0, cudaSuccess, 0)) == 0, "GPU 1 not visible: child status %d", rc);
+  EXPECT((rc = child_opens(h, "0", 1, cudaErrorPeerAccessUnsupported, 0)) == 0,
+         "GPU 1 not visible, no peer access: child status %d", rc);
+  EXPECT_OK(cudaFree(d));
+  cudaGetLastError();
+  report("ipc_visible_devices", ok);
 }
 
 /* A handle whose owner has exited cannot be opened. */
@@ -702,6 +796,7 @@ static void test_threads(void) {
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   test_devices();
+  test_visible_devices();
   test_memory_kinds();
   test_host_pointer_checks();
   test_stream_order();
@@ -712,6 +807,7 @@ int main(void) {
   test_last_error();
   test_ipc();
   test_ipc_dead_owner();
+  test_ipc_visible();
   test_free_while_open();
   test_capture_replay();
   test_external_event_nodes();

@@ -279,13 +279,18 @@ static void run_case(const struct tcase* tc, int victim) {
 }
 
 /* The walk over the table for peers of both executors, under NCCL's knobs: P2P for a GPU's own
- * device (CUDA builds), and not once NCCL_P2P_DISABLE or NCCL_P2P_LEVEL=LOC rules it out; then SHM
- * on one host unless NCCL_SHM_DISABLE says no (except between host ranks of one process, which
- * share the process's memory); else NET. Devices are never asked whether they map each other here (no GPU
- * needed). */
+ * device (CUDA builds; equal devices stand for one bus id here), and not once NCCL_P2P_DISABLE or
+ * NCCL_P2P_LEVEL=LOC rules it out; never to a GPU this process cannot see (peer device -1); then
+ * SHM on one host unless NCCL_SHM_DISABLE says no (except between host ranks of one process, which
+ * share the process's memory); else NET. Devices are never asked whether they map each other here
+ * (no GPU needed). */
 static void expect_choice(const char* env, int gpu, int my_dev, int peer_dev, int remote,
                           const struct weft_transport_ops* want) {
-  struct weft_link_peer p = {.gpu = gpu, .my_dev = my_dev, .peer_dev = peer_dev, .remote = remote};
+  struct weft_link_peer p = {.gpu = gpu,
+                             .my_dev = my_dev,
+                             .peer_dev = peer_dev,
+                             .same_device = gpu && my_dev == peer_dev,
+                             .remote = remote};
   const struct weft_transport_ops* got = weft_transport_choose(&p);
   EXPECT_MSG(got == want, "%s%s peer (devices %d, %d)%s: chose %s, not %s", env, gpu ? " GPU" : " host",
              my_dev, peer_dev, remote ? " on another host" : "", got->name, want->name);
@@ -299,6 +304,7 @@ static void run_choice(void) {
 #endif
   expect_choice("defaults:", 1, 0, 0, 0, own_device);
   expect_choice("defaults:", 1, 0, 0, 1, &weft_transport_net);
+  expect_choice("defaults (peer's GPU not visible):", 1, 0, -1, 0, &weft_transport_shm);
   expect_choice("defaults:", 0, -1, -1, 0, &weft_transport_shm);
   expect_choice("defaults:", 0, -1, -1, 1, &weft_transport_net);
   setenv("NCCL_P2P_LEVEL", "LOC", 1);

@@ -17,6 +17,7 @@
 #include "collectives/tune_log.h"
 #include "collectives/tuned.h"
 #include "util/check.h"
+#include "util/cuda.h"
 #include "util/log.h"
 #include "util/param.h"
 
@@ -75,6 +76,14 @@ static ncclResult_t start_ctrl(struct weft_cuda_state* s, struct weft_link_mem* 
   return weft_cuda_copy_now(s, &c->head, &s->step_base, sizeof(uint64_t));
 }
 
+/* Two ranks on one GPU: one host, one bus id. Each process numbers its devices its own way
+ * (CUDA_VISIBLE_DEVICES), so ordinals are compared only when a bus id is unknown, in one process. */
+static int same_gpu(const struct weft_peer_info* a, const struct weft_peer_info* b) {
+  if (a->host_hash != b->host_hash) return 0;
+  if (a->bus_id >= 0 && b->bus_id >= 0) return a->bus_id == b->bus_id;
+  return a->pid_hash == b->pid_hash && a->cuda_dev == b->cuda_dev;
+}
+
 /* A network connector's proxy stops this comm's kernels (their abort flag) when it loses the
  * peer, and records whom it lost. */
 void weft_cuda_link_peer(struct weft_comm_ctx* comm, int peer, struct weft_link_peer* lp) {
@@ -82,7 +91,13 @@ void weft_cuda_link_peer(struct weft_comm_ctx* comm, int peer, struct weft_link_
   lp->net.abort_flag = &s->host->abort;
   lp->gpu = 1;
   lp->my_dev = s->dev;
-  lp->peer_dev = comm->peers[peer].cuda_dev;
+  const struct weft_peer_info *me = &comm->peers[comm->rank], *p = &comm->peers[peer];
+  if (weft_comm_same_process(comm, peer)) { /* one process numbers its devices one way */
+    lp->peer_dev = p->cuda_dev;
+  } else {
+    lp->peer_dev = weft_cuda_device_by_busid(p->bus_id);
+  }
+  lp->same_device = same_gpu(me, p);
   lp->stream = s->setup_stream;
 }
 
@@ -276,7 +291,7 @@ static int ranks_on_device(const struct weft_comm_ctx* comm, int* in_process) {
   *in_process = 0;
   const struct weft_peer_info* me = &comm->peers[comm->rank];
   for (int p = 0; p < comm->nranks; p++) {
-    if (comm->peers[p].host_hash != me->host_hash || comm->peers[p].cuda_dev != me->cuda_dev) continue;
+    if (!same_gpu(me, &comm->peers[p])) continue;
     n++;
     if (p != comm->rank && weft_comm_same_process(comm, p)) *in_process = 1;
   }
