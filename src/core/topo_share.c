@@ -14,7 +14,6 @@
 #include "graph/graph.h"
 #include "util/check.h"
 #include "util/log.h"
-#include "util/param.h"
 
 #define SHARE_HEAD_TAG 0x57460200 /* struct share_head */
 #define SHARE_TEXT_TAG 0x57460201 /* the tree's text, len bytes */
@@ -37,12 +36,11 @@ static int share_members(const struct ncclComm* comm, int* members) {
 }
 
 static void first_rank_tree(struct share_head* head, char** text) {
-  const char* file = weft_param_str("NCCL_TOPO_FILE");
   const char* method = NULL;
   size_t len = 0;
   *text = NULL;
   memset(head, 0, sizeof(*head));
-  if (file && file[0]) return;
+  if (weft_topo_file()) return; /* every rank loads it */
   if (weft_topo_detect_text(text, &len, &head->settings, &method) != ncclSuccess) return;
   head->len = len;
   snprintf(head->method, sizeof(head->method), "%s", method);

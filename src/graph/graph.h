@@ -117,7 +117,10 @@ ncclResult_t weft_topo_detect_hwloc(int source, const char* arg, struct weft_top
  * numaid, pci by busid, net by name + dev, nvlink by target), attributes and children united. */
 ncclResult_t weft_topo_fuse_text(const char* const* texts, const size_t* lens, int n,
                                  struct weft_topo_system** out);
-/* For a communicator: NCCL_TOPO_FILE if set, else detection; then NCCL_TOPO_DUMP_FILE if set. */
+/* The topology file a communicator reads instead of detecting the machine (NCCL_TOPO_FILE), or
+ * NULL: the one place that decides between the two. */
+const char* weft_topo_file(void);
+/* For a communicator: weft_topo_file() if set, else detection; then NCCL_TOPO_DUMP_FILE if set. */
 ncclResult_t weft_topo_get_system(struct weft_topo_system** out);
 /* Writes the topology in NCCL's XML format (what was loaded or detected). */
 ncclResult_t weft_topo_dump_file(const struct weft_topo_system* sys, const char* path);

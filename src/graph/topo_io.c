@@ -80,9 +80,14 @@ ncclResult_t weft_topo_dump_file(const struct weft_topo_system* sys, const char*
   return res;
 }
 
-ncclResult_t weft_topo_get_system(struct weft_topo_system** out) {
+const char* weft_topo_file(void) {
   const char* file = weft_param_str("NCCL_TOPO_FILE");
-  if (file && file[0]) {
+  return file && file[0] ? file : NULL;
+}
+
+ncclResult_t weft_topo_get_system(struct weft_topo_system** out) {
+  const char* file = weft_topo_file();
+  if (file) {
     WEFT_CHECK(weft_topo_load_file(file, out));
   } else {
     WEFT_CHECK(weft_topo_detect_shared(out));
