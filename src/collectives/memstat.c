@@ -31,9 +31,10 @@ uint64_t weft_mem_usage_persist(const struct weft_mem_usage* u) {
   return n;
 }
 
-/* A connector's memory belongs to its owner (the receiver), except a network connector's FIFO,
- * which each side allocates for itself. */
-static void add_conn(struct weft_mem_usage* u, const struct weft_link_mem* lm) {
+/* A connector's memory belongs to its owner (the receiver: GPU memory for P2P, a segment for
+ * SHM), except a network connector's FIFO, which each side allocates for itself. */
+void weft_mem_usage_add_link(struct weft_mem_usage* u, const struct weft_link_mem* lm) {
+  if (lm != NULL && lm->p2p != NULL && lm->p2p->owner) u->suspendable[WEFT_MEM_DEVICE] += lm->p2p->size;
   const struct weft_conn_mem* m = lm != NULL ? lm->host : NULL;
   if (m == NULL) return;
   if (m->transport != NULL)
@@ -53,16 +54,16 @@ static void add_direct(struct weft_mem_usage* u, const struct weft_direct* d) {
 static void host_usage(const struct weft_comm_ctx* comm, const struct weft_coll_state* s,
                        struct weft_mem_usage* u) {
   for (int c = 0; c < WEFT_PLAN_MAX_CHANNELS; c++) {
-    add_conn(u, s->send_mem[c]);
-    add_conn(u, s->recv_mem[c]);
+    weft_mem_usage_add_link(u, s->send_mem[c]);
+    weft_mem_usage_add_link(u, s->recv_mem[c]);
     if (s->co_stacks[c] != NULL) u->suspendable[WEFT_MEM_STAGING] += WEFT_HOST_STACK_BYTES;
   }
   for (int p = 0; s->p2p && p < comm->nranks; p++) {
-    add_conn(u, s->p2p[p].send_mem);
-    add_conn(u, s->p2p[p].recv_mem);
+    weft_mem_usage_add_link(u, s->p2p[p].send_mem);
+    weft_mem_usage_add_link(u, s->p2p[p].recv_mem);
   }
   for (int c = 0; s->tree && c < WEFT_PLAN_MAX_CHANNELS; c++)
-    for (int i = 0; i < 2 * (1 + WEFT_TREE_MAX_DOWN); i++) add_conn(u, s->tree->ch[c].mem[i]);
+    for (int i = 0; i < 2 * (1 + WEFT_TREE_MAX_DOWN); i++) weft_mem_usage_add_link(u, s->tree->ch[c].mem[i]);
   add_direct(u, s->direct);
   /* The engine's own record and its per-peer tables stay for the comm's life. */
   size_t per_peer = sizeof(*s->p2p) + sizeof(*s->watch) + sizeof(*s->peer_cause);

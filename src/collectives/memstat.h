@@ -30,6 +30,9 @@ const char* weft_mem_kind_name(enum weft_mem_kind k);
 uint64_t weft_mem_usage_suspendable(const struct weft_mem_usage* u);
 uint64_t weft_mem_usage_persist(const struct weft_mem_usage* u);
 
+/* One side of a connector (either backend; NULL-safe): what this side allocated. */
+struct weft_link_mem;
+void weft_mem_usage_add_link(struct weft_mem_usage* u, const struct weft_link_mem* lm);
 /* The comm's usage now (either backend), registrations included. */
 void weft_coll_mem_usage(const struct weft_comm_ctx* comm, struct weft_mem_usage* u);
 /* The CUDA backend's part (collectives/cuda/engine_cuda.c); adds nothing without CUDA. */

@@ -591,19 +591,20 @@ ncclResult_t weft_cuda_comm_resume(struct weft_comm_ctx* comm) {
  * device state. The host-mapped flags are pinned host memory the GPU maps: state. */
 /* Own connectors only (the receiving side's; a peer's are counted by that peer): GPU memory, or
  * host memory the GPU maps (shared memory, network FIFOs). */
-static void add_p2p(struct weft_mem_usage* u, const struct weft_link_mem* m) {
-  if (m != NULL && m->p2p != NULL && m->p2p->owner) u->suspendable[WEFT_MEM_DEVICE] += m->p2p->size;
-  if (m != NULL && m->host != NULL && m->host->owner)
-    u->suspendable[m->host->is_shm ? WEFT_MEM_SHM : WEFT_MEM_CONNECTORS] += m->host->size;
-}
-
 void weft_cuda_mem_usage(const struct weft_comm_ctx* comm, struct weft_mem_usage* u) {
   const struct weft_cuda_state* s = comm->cuda;
   if (s == NULL) return;
-  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++) add_p2p(u, s->ring_recv_mem[c]);
-  for (int p = 0; s->p2p_recv_mem && p < comm->nranks; p++) add_p2p(u, s->p2p_recv_mem[p]);
+  /* Both sides of every connector: a network connector's FIFO is each side's own. */
+  for (int c = 0; c < WEFT_CUDA_MAX_CHANNELS; c++) {
+    weft_mem_usage_add_link(u, s->ring_send_mem[c]);
+    weft_mem_usage_add_link(u, s->ring_recv_mem[c]);
+  }
+  for (int p = 0; s->p2p_recv_mem && p < comm->nranks; p++) {
+    weft_mem_usage_add_link(u, s->p2p_send_mem[p]);
+    weft_mem_usage_add_link(u, s->p2p_recv_mem[p]);
+  }
   for (int c = 0; c < WEFT_CUDA_TREE_CHANNELS; c++)
-    for (int k = 1; k < WEFT_TREE_CONNS; k += 2) add_p2p(u, s->tree_mem[c][k]);
+    for (int k = 0; k < WEFT_TREE_CONNS; k++) weft_mem_usage_add_link(u, s->tree_mem[c][k]);
   for (const struct weft_cuda_wlist* l = s->wlists; l; l = l->next) {
     uint64_t bytes = (uint64_t)l->cap * sizeof(struct weft_cuda_work);
     if (l->captured)
