@@ -102,6 +102,17 @@ static int last_error_names(const struct mcase* c, int rank, const char* when) {
   return bad;
 }
 
+/* A failed call's buffers may still be read by the proxy (steps sent from the caller's buffer)
+ * until the communicator is destroyed or aborted, as a failed kernel's on a GPU (README): each
+ * rank keeps them until its next case, whose communicator is a new one, or the process's end. */
+static void* kept[8][2];
+static void keep_buffers(int rank, void* s, void* r) {
+  free(kept[rank][0]);
+  free(kept[rank][1]);
+  kept[rank][0] = s;
+  kept[rank][1] = r;
+}
+
 static int body(ncclComm_t comm, int rank, int nranks, void* arg) {
   const struct mcase* c = arg;
   int bad = 0;
@@ -128,8 +139,7 @@ static int body(ncclComm_t comm, int rank, int nranks, void* arg) {
   WANT(next == ncclInvalidUsage, "case \"%s\" (%d ranks, rank %d): the call after it returned %s", c->name,
        nranks, rank, ncclGetErrorString(next));
   if (as_procs && res == ncclSuccess) bad += last_error_names(c, rank, "a late rank, after its next call");
-  free(s);
-  free(r);
+  keep_buffers(rank, s, r);
   return bad;
 }
 
