@@ -102,16 +102,19 @@ static int relay(volatile uint32_t* abort_flag, const struct weft_proxy_conn* fr
   return pending;
 }
 
+/* The communicator failed already: a peer that left since is its aftermath (log.h). */
 static void announce(volatile uint32_t* abort_flag, const struct notice* n) {
   uint64_t start = weft_time_ns();
+  int was = weft_log_set_aftermath(1);
   for (;;) {
     pthread_mutex_lock(&px.mu);
     int pending = relay(abort_flag, NULL, n);
     pthread_mutex_unlock(&px.mu);
-    if (pending == 0 || weft_time_ns() - start > 1000000000ull) return;
+    if (pending == 0 || weft_time_ns() - start > 1000000000ull) break;
     struct timespec ts = {0, 50000};
     nanosleep(&ts, NULL);
   }
+  weft_log_set_aftermath(was);
 }
 
 void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause* cause) {
@@ -146,23 +149,18 @@ static void fail_comm(struct weft_proxy_conn* c, const struct notice* n) {
   if (first) relay(c->d.abort_flag, c, n);
 }
 
-/* A connection that fails after its communicator failed (a peer that gave up on the same error
- * and left) is logged as INFO: a WARN would replace the first failure's text in ncclGetLastError. */
+static int comm_failed(const struct weft_proxy_conn* c) {
+  ncclResult_t r =
+      c->d.async_result != NULL ? __atomic_load_n(c->d.async_result, __ATOMIC_ACQUIRE) : ncclSuccess;
+  return r != ncclSuccess && r != ncclInProgress;
+}
+
 static void fail(struct weft_proxy_conn* c, ncclResult_t res) {
-  int after = c->d.async_result != NULL &&
-              __atomic_load_n(c->d.async_result, __ATOMIC_ACQUIRE) != ncclSuccess &&
-              __atomic_load_n(c->d.async_result, __ATOMIC_ACQUIRE) != ncclInProgress;
-  if (after)
-    WEFT_INFO(
-        WEFT_NET,
-        "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after the communicator had failed",
-        c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res));
-  else
-    WEFT_WARN(
-        "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after %llu step(s); "
-        "rank %d is lost, the communicator is aborted",
-        c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res),
-        (unsigned long long)c->done, c->d.peer);
+  WEFT_WARN(
+      "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after %llu step(s); "
+      "rank %d is lost, the communicator is aborted",
+      c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res),
+      (unsigned long long)c->done, c->d.peer);
   struct notice n = notice_of(NOTICE_LOST, c->d.peer, c->d.peer_host, NULL);
   fail_comm(c, &n);
 }
@@ -326,9 +324,12 @@ static void* proxy_main(void* arg) {
       idle_since = weft_time_ns();
     }
     for (struct weft_proxy_conn* c = px.conns; c; c = c->next) {
+      /* A connection of a communicator that failed already fails in its aftermath (log.h). */
+      weft_log_set_aftermath(comm_failed(c));
       if (!c->failed && !c->closed) moved |= c->d.is_send ? progress_send(c) : progress_recv(c);
       if (__atomic_load_n(&c->watch.w, __ATOMIC_RELAXED) != c->watch.r) watch_sweep(c);
     }
+    weft_log_set_aftermath(0);
     pthread_mutex_unlock(&px.mu);
     uint64_t now = weft_time_ns();
     if (moved)

@@ -190,8 +190,17 @@ int weft_log_format(char* out, int size, int level, const char* file, int line, 
   return n < size ? n : size - 1;
 }
 
+static __thread int aftermath;
+
+int weft_log_set_aftermath(int on) {
+  int was = aftermath;
+  aftermath = on;
+  return was;
+}
+
 void weft_log(int level, uint32_t subsys, const char* file, int line, const char* fmt, ...) {
   if (__atomic_load_n(&weft_log_level_now, __ATOMIC_ACQUIRE) < 0) weft_log_init();
+  if (level == WEFT_LOG_WARN && aftermath) level = WEFT_LOG_INFO;
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);

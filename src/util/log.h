@@ -46,6 +46,11 @@ void weft_log_set_device(int dev);
 /* Text of the last WARN of the process, for ncclGetLastError: a copy for the calling thread,
  * valid until its next call. */
 const char* weft_log_last_error(void);
+/* While set on this thread, WARNs are written as INFO lines and leave ncclGetLastError alone: for
+ * the aftermath of a communicator's failure (a peer that gave up on the same error and left, seen
+ * as a broken connection), whose first WARN said why and must stay the last error. Returns the
+ * previous setting. */
+int weft_log_set_aftermath(int on);
 /* Forget the parsed settings so the next line reads the environment again (ncclResetDebugInit). */
 void weft_log_reset(void);
 /* Parse a NCCL_DEBUG_SUBSYS value into a mask ("INIT,NET", "^COLL", "ALL"). */

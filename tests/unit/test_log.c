@@ -206,6 +206,13 @@ static void test_last_error(void) {
   weft_log_reset();
   WEFT_INFO(WEFT_ALL, "only information");
   EXPECT(strcmp(ncclGetLastError(NULL), "second failure: timeout") == 0);
+  /* A failure's aftermath (a peer that left because of it) keeps the failure as the last error. */
+  int was = weft_log_set_aftermath(1);
+  WEFT_WARN("connection to a peer that left: %s", "broken pipe");
+  EXPECT_EQ_INT(weft_log_set_aftermath(was), 1);
+  EXPECT_MSG(strcmp(ncclGetLastError(NULL), "second failure: timeout") == 0, "%s", ncclGetLastError(NULL));
+  WEFT_WARN("third failure");
+  EXPECT(strcmp(ncclGetLastError(NULL), "third failure") == 0);
   unsetenv("NCCL_DEBUG_FILE");
   set("NCCL_DEBUG", NULL);
 }
