@@ -61,6 +61,10 @@ struct weft_comm_ctx {
   int node;         /* index of this host among hosts, by lowest rank */
   int nnodes;
   int* rank_to_node; /* [nranks] */
+  /* CUDA backend: P2P with each peer of this host by the topology model (enum weft_topo_p2p,
+   * transport/transport.h), kept when the model is released; NULL when there is no model or it
+   * places no peer. Read through weft_comm_p2p_verdict (collectives/tuned.h). */
+  unsigned char* topo_p2p; /* [nranks] */
 
   /* Tasks queued by collective/p2p calls of the current group; launched at group end. */
   struct weft_task_queue tasks;

@@ -52,6 +52,12 @@ struct weft_tuned_explain {
 };
 /* Passes the explanation's lines (candidates, exclusions, choice and reason; the same lines
  * weft-topo --explain prints) to emit. 0 when the communicator has no tuning model. */
+/* P2P between this rank's GPU and peer's (a rank of this host), enum weft_topo_p2p
+ * (transport/transport.h): the model's verdict by the path between them and NCCL_P2P_LEVEL
+ * (kept in comm->topo_p2p when the model is released); without one, denied under
+ * NCCL_P2P_DISABLE or NCCL_P2P_LEVEL=LOC (the other levels need the path), else unknown. */
+int weft_comm_p2p_verdict(const struct weft_comm_ctx* comm, int peer);
+
 int weft_comm_tuned_explain(const struct weft_comm_ctx* comm, const struct weft_tuned_explain* e,
                             void (*emit)(void* arg, const char* line), void* arg);
 

@@ -83,6 +83,7 @@ void weft_comm_free(struct ncclComm* comm) {
   free(comm->ctx.peers);
   free(comm->ctx.local_ranks);
   free(comm->ctx.rank_to_node);
+  free(comm->ctx.topo_p2p);
   free(comm->ctx.user_ops);
   free(comm->suspended_usage);
   for (struct weft_task* t = comm->ctx.tasks.head; t;) {

@@ -13,6 +13,7 @@
 #include "collectives/tuned.h"
 #include "core/peers.h"
 #include "core/topo_share.h"
+#include "transport/transport.h"
 #include "util/check.h"
 #include "util/param.h"
 
@@ -203,9 +204,76 @@ static int agree(struct ncclComm* comm, struct weft_comm_topo* t, const struct t
   return 1;
 }
 
-static ncclResult_t build(struct ncclComm* comm, struct weft_comm_topo* t, float bw) {
+/* P2P between the GPUs of this host's ranks by the model (CUDA backend): a verdict (enum
+ * weft_topo_p2p) for each pair of their distinct bus ids, so that every rank of a process sharing
+ * one build (build_shared) finds its own peers in it; the ranks keep theirs in ctx.topo_p2p. */
+struct p2p_table {
+  int n;
+  int64_t* ids;           /* [n] */
+  unsigned char* verdict; /* [n * n] */
+};
+
+static void p2p_table_free(struct p2p_table* pt) {
+  free(pt->ids);
+  free(pt->verdict);
+  memset(pt, 0, sizeof(*pt));
+}
+
+static int p2p_table_index(const struct p2p_table* pt, int64_t id) {
+  for (int i = 0; i < pt->n; i++)
+    if (pt->ids[i] == id) return i;
+  return -1;
+}
+
+static ncclResult_t p2p_table_build(const struct ncclComm* comm, struct weft_topo_system* sys,
+                                    struct p2p_table* pt) {
+  int k = comm->ctx.local_nranks;
+  pt->ids = malloc(sizeof(int64_t) * (size_t)(k > 0 ? k : 1));
+  if (pt->ids == NULL) return ncclSystemError;
+  for (int i = 0; i < k; i++) {
+    int64_t id = comm->ctx.peers[comm->ctx.local_ranks[i]].bus_id;
+    if (id >= 0 && p2p_table_index(pt, id) < 0) pt->ids[pt->n++] = id;
+  }
+  pt->verdict = calloc((size_t)pt->n * (size_t)pt->n + 1, 1);
+  if (pt->verdict == NULL) return ncclSystemError;
+  for (int a = 0; a < pt->n; a++)
+    for (int b = 0; b < pt->n; b++) {
+      int v = weft_topo_p2p_between(sys, 0, pt->ids[a], pt->ids[b]);
+      pt->verdict[a * pt->n + b] = v < 0 ? WEFT_TOPO_P2P_UNKNOWN
+                                   : v   ? WEFT_TOPO_P2P_ALLOWED
+                                         : WEFT_TOPO_P2P_DENIED;
+    }
+  return ncclSuccess;
+}
+
+/* This rank's verdict for each peer of its host; left NULL (every peer unknown) when the model
+ * places none of them, or on no memory (the verdicts are advice, as the whole model is). */
+static void p2p_keep(struct ncclComm* comm, const struct p2p_table* pt) {
+  int me = pt->verdict != NULL ? p2p_table_index(pt, comm->ctx.peers[comm->ctx.rank].bus_id) : -1;
+  if (me < 0) return;
+  unsigned char* v = calloc((size_t)comm->ctx.nranks, 1);
+  if (v == NULL) return;
+  int known = 0;
+  for (int i = 0; i < comm->ctx.local_nranks; i++) {
+    int r = comm->ctx.local_ranks[i];
+    int j = p2p_table_index(pt, comm->ctx.peers[r].bus_id);
+    if (j < 0 || j == me) continue;
+    v[r] = pt->verdict[me * pt->n + j];
+    if (v[r] == WEFT_TOPO_P2P_UNKNOWN) continue;
+    known = 1;
+    WEFT_INFO(WEFT_INIT | WEFT_P2P, "comm %p rank %d: P2P with rank %d %s by the topology (P2P level %s)",
+              (void*)comm, comm->ctx.rank, r, v[r] == WEFT_TOPO_P2P_ALLOWED ? "allowed" : "not allowed",
+              weft_topo_path_name(weft_topo_p2p_level()));
+  }
+  free(comm->ctx.topo_p2p);
+  comm->ctx.topo_p2p = known ? v : NULL;
+  if (!known) free(v);
+}
+
+static ncclResult_t build(struct ncclComm* comm, struct weft_comm_topo* t, float bw, struct p2p_table* pt) {
   WEFT_CHECK(weft_topo_get_system(&t->sys));
   if (comm->ctx.backend == WEFT_BACKEND_HOST) WEFT_CHECK(place_host_ranks(comm, t, bw));
+  if (comm->ctx.backend == WEFT_BACKEND_CUDA) WEFT_CHECK(p2p_table_build(comm, t->sys, pt));
   /* GPUs the detection did not see (no NVML, an emulated GPU) leave nothing to search: that is
    * no error of the job's, so no WARN either. */
   if (weft_topo_nlocal(t->sys, 0) < 1) {
@@ -268,6 +336,7 @@ struct shared_model {
   ncclResult_t built;
   struct weft_topo_graph ring, tree; /* figures only: intra is NULL */
   int min_sm, cpu_amd, comm_channels;
+  struct p2p_table p2p;
   struct shared_model* next;
 };
 static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -307,15 +376,19 @@ static void leave(struct shared_model* m) {
       *p = m->next;
       break;
     }
+  p2p_table_free(&m->p2p);
   free(m);
 }
 
 /* build() once per communicator and process; t keeps the figures (release_model has run). */
 static ncclResult_t build_shared(struct ncclComm* comm, struct weft_comm_topo* t, float bw) {
   int mine = ranks_in_process(comm);
+  struct p2p_table pt = {0};
   if (mine <= 1) {
-    ncclResult_t built = build(comm, t, bw);
+    ncclResult_t built = build(comm, t, bw, &pt);
     release_model(t);
+    p2p_keep(comm, &pt);
+    p2p_table_free(&pt);
     return built;
   }
   uint64_t key = model_key(comm, bw);
@@ -326,6 +399,7 @@ static ncclResult_t build_shared(struct ncclComm* comm, struct weft_comm_topo* t
     while (!m->ready) pthread_cond_wait(&models_ready, &models_lock);
     ncclResult_t built = m->built;
     take(t, m);
+    p2p_keep(comm, &m->p2p);
     leave(m);
     pthread_mutex_unlock(&models_lock);
     return built;
@@ -338,10 +412,15 @@ static ncclResult_t build_shared(struct ncclComm* comm, struct weft_comm_topo* t
     models = m;
   }
   pthread_mutex_unlock(&models_lock);
-  ncclResult_t built = build(comm, t, bw);
+  ncclResult_t built = build(comm, t, bw, &pt);
   release_model(t);
-  if (m == NULL) return built;
+  p2p_keep(comm, &pt);
+  if (m == NULL) {
+    p2p_table_free(&pt);
+    return built;
+  }
   pthread_mutex_lock(&models_lock);
+  m->p2p = pt;
   m->built = built;
   m->ring = t->ring;
   m->tree = t->tree;
@@ -436,6 +515,13 @@ float weft_comm_tuned_time(const struct weft_comm_ctx* comm, int coll, size_t nb
   return weft_tuning_predict(&t->tuning, coll, tree ? WEFT_ALGO_TREE : WEFT_ALGO_RING,
                              ll ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE, nbytes, t->tuning.in.nranks,
                              t->tuning.in.nnodes, nchannels);
+}
+
+int weft_comm_p2p_verdict(const struct weft_comm_ctx* comm, int peer) {
+  int v = comm->topo_p2p != NULL && peer >= 0 && peer < comm->nranks ? comm->topo_p2p[peer]
+                                                                     : WEFT_TOPO_P2P_UNKNOWN;
+  if (v == WEFT_TOPO_P2P_UNKNOWN && weft_topo_p2p_level() == WEFT_PATH_LOC) v = WEFT_TOPO_P2P_DENIED;
+  return v;
 }
 
 int weft_comm_tuned_explain(const struct weft_comm_ctx* comm, const struct weft_tuned_explain* e,

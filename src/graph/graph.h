@@ -162,6 +162,14 @@ ncclResult_t weft_topo_describe(struct weft_topo_system* sys, char** out);
 ncclResult_t weft_topo_compute_paths(struct weft_topo_system* sys);
 /* Path between two rank nodes of one host by local rank (type, GB/s); -1 when out of range. */
 int weft_topo_rank_path(struct weft_topo_system* sys, int host, int local_a, int local_b, float* bw);
+/* Whether the GPUs with these PCI bus ids (weft_topo_busid_parse's numbers) on host may talk peer
+ * to peer: the path between them within NCCL_P2P_LEVEL (default PXB; LOC under
+ * NCCL_P2P_DISABLE), NVLink whatever the level unless LOC, never over PCIe for a GPU without P2P.
+ * 1 yes, 0 no, -1 unknown (either GPU not in the model, or no path). Computes paths if needed. */
+int weft_topo_p2p_between(struct weft_topo_system* sys, int host, int64_t bus_a, int64_t bus_b);
+/* The P2P level in force: NCCL_P2P_LEVEL as a path type (PXB when unset or not a path type), LOC
+ * under NCCL_P2P_DISABLE=1. The model warns about a bad value; this does not. */
+int weft_topo_p2p_level(void);
 
 /* ---- Search ---- */
 

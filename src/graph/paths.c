@@ -138,6 +138,7 @@ static void route_via(struct weft_topo_system* sys, struct weft_topo_path* p, st
       p1->nhops + p2->nhops + staged > WEFT_TOPO_MAX_HOPS)
     return;
   struct weft_topo_path r;
+  r.p2p = 0;
   memcpy(r.hops, p1->hops, p1->nhops * sizeof(r.hops[0]));
   memcpy(r.hops + p1->nhops, p2->hops, p2->nhops * sizeof(r.hops[0]));
   r.nhops = p1->nhops + p2->nhops;
@@ -151,40 +152,56 @@ static void route_via(struct weft_topo_system* sys, struct weft_topo_path* p, st
   *p = r;
 }
 
-static int level_param(const char* name, int def) {
+static int level_param(const char* name, int def, int warn) {
   const char* v = weft_param_str(name);
   if (v == NULL || v[0] == 0) return def;
   int t = weft_topo_path_type_parse(v);
   if (t < 0) {
-    WEFT_WARN("%s=%s is not a path type (LOC, NVL, NVB, PIX, PXB, PHB, SYS), using %s", name, v,
-              weft_topo_path_name(def));
+    if (warn)
+      WEFT_WARN("%s=%s is not a path type (LOC, NVL, NVB, PIX, PXB, PHB, SYS), using %s", name, v,
+                weft_topo_path_name(def));
     return def;
   }
   return t;
 }
 
+static int p2p_level(int warn) {
+  if (weft_param_int("NCCL_P2P_DISABLE")) return WEFT_PATH_LOC;
+  return level_param("NCCL_P2P_LEVEL", WEFT_PATH_PXB, warn);
+}
+
+int weft_topo_p2p_level(void) { return p2p_level(0); }
+
+/* Whether GPUs a and b may go peer to peer over path p: within NCCL_P2P_LEVEL, or, with a GPU
+ * that has no PCIe P2P, only over NVLink. */
+static int p2p_direct(const struct weft_topo_node* a, const struct weft_topo_node* b,
+                      const struct weft_topo_path* p, int level) {
+  if (!a->u.gpu.p2p || !b->u.gpu.p2p) return p->type < WEFT_PATH_PIX;
+  return p->type <= level;
+}
+
 /* GPU pairs beyond NCCL_P2P_LEVEL, or with a GPU that has no PCIe P2P, talk through the sender's
- * CPU memory (shared memory), not peer to peer; NVLink stays direct. */
+ * CPU memory (shared memory), not peer to peer; NVLink stays direct. Each pair's verdict stays on
+ * its path (weft_topo_p2p_between). */
 static void apply_p2p_level(struct weft_topo_system* sys) {
-  int level = level_param("NCCL_P2P_LEVEL", WEFT_PATH_PXB);
-  if (weft_param_int("NCCL_P2P_DISABLE")) level = WEFT_PATH_LOC;
+  int level = p2p_level(1);
   for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
     struct weft_topo_node* a = &sys->nodes[WEFT_NODE_GPU][i];
-    if (a->u.gpu.host_rank || a->cpu < 0) continue;
+    if (a->u.gpu.host_rank) continue;
     for (int j = 0; j < sys->count[WEFT_NODE_GPU]; j++) {
       struct weft_topo_node* b = &sys->nodes[WEFT_NODE_GPU][j];
       struct weft_topo_path* p = &a->paths[WEFT_NODE_GPU][j];
-      int no_p2p = !a->u.gpu.p2p || !b->u.gpu.p2p;
       if (i == j || p->type == WEFT_PATH_DIS || b->u.gpu.host_rank) continue;
-      if (no_p2p ? p->type < WEFT_PATH_PIX : p->type <= level) continue;
-      route_via(sys, p, a, &sys->nodes[WEFT_NODE_CPU][a->cpu], b, 1);
+      int direct = p2p_direct(a, b, p, level);
+      if (!direct && a->cpu >= 0) route_via(sys, p, a, &sys->nodes[WEFT_NODE_CPU][a->cpu], b, 1);
+      p->p2p = direct;
     }
   }
 }
 
 /* GPU<->NIC traffic without GPUDirect RDMA is staged in the GPU's local CPU memory. */
 static void apply_gdr(struct weft_topo_system* sys) {
-  int level = level_param("NCCL_NET_GDR_LEVEL", WEFT_PATH_PXB);
+  int level = level_param("NCCL_NET_GDR_LEVEL", WEFT_PATH_PXB, 1);
   for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
     struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
     if (g->cpu < 0) continue;
@@ -377,4 +394,22 @@ int weft_topo_rank_path(struct weft_topo_system* sys, int host, int local_a, int
     return -1;
   if (bw) *bw = p->bw;
   return p->type;
+}
+
+static struct weft_topo_node* gpu_by_busid(struct weft_topo_system* sys, int host, int64_t busid) {
+  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
+    struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
+    if (g->host == host && !g->u.gpu.host_rank && g->id == busid) return g;
+  }
+  return NULL;
+}
+
+int weft_topo_p2p_between(struct weft_topo_system* sys, int host, int64_t bus_a, int64_t bus_b) {
+  if (bus_a < 0 || bus_b < 0 || bus_a == bus_b) return -1;
+  if (!sys->paths_ready && weft_topo_compute_paths(sys) != ncclSuccess) return -1;
+  struct weft_topo_node* a = gpu_by_busid(sys, host, bus_a);
+  struct weft_topo_node* b = gpu_by_busid(sys, host, bus_b);
+  if (a == NULL || b == NULL || a->paths[WEFT_NODE_GPU] == NULL) return -1;
+  const struct weft_topo_path* p = &a->paths[WEFT_NODE_GPU][b->index];
+  return p->type == WEFT_PATH_DIS ? -1 : p->p2p;
 }

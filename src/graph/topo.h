@@ -32,6 +32,9 @@ struct weft_topo_path {
   int type; /* enum weft_path_type; WEFT_PATH_DIS when unreachable */
   float bw;
   int nhops;
+  /* GPU to GPU: 1 when NCCL_P2P_LEVEL and both GPUs let the pair go peer to peer over the path
+   * found (apply_p2p_level, which reroutes the others through the CPU); 0 otherwise. */
+  int p2p;
   struct weft_topo_link* hops[WEFT_TOPO_MAX_HOPS];
 };
 

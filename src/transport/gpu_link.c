@@ -4,23 +4,15 @@
  * Without the CUDA backend P2P never connects and there is nothing to map. */
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "bootstrap/bootstrap.h"
 #include "transport/transport.h"
 #include "util/check.h"
 #include "util/cuda.h"
 #include "util/log.h"
-#include "util/param.h"
 
 #if WEFT_CUDA
 #include "util/cuda_check.h"
-
-static int p2p_allowed(void) {
-  const char* level = weft_param_str("NCCL_P2P_LEVEL");
-  int loc_only = level != NULL && (strcasecmp(level, "LOC") == 0 || strcmp(level, "0") == 0);
-  return weft_param_int("NCCL_P2P_DISABLE") == 0 && !loc_only;
-}
 
 static int can_map_each_other(int a, int b) {
   int ab = 0, ba = 0;
@@ -32,16 +24,20 @@ static int can_map_each_other(int a, int b) {
   return ab && ba;
 }
 
-/* Within one device (its own memory, whatever the settings), or between devices that map each
- * other. A device this process cannot see (CUDA_VISIBLE_DEVICES) cannot be asked, so its peer
- * goes through shared memory (NCCL would ask its topology model instead). */
+/* Within one device (its own memory, whatever the settings); else as p->topo_p2p says: the
+ * topology model's verdict (the path between the GPUs and NCCL_P2P_LEVEL), or without one no P2P
+ * only when it is off. A peer GPU visible here must also map this one both ways; one this process
+ * cannot see (CUDA_VISIBLE_DEVICES) cannot be asked: with the model's yes its memory is mapped
+ * through CUDA IPC (NCCL's behaviour), without the model its peer goes through shared memory. */
 static int p2p_can_connect(const struct weft_link_peer* p) {
   if (!p->gpu || p->remote) return 0;
   if (p->same_device) return 1;
-  if (!p2p_allowed()) return 0;
+  if (p->topo_p2p == WEFT_TOPO_P2P_DENIED) return 0;
   if (p->peer_dev < 0) {
+    if (p->topo_p2p == WEFT_TOPO_P2P_ALLOWED) return 1;
     WEFT_INFO(WEFT_INIT | WEFT_P2P,
-              "Rank %d: the GPU of rank %d is not visible to this process (CUDA_VISIBLE_DEVICES), so no P2P",
+              "Rank %d: the GPU of rank %d is not visible to this process (CUDA_VISIBLE_DEVICES) and no "
+              "topology model places it, so no P2P",
               p->net.rank, p->net.peer);
     return 0;
   }

@@ -13,6 +13,11 @@
 #include "transport/net.h"
 #include "transport/p2p.h"
 
+/* Whether two GPUs of one host may go peer to peer: the topology model's verdict (core/topology.c,
+ * by the path between them and NCCL_P2P_LEVEL), unknown without a model or when it lacks either
+ * GPU; the CUDA executor makes unknown denied when NCCL_P2P_DISABLE or NCCL_P2P_LEVEL=LOC. */
+enum weft_topo_p2p { WEFT_TOPO_P2P_UNKNOWN = 0, WEFT_TOPO_P2P_ALLOWED = 1, WEFT_TOPO_P2P_DENIED = 2 };
+
 /* The other end of a connector and how to reach it. */
 struct weft_link_peer {
   struct weft_net_peer net; /* bootstrap, both ranks, the peer's host, where errors go */
@@ -25,6 +30,7 @@ struct weft_link_peer {
   int gpu;
   int my_dev, peer_dev;
   int same_device; /* the peer runs on this rank's GPU (same host, same bus id) */
+  int topo_p2p;    /* enum weft_topo_p2p for this GPU and the peer's (unknown: ask the devices) */
   void* stream;    /* private setup stream (zeroing device memory) */
 };
 

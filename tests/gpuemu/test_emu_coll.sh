@@ -69,6 +69,21 @@ run visible 2 3000 NCCL_PROTO=Simple $SMALL
 WANT_LOG="INIT rank 0: connector from rank 2 over P2P"
 BAN_LOG="rank 1: connector from rank [02] over P2P|rank [02]: connector from rank 1 over P2P"
 run visible 3 1000 NCCL_PROTO=LL $SMALL
+# With a topology model (NCCL_TOPO_FILE naming the emulator's bus ids) the path between the GPUs
+# and NCCL_P2P_LEVEL (default PXB) decide: across two sockets (SYS) shared memory unless the level
+# allows SYS; behind one switch (PIX) P2P, also to a GPU this process cannot see (CUDA IPC), but
+# not between GPUs that cannot map each other.
+SOCKETS=NCCL_TOPO_FILE=tests/data/topo/emu-2gpu-2socket.xml
+SWITCH=NCCL_TOPO_FILE=tests/data/topo/emu-2gpu-1switch.xml
+WANT_LOG="INIT connector from rank [0-9]+ over SHM"
+BAN_LOG="rank 0: connector from rank 1 over P2P|rank 1: connector from rank 0 over P2P"
+run devthreads 2 1000 NCCL_PROTO=Simple $SMALL $SOCKETS
+run visible 2 1000 NCCL_PROTO=LL $SMALL $SOCKETS
+run rotated 2 1000 NCCL_PROTO=Simple $SMALL $SWITCH $NOP2P
+WANT_LOG="INIT rank 1: connector from rank 0 over P2P" BAN_LOG="over SHM"
+run devthreads 2 1000 NCCL_PROTO=LL $SMALL $SOCKETS NCCL_P2P_LEVEL=SYS
+run visible 2 1000 NCCL_PROTO=Simple $SMALL $SOCKETS NCCL_P2P_LEVEL=SYS
+run visible 2 1000 NCCL_PROTO=LL $SMALL $SWITCH
 BAN_LOG=
 WANT_LOG="INIT connector from rank [0-9]+ over NET"
 run devthreads 2 1000 $NOP2P NCCL_SHM_DISABLE=1

@@ -128,9 +128,48 @@ static void check_attribute(void) {
   weft_topo_system_destroy(sys);
 }
 
+/* The P2P verdict the CUDA backend's transport asks for (weft_topo_p2p_between, by bus id): the
+ * path between the GPUs against NCCL_P2P_LEVEL (default PXB), never for boards without P2P. */
+static void check_verdicts(void) {
+  const char* file = "pcie-8gpu-2switch-2socket.xml";
+  int64_t g0 = weft_topo_busid_parse("0000:20:00.0"), g1 = weft_topo_busid_parse("0000:21:00.0");
+  int64_t g4 = weft_topo_busid_parse("0000:a0:00.0"), none = weft_topo_busid_parse("0000:77:00.0");
+  struct weft_topo_system* sys = load_edited(file, NULL, NULL);
+  if (sys == NULL) return;
+  EXPECT_EQ_INT(weft_topo_p2p_between(sys, 0, g0, g1), 1); /* one switch */
+  EXPECT_EQ_INT(weft_topo_p2p_between(sys, 0, g1, g0), 1);
+  EXPECT_EQ_INT(weft_topo_p2p_between(sys, 0, g0, g4), 0); /* across the sockets */
+  EXPECT_EQ_INT(weft_topo_p2p_between(sys, 0, g4, g0), 0);
+  EXPECT_EQ_INT(weft_topo_p2p_between(sys, 0, g0, none), -1); /* not in the model */
+  EXPECT_EQ_INT(weft_topo_p2p_between(sys, 0, g0, g0), -1);
+  EXPECT_EQ_INT(weft_topo_p2p_between(sys, 1, g0, g1), -1); /* no such host */
+  static const struct {
+    const char* name;
+    const char* value;
+    int same_switch, across;
+  } env[] = {{"NCCL_P2P_LEVEL", "SYS", 1, 1}, {"NCCL_P2P_LEVEL", "PHB", 1, 0},
+             {"NCCL_P2P_LEVEL", "LOC", 0, 0}, {"NCCL_P2P_LEVEL", "4", 1, 1},
+             {"NCCL_P2P_LEVEL", "1", 1, 0},   {"NCCL_P2P_DISABLE", "1", 0, 0}};
+  for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
+    setenv(env[i].name, env[i].value, 1);
+    EXPECT(weft_topo_compute_paths(sys) == ncclSuccess);
+    int a = weft_topo_p2p_between(sys, 0, g0, g1), b = weft_topo_p2p_between(sys, 0, g0, g4);
+    EXPECT_MSG(a == env[i].same_switch && b == env[i].across, "%s=%s: %d %d, expected %d %d", env[i].name,
+               env[i].value, a, b, env[i].same_switch, env[i].across);
+    unsetenv(env[i].name);
+  }
+  weft_topo_system_destroy(sys);
+  sys = load_edited(file, "device=\"0x2230\"", "device=\"0x2204\""); /* RTX 3090: no P2P */
+  setenv("NCCL_P2P_LEVEL", "SYS", 1);
+  EXPECT(sys && weft_topo_p2p_between(sys, 0, g0, g1) == 0);
+  unsetenv("NCCL_P2P_LEVEL");
+  weft_topo_system_destroy(sys);
+}
+
 int main(void) {
   setenv("NCCL_DEBUG", "WARN", 0);
   check_two_sockets();
   check_attribute();
+  check_verdicts();
   return test_finish("test_topo_pcie_host");
 }

@@ -18,6 +18,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "check.h"
+#include "collectives/tuned.h"
 #include "conn_steps.h"
 #include "core/comm.h"
 #include "proxy/proxy.h"
@@ -280,20 +281,29 @@ static void run_case(const struct tcase* tc, int victim) {
 
 /* The walk over the table for peers of both executors, under NCCL's knobs: P2P for a GPU's own
  * device (CUDA builds; equal devices stand for one bus id here), and not once NCCL_P2P_DISABLE or
- * NCCL_P2P_LEVEL=LOC rules it out; never to a GPU this process cannot see (peer device -1); then
- * SHM on one host unless NCCL_SHM_DISABLE says no (except between host ranks of one process, which
- * share the process's memory); else NET. Devices are never asked whether they map each other here
- * (no GPU needed). */
-static void expect_choice(const char* env, int gpu, int my_dev, int peer_dev, int remote,
-                          const struct weft_transport_ops* want) {
+ * NCCL_P2P_LEVEL=LOC rules it out (the verdict the CUDA executor asks of a communicator without a
+ * topology model, weft_comm_p2p_verdict); to a GPU this process cannot see (peer device -1) only
+ * on the model's yes; never on its no; then SHM on one host unless NCCL_SHM_DISABLE says no (except
+ * between host ranks of one process, which share the process's memory); else NET. Devices are
+ * never asked whether they map each other here (no GPU needed). */
+static void expect_verdict(const char* env, int gpu, int my_dev, int peer_dev, int remote, int verdict,
+                           const struct weft_transport_ops* want) {
   struct weft_link_peer p = {.gpu = gpu,
                              .my_dev = my_dev,
                              .peer_dev = peer_dev,
                              .same_device = gpu && my_dev == peer_dev,
-                             .remote = remote};
+                             .remote = remote,
+                             .topo_p2p = verdict};
   const struct weft_transport_ops* got = weft_transport_choose(&p);
-  EXPECT_MSG(got == want, "%s%s peer (devices %d, %d)%s: chose %s, not %s", env, gpu ? " GPU" : " host",
-             my_dev, peer_dev, remote ? " on another host" : "", got->name, want->name);
+  EXPECT_MSG(got == want, "%s%s peer (devices %d, %d, verdict %d)%s: chose %s, not %s", env,
+             gpu ? " GPU" : " host", my_dev, peer_dev, verdict, remote ? " on another host" : "", got->name,
+             want->name);
+}
+
+static void expect_choice(const char* env, int gpu, int my_dev, int peer_dev, int remote,
+                          const struct weft_transport_ops* want) {
+  struct weft_comm_ctx no_model = {.rank = 0, .nranks = 2};
+  expect_verdict(env, gpu, my_dev, peer_dev, remote, weft_comm_p2p_verdict(&no_model, 1), want);
 }
 
 static void run_choice(void) {
@@ -305,6 +315,14 @@ static void run_choice(void) {
   expect_choice("defaults:", 1, 0, 0, 0, own_device);
   expect_choice("defaults:", 1, 0, 0, 1, &weft_transport_net);
   expect_choice("defaults (peer's GPU not visible):", 1, 0, -1, 0, &weft_transport_shm);
+  /* The topology model's verdicts (by the path between the GPUs and NCCL_P2P_LEVEL). */
+#if WEFT_CUDA
+  expect_verdict("model allows:", 1, 0, -1, 0, WEFT_TOPO_P2P_ALLOWED, &weft_transport_p2p);
+#endif
+  expect_verdict("model denies:", 1, 0, 1, 0, WEFT_TOPO_P2P_DENIED, &weft_transport_shm);
+  expect_verdict("model denies:", 1, 0, -1, 0, WEFT_TOPO_P2P_DENIED, &weft_transport_shm);
+  expect_verdict("model denies:", 1, 0, 0, 0, WEFT_TOPO_P2P_DENIED, own_device);
+  expect_verdict("model allows:", 1, 0, -1, 1, WEFT_TOPO_P2P_ALLOWED, &weft_transport_net);
   expect_choice("defaults:", 0, -1, -1, 0, &weft_transport_shm);
   expect_choice("defaults:", 0, -1, -1, 1, &weft_transport_net);
   setenv("NCCL_P2P_LEVEL", "LOC", 1);

@@ -98,6 +98,7 @@ void weft_cuda_link_peer(struct weft_comm_ctx* comm, int peer, struct weft_link_
     lp->peer_dev = weft_cuda_device_by_busid(p->bus_id);
   }
   lp->same_device = same_gpu(me, p);
+  lp->topo_p2p = weft_comm_p2p_verdict(comm, peer);
   lp->stream = s->setup_stream;
 }
 
