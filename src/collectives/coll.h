@@ -11,6 +11,11 @@ struct weft_comm_ctx;
 ncclResult_t weft_coll_comm_init(struct weft_comm_ctx* comm);
 /* Called by ncclCommDestroy/Abort; must work on a half-built or aborted comm. */
 void weft_coll_comm_fini(struct weft_comm_ctx* comm);
+/* The comm failed (its cause is known) and a call of this rank will not run: tell the ring
+ * neighbours on this host (shared connector pages) and the network peers (notices) why, so that
+ * those waiting for this rank's steps give up at once naming the same cause, instead of naming
+ * this rank when its process exits. Harmless when already told or nothing failed. */
+void weft_coll_publish_cause(struct weft_comm_ctx* comm);
 /* ncclCommSuspend: wait for the comm's work, then (after a barrier: collective) release its
  * buffers; the comm stays valid. ncclCommResume (collective): build them again, reconnecting
  * every connector that existed, so operations after it run as before. */

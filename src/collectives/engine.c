@@ -110,9 +110,10 @@ static void find_peer_causes(const struct weft_comm_ctx* comm, struct weft_coll_
   if (s->send_mem[0]->tr != &weft_transport_net) s->peer_cause[next] = &s->send[0].ctrl->cause[1];
 }
 
-/* Before an error leaves a launch: tell the ring neighbours on this host (shared pages) and the
- * network peers (notices) which rank was lost, or found a mismatched call. */
-static void publish_cause(struct weft_comm_ctx* comm) {
+/* Before an error leaves a launch, or a call of a failed comm is refused: tell the ring neighbours
+ * on this host (shared pages) and the network peers (notices) which rank was lost, or found a
+ * mismatched call. */
+void weft_coll_publish_cause(struct weft_comm_ctx* comm) {
   struct weft_coll_state* s = comm->coll;
   struct weft_cause c;
   if (s == NULL || comm->nranks < 2 || !weft_cause_get(&comm->cause, &c)) return;
@@ -552,7 +553,7 @@ static ncclResult_t host_launch(struct weft_comm_ctx* comm, struct weft_task* ta
     weft_cause_set_kind(&comm->cause, WEFT_CAUSE_MISMATCH, finder, comm->peers[finder].host_name,
                         w.mismatch_what);
   }
-  if (res != ncclSuccess) publish_cause(comm);
+  if (res != ncclSuccess) weft_coll_publish_cause(comm);
   trace_failed(comm, res);
   free(p2p);
   free_tasks(tasks);
@@ -639,8 +640,9 @@ ncclResult_t weft_coll_comm_init(struct weft_comm_ctx* comm) {
 
 void weft_coll_comm_fini(struct weft_comm_ctx* comm) {
   if (comm == NULL) return;
-  weft_mem_comm_fini(comm);    /* registrations of ncclCommRegister die with the comm */
-  weft_window_comm_fini(comm); /* so do windows and the signal boards */
+  weft_coll_publish_cause(comm); /* a failed comm destroyed or aborted: its neighbours learn why */
+  weft_mem_comm_fini(comm);      /* registrations of ncclCommRegister die with the comm */
+  weft_window_comm_fini(comm);   /* so do windows and the signal boards */
   weft_rma_comm_fini(comm);
   weft_executor_of(comm)->comm_fini(comm);
 }

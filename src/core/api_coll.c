@@ -3,6 +3,7 @@
  * config). Each checks its buffers the way NCCL defines them and queues one task. */
 #include <stdint.h>
 
+#include "collectives/coll.h"
 #include "collectives/coll_config.h"
 #include "collectives/engine.h"
 #include "collectives/enqueue.h"
@@ -71,7 +72,10 @@ ncclResult_t weft_api_enqueue(struct ncclComm* comm, struct weft_call* call, int
   }
   weft_group_enter();
   ncclResult_t res = weft_comm_check_active(comm, call->name);
-  if (res != ncclSuccess) return weft_group_call_end(NULL, res);
+  if (res != ncclSuccess) {
+    if (weft_comm_has_failed(comm)) weft_coll_publish_cause(&comm->ctx);
+    return weft_group_call_end(NULL, res);
+  }
   call->comm = &comm->ctx;
   return weft_group_call_end(comm, weft_enqueue(call, check, build));
 }

@@ -52,5 +52,7 @@ _Static_assert(offsetof(struct ncclComm, ctx) == 0, "the context's address is th
 ncclResult_t weft_comm_check(const struct ncclComm* comm, const char* caller);
 /* The same, but a revoked comm passes: what split and shrink require of their parent. */
 ncclResult_t weft_comm_check_parent(const struct ncclComm* comm, const char* caller);
+/* Whether comm is a live communicator whose work failed (an asynchronous error is recorded). */
+int weft_comm_has_failed(const struct ncclComm* comm);
 
 #endif

@@ -37,11 +37,22 @@ ncclResult_t weft_comm_check_parent(const struct ncclComm* comm, const char* cal
     return ncclInvalidArgument;
   }
   if (state != ncclSuccess) {
-    WEFT_WARN("%s: comm %p rank %d has failed earlier (%s); only ncclCommAbort/ncclCommDestroy may follow",
-              caller, (const void*)comm, comm->ctx.rank, pncclGetErrorString(state));
+    /* The refusal repeats why, as it becomes the last error in place of the failure's own WARN
+     * (which a proxy thread may have logged before this call began). */
+    char why[400];
+    int known = weft_cause_describe(&comm->ctx.cause, why, sizeof(why));
+    WEFT_WARN(
+        "%s: comm %p rank %d has failed earlier (%s%s%s); only ncclCommAbort/ncclCommDestroy may follow",
+        caller, (const void*)comm, comm->ctx.rank, pncclGetErrorString(state), known ? ": " : "", why);
     return state;
   }
   return ncclSuccess;
+}
+
+int weft_comm_has_failed(const struct ncclComm* comm) {
+  if (comm == NULL || comm->magic != WEFT_COMM_MAGIC) return 0;
+  ncclResult_t state = __atomic_load_n(&comm->ctx.async_result, __ATOMIC_ACQUIRE);
+  return state != ncclSuccess && state != ncclInProgress;
 }
 
 ncclResult_t weft_comm_check(const struct ncclComm* comm, const char* caller) {

@@ -138,13 +138,14 @@ static void fail_comm(struct weft_proxy_conn* c, const struct notice* n) {
   int first = 0;
   int mismatch = n->kind == NOTICE_MISMATCH;
   ncclResult_t res = mismatch ? ncclInvalidUsage : ncclRemoteError;
-  if (c->d.async_result != NULL)
-    first = __atomic_compare_exchange_n(c->d.async_result, &(ncclResult_t){ncclSuccess}, res, 0,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  /* The cause goes on to this rank's neighbours on its host (connector pages) when it gives up. */
+  /* The cause goes on to this rank's neighbours on its host (connector pages) when it gives up;
+   * it is recorded before the async error, so a call refused on that error can say why. */
   if (c->d.cause != NULL)
     weft_cause_set_kind(c->d.cause, mismatch ? WEFT_CAUSE_MISMATCH : WEFT_CAUSE_LOST, n->rank, n->host,
                         n->what);
+  if (c->d.async_result != NULL)
+    first = __atomic_compare_exchange_n(c->d.async_result, &(ncclResult_t){ncclSuccess}, res, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   if (c->d.abort_flag != NULL) __atomic_store_n(c->d.abort_flag, 1, __ATOMIC_RELEASE);
   if (first) relay(c->d.abort_flag, c, n);
 }

@@ -35,6 +35,18 @@ int weft_cause_get(const struct weft_cause* c, struct weft_cause* out) {
   return 1;
 }
 
+int weft_cause_describe(const struct weft_cause* c, char* buf, size_t size) {
+  struct weft_cause got;
+  buf[0] = 0;
+  if (!weft_cause_get(c, &got)) return 0;
+  if (got.kind == WEFT_CAUSE_MISMATCH)
+    snprintf(buf, size, "mismatched collective%s%s%s, found by rank %d (host %s)", got.what[0] ? " (" : "",
+             got.what, got.what[0] ? ")" : "", got.rank, got.host);
+  else
+    snprintf(buf, size, "rank %d (host %s) was lost", got.rank, got.host);
+  return 1;
+}
+
 ncclResult_t weft_conn_mem_create(size_t simple_bytes, size_t ll_bytes, int shared, const char* tag,
                                   struct weft_conn_mem** out, struct weft_conn_handle* handle) {
   struct weft_conn_mem* m = calloc(1, sizeof(*m));

@@ -30,6 +30,9 @@ int weft_cause_set_kind(struct weft_cause* c, int kind, int rank, const char* ho
 int weft_cause_set(struct weft_cause* c, int rank, const char* host);
 /* Copy c into out when it holds a cause; returns whether it did. */
 int weft_cause_get(const struct weft_cause* c, struct weft_cause* out);
+/* Write why c's holder gave up ("mismatched collective (...), found by rank R (host H)" or "rank R
+ * (host H) was lost") into buf; returns 0 (and buf "") when c holds no cause. */
+int weft_cause_describe(const struct weft_cause* c, char* buf, size_t size);
 #define WEFT_CTRL_BYTES 4096 /* the control page before the buffers */
 
 /* tail: steps the sender has produced (written by the sender). head: steps the receiver has

@@ -5,7 +5,9 @@
  * 4 ranks, and of 2 and 4 processes on two emulated hosts (the socket network); the last rank
  * makes the odd call. */
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "coll_util.h"
 
@@ -113,6 +115,29 @@ static void keep_buffers(int rank, void* s, void* r) {
   kept[rank][1] = r;
 }
 
+/* Every rank stays (its communicator and connections open) until all have seen the failure: a
+ * rank that destroys its communicator and exits while a peer upstream of it has not yet heard of
+ * the mismatch makes that peer see it leave, a lost rank (true, but not what this test checks).
+ * A counter in memory the forked ranks share (reset before each case). */
+static int* ranks_done;
+/* A rank that makes its call only after the others found the mismatch (-1: none): its call is
+ * refused (the communicator failed already) with an error that says why, and it tells its ring
+ * neighbour on its host, who waits for its steps, why it will send none. */
+static int slow_rank = -1;
+static void reset_done(void) {
+  if (ranks_done == NULL) {
+    ranks_done = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (ranks_done == MAP_FAILED) abort();
+  }
+  __atomic_store_n(ranks_done, 0, __ATOMIC_SEQ_CST);
+}
+static void wait_all_done(int nranks) {
+  __atomic_add_fetch(ranks_done, 1, __ATOMIC_SEQ_CST);
+  struct timespec nap = {0, 1000000};
+  for (int i = 0; i < 30000 && __atomic_load_n(ranks_done, __ATOMIC_SEQ_CST) < nranks; i++)
+    nanosleep(&nap, NULL);
+}
+
 static int body(ncclComm_t comm, int rank, int nranks, void* arg) {
   const struct mcase* c = arg;
   int bad = 0;
@@ -127,6 +152,7 @@ static int body(ncclComm_t comm, int rank, int nranks, void* arg) {
   char* s = malloc(sbytes);
   char* r = malloc(rbytes);
   memset(s, 1, sbytes);
+  if (rank == slow_rank) sleep(2); /* the others found the mismatch meanwhile */
   ncclResult_t res = issue(k, s, r, comm);
   WANT(res == ncclInvalidUsage || (c->late && res == ncclSuccess),
        "case \"%s\" (%d ranks, rank %d): %s returned %s, want invalid usage", c->name, nranks, rank,
@@ -140,6 +166,7 @@ static int body(ncclComm_t comm, int rank, int nranks, void* arg) {
        nranks, rank, ncclGetErrorString(next));
   if (as_procs && res == ncclSuccess) bad += last_error_names(c, rank, "a late rank, after its next call");
   keep_buffers(rank, s, r);
+  wait_all_done(nranks);
   return bad;
 }
 
@@ -163,10 +190,20 @@ static int run_hosts(void) {
     for (int i = 0; i < NCASES; i++) {
       /* Two reduce roots both wait to receive: no step crosses, only boards (one host) find that. */
       if (cases[i].base.coll == C_REDUCE && cases[i].odd.root != cases[i].base.root) continue;
+      reset_done();
       int f = run_procs(2 * ranks_per_host, body, (void*)&cases[i], 60);
       printf("%s %s, %d processes on 2 hosts\n", f ? "FAIL" : "ok  ", cases[i].name, 2 * ranks_per_host);
       failures += f != 0;
     }
+  /* Rank 2 late: rank 1 tells it over the network, it tells rank 3 (the odd one) on its host. */
+  ranks_per_host = 2;
+  slow_rank = 2;
+  reset_done();
+  const struct mcase* dt_case = &cases[3];
+  int f = run_procs(4, body, (void*)dt_case, 60);
+  printf("%s %s, 4 processes on 2 hosts, rank 2 calls late\n", f ? "FAIL" : "ok  ", dt_case->name);
+  failures += f != 0;
+  slow_rank = -1;
   ranks_per_host = 1;
   across_hosts = 0;
   coll_rank_setup = NULL;
@@ -186,6 +223,7 @@ int main(int argc, char** argv) {
     for (as_procs = 0; as_procs < 2; as_procs++)
       for (int nranks = 2; nranks <= 4; nranks += 2)
         for (int i = 0; i < NCASES; i++) {
+          reset_done();
           int f = as_procs ? run_procs(nranks, body, (void*)&cases[i], 60)
                            : run_threads(nranks, body, (void*)&cases[i]);
           printf("%s %s, %d %s, WEFT_DIRECT=%d\n", f ? "FAIL" : "ok  ", cases[i].name, nranks,
