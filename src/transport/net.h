@@ -57,7 +57,8 @@ struct weft_net_ops {
   /* Optional, with keep_registered: the range's lifetime ends before the comm's; its
    * registration goes once no request in flight uses it. Closing the comm drops every range. */
   void (*drop_registered)(void* comm, void* data, size_t size);
-  /* Optional (NULL: steps over this network carry no call tag and go unchecked, as on plugins):
+  /* Optional (NULL: steps over this network carry no call tag and go unchecked; every built-in
+   * network and the plugin adapter, which carries it in its header, have it):
    * isend with 64 bits of metadata (a step's call tag) that the receiving request gives back in
    * test_meta, which is test with that value (0 for sends, and for receives of plain isends). */
   ncclResult_t (*isend_meta)(void* send_comm, const void* data, size_t size, int tag, uint64_t meta,

@@ -28,9 +28,12 @@ ncclResult_t weft_plugin_wrap_listen(struct weft_plugin* p, void* listen_comm, v
 ncclResult_t weft_plugin_accept(void* listen_comm, void** recv_comm);
 ncclResult_t weft_plugin_wrap_comm(struct weft_plugin* p, void* comm, int is_send, void** out);
 ncclResult_t weft_plugin_isend(void* send_comm, const void* data, size_t size, int tag, void** request);
+ncclResult_t weft_plugin_isend_meta(void* send_comm, const void* data, size_t size, int tag, uint64_t meta,
+                                    void** request);
 ncclResult_t weft_plugin_irecv(void* recv_comm, int n, void* const* data, const size_t* sizes,
                                const int* tags, void** request);
 ncclResult_t weft_plugin_test(void* request, int* done, size_t* sizes);
+ncclResult_t weft_plugin_test_meta(void* request, int* done, size_t* sizes, uint64_t* meta);
 ncclResult_t weft_plugin_close_send(void* send_comm);
 ncclResult_t weft_plugin_close_recv(void* recv_comm);
 ncclResult_t weft_plugin_close_listen(void* listen_comm);

@@ -1,9 +1,9 @@
 /* Weft's messages over a plugin's comms. Weft's receives offer several buffers and the tag of
  * the arriving message picks one; a plugin's receive has one buffer per message, matched in
- * posting order. So every Weft message travels as two plugin messages: a 16-byte header (tag,
- * size), then the payload (none when empty), which the receiver posts into the buffer the tag
- * picks once the header is in. Plugins match in order, so a receive comm has at most one
- * header posted ahead of the payloads; senders post header and payload back to back.
+ * posting order. So every Weft message travels as two plugin messages: a 24-byte header (tag,
+ * size, the step's call tag), then the payload (none when empty), which the receiver posts into
+ * the buffer the tag picks once the header is in. Plugins match in order, so a receive comm has
+ * at most one header posted ahead of the payloads; senders post header and payload back to back.
  * Memory is host memory, registered with regMr: the connector's buffers once, for the comm's
  * life (the proxy announces them; net_regcache.h keeps them), any other buffer for the one
  * request that uses it. */
@@ -22,6 +22,7 @@ struct hdr {
   uint32_t magic;
   int32_t tag;
   uint64_t size;
+  uint64_t meta; /* isend_meta's word: the step's call tag (collectives/host/step_tag.h), else 0 */
 };
 
 enum { R_FREE, R_NEW, R_HDR, R_DATA_POST, R_DATA, R_DONE };
@@ -204,13 +205,14 @@ static ncclResult_t flush_pending(struct pcomm* c) {
   return ncclSuccess;
 }
 
-ncclResult_t weft_plugin_isend(void* send_comm, const void* data, size_t size, int tag, void** request) {
+ncclResult_t weft_plugin_isend_meta(void* send_comm, const void* data, size_t size, int tag, uint64_t meta,
+                                    void** request) {
   struct pcomm* c = send_comm;
   *request = NULL;
   WEFT_CHECK(flush_pending(c));
   struct preq* r = c->pending ? NULL : req_alloc(c);
   if (r == NULL) return ncclSuccess; /* try again later */
-  r->hdr = (struct hdr){HDR_MAGIC, tag, size};
+  r->hdr = (struct hdr){HDR_MAGIC, tag, size, meta};
   r->bufs[0] = (void*)data;
   ncclResult_t res =
       said(c, "isend", weft_plugin_call_isend(c->p, c->comm, &r->hdr, sizeof(r->hdr), c->reqs_mh, &r->hreq));
@@ -228,6 +230,10 @@ ncclResult_t weft_plugin_isend(void* send_comm, const void* data, size_t size, i
   res = post_payload(r, (void*)data);
   if (res == ncclSuccess && r->state != R_DATA) c->pending = r;
   return res;
+}
+
+ncclResult_t weft_plugin_isend(void* send_comm, const void* data, size_t size, int tag, void** request) {
+  return weft_plugin_isend_meta(send_comm, data, size, tag, 0, request);
 }
 
 /* Test a plugin request once; a done one is gone from the plugin, so never again. */
@@ -337,7 +343,7 @@ ncclResult_t weft_plugin_irecv(void* recv_comm, int n, void* const* data, const 
   return ncclSuccess;
 }
 
-static ncclResult_t test_recv(struct preq* r, int* done, size_t* sizes) {
+static ncclResult_t test_recv(struct preq* r, int* done, size_t* sizes, uint64_t* meta) {
   struct pcomm* c = r->c;
   recv_advance(c);
   if (r->err != ncclSuccess) return r->err;
@@ -354,6 +360,7 @@ static ncclResult_t test_recv(struct preq* r, int* done, size_t* sizes) {
   }
   if (r->state != R_DONE) return ncclSuccess;
   for (int i = 0; sizes && i < r->n; i++) sizes[i] = i == r->pick ? r->hdr.size : SIZE_MAX;
+  if (meta) *meta = r->hdr.meta;
   for (struct preq** pp = &c->queue; *pp; pp = &(*pp)->next)
     if (*pp == r) {
       *pp = r->next;
@@ -364,14 +371,19 @@ static ncclResult_t test_recv(struct preq* r, int* done, size_t* sizes) {
   return ncclSuccess;
 }
 
-ncclResult_t weft_plugin_test(void* request, int* done, size_t* sizes) {
+ncclResult_t weft_plugin_test_meta(void* request, int* done, size_t* sizes, uint64_t* meta) {
   struct preq* r = request;
   *done = 0;
+  if (meta) *meta = 0;
   if (r == NULL || r->state == R_FREE) {
     WEFT_WARN("NET/Plugin: test of a request that is not in flight (%p)", request);
     return ncclInvalidArgument;
   }
-  return r->c->is_send ? test_send(r, done, sizes) : test_recv(r, done, sizes);
+  return r->c->is_send ? test_send(r, done, sizes) : test_recv(r, done, sizes, meta);
+}
+
+ncclResult_t weft_plugin_test(void* request, int* done, size_t* sizes) {
+  return weft_plugin_test_meta(request, done, sizes, NULL);
 }
 
 /* Registrations go before the comm they belong to. */

@@ -5,7 +5,8 @@
 # name, found on LD_LIBRARY_PATH) and for ABI v12 (by path), over 2 ranks for v6, v7, v9-v11, with the log saying the plugin was
 # loaded and chosen and the plugin saying it carried bytes (and left nothing registered). Then what goes wrong must be plain:
 # NCCL_NET_PLUGIN=none, a missing plugin, a library without the symbol (WARN, Socket used), and
-# NCCL_NET naming an unknown network (a clear error at init, no hang).
+# NCCL_NET naming an unknown network (a clear error at init, no hang). Mismatched calls across
+# hosts over a plugin are found and named (test_coll_mismatch hosts).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/net/lib.sh
@@ -62,6 +63,17 @@ for n in 2 3; do
   bytes_carried "v12 $n"
   refuse "v12 $n" "registrations left"
 done
+
+# Mismatched calls between emulated hosts over a plugin: the steps' call tags travel in the
+# adapter's own message header, so every case fails with the mismatch named, as over Socket and IB.
+if NCCL_NET_PLUGIN=$PLUGINS/libnccl-net-tcptest12.so NCCL_NET=TcpTest-v12 NCCL_DEBUG=WARN \
+  "${BUILD:-build}/tests/integration/test_coll_mismatch" hosts >"$NET_LOG/mismatch.out" 2>&1; then
+  echo "ok: mismatched calls across hosts over the v12 plugin"
+else
+  echo "FAIL mismatched calls across hosts over the v12 plugin:"
+  grep -E '^(FAIL|FAILED)' "$NET_LOG/mismatch.out" | head -20
+  fail=1
+fi
 
 # The other ABI versions the loader takes, 2 ranks each (tests/unit/test_net_conformance runs the
 # network-level cases over all of them).
