@@ -313,7 +313,7 @@ static ncclResult_t peek_unexpected(struct weft_coll_state* s, const uint64_t* r
     const struct weft_conn* r = &s->recv[c];
     if (r->step != recv_steps[c] || __atomic_load_n(&r->ctrl->tail, __ATOMIC_ACQUIRE) <= r->step) continue;
     uint64_t theirs = __atomic_load_n(&r->ctrl->step_tag[r->step % WEFT_NSTEPS], __ATOMIC_RELAXED);
-    if (theirs >> 32 == w->step_tag >> 32 && theirs != w->step_tag)
+    if (weft_step_tag_same_call(theirs, w->step_tag) && theirs != w->step_tag)
       return weft_host_bad_step(w, r->peer, theirs);
   }
   return ncclSuccess;
@@ -353,7 +353,8 @@ static ncclResult_t run_coll_body(struct weft_comm_ctx* comm, struct weft_task* 
   uint64_t call_seq = ++s->coll_seq;
   struct weft_call_fp* fp = &s->recent_fp[call_seq % WEFT_RECENT_CALLS];
   *fp = weft_call_fp_of(t);
-  w->step_tag = s->check_calls ? weft_step_tag_make(call_seq, weft_call_fp_hash(fp)) : 0;
+  w->step_tag = s->check_calls ? weft_step_tag_make(call_seq, weft_call_fp_hash(fp), fp->count) : 0;
+  w->call_seq = call_seq;
   int handled = 0;
   /* The direct paths run it, or (shared boards) record which call the ring runs. */
   WEFT_CHECK(weft_host_direct_run(s->direct, t, w, call_seq, &handled));

@@ -92,8 +92,10 @@ static int guess_coll(const struct weft_call_fp* mine, int coll, uint32_t theirs
   return 0;
 }
 
-int weft_call_fp_guess(const struct weft_call_fp* mine, uint32_t theirs, int nranks,
-                       struct weft_call_fp* out) {
+/* mine (its count already the peer's) with one other field changed, or none (any = 0). */
+static int guess_one_field(const struct weft_call_fp* mine, const struct weft_call_fp* orig, uint32_t theirs,
+                           int nranks, struct weft_call_fp* out) {
+  if (!weft_call_fp_equal(mine, orig) && matches(mine, theirs, out)) return 1;
   struct weft_call_fp fp = *mine;
   for (int dt = 0; dt < (int)ncclNumTypes; dt++) {
     fp.dtype = (uint8_t)dt;
@@ -111,6 +113,37 @@ int weft_call_fp_guess(const struct weft_call_fp* mine, uint32_t theirs, int nra
   }
   for (int coll = 0; coll < WEFT_COLL_SEND; coll++)
     if (coll != mine->coll && guess_coll(mine, coll, theirs, nranks, out)) return 1;
+  return 0;
+}
+
+/* The k-th count (k = 0, 1, 2, ...) with the tag's low 16 bits, by distance from mine: the nearest
+ * below or equal, the nearest above, then alternating outwards. Returns 0 past the range. */
+static int count_candidate(uint64_t mine, uint16_t low, uint64_t k, uint64_t* out) {
+  uint64_t below = (mine & ~0xffffull) | low;
+  if (below > mine) below -= 0x10000; /* may wrap when mine is small: skipped below */
+  uint64_t step = (k + 1) / 2 * 0x10000;
+  if (k % 2 == 0) {
+    if (below > mine || below < step) return 0; /* wrapped, or below 0 */
+    *out = below - step;
+  } else {
+    *out = below + step;
+  }
+  return 1;
+}
+
+int weft_call_fp_guess(const struct weft_call_fp* mine, uint64_t theirs, int nranks,
+                       struct weft_call_fp* out) {
+  uint32_t hash = weft_step_tag_hash(theirs);
+  uint16_t low = (uint16_t)(theirs >> 32);
+  struct weft_call_fp fp = *mine;
+  /* The nearest counts with the tag's low bits: alone, or with one other field. */
+  for (uint64_t k = 0; k < 4; k++) {
+    if (!count_candidate(mine->count, low, k, &fp.count)) continue;
+    if (guess_one_field(&fp, mine, hash, nranks, out)) return 1;
+  }
+  /* Farther counts, the count alone (2^16 each way: 2^32 elements). */
+  for (uint64_t k = 4; k < 2 * 0x10000; k++)
+    if (count_candidate(mine->count, low, k, &fp.count) && matches(&fp, hash, out)) return 1;
   return 0;
 }
 

@@ -22,22 +22,30 @@ int weft_call_fp_equal(const struct weft_call_fp* a, const struct weft_call_fp* 
 /* A 32-bit hash of fp, for connector step tags (collectives/host/step_tag.h). */
 uint32_t weft_call_fp_hash(const struct weft_call_fp* fp);
 
-/* The step tag of collective number seq (counted alike on every rank) with fingerprint hash
- * fp_hash: never 0, which means "not checked" (WEFT_CHECK_CALLS=0, or a step a network proxy
- * stored). Both backends' senders put it beside each step; receivers compare it with theirs. */
-static inline uint64_t weft_step_tag_make(uint64_t seq, uint32_t fp_hash) {
-  return (seq << 32) | (fp_hash ? fp_hash : 1);
+/* The step tag of collective number seq with fingerprint fp, never 0 (0 means "not checked":
+ * WEFT_CHECK_CALLS=0, or a step a network proxy stored). Both backends' senders put it beside
+ * each step; receivers compare it with theirs. 64 bits: the call's number (low 16 bits), the
+ * count (low 16 bits, so that a peer on another host, which has no board to read, can tell a
+ * count that differs) and a 32-bit hash of the whole fingerprint. */
+static inline uint64_t weft_step_tag_make(uint64_t seq, uint32_t fp_hash, uint64_t count) {
+  return ((seq & 0xffffull) << 48) | ((count & 0xffffull) << 32) | (fp_hash ? fp_hash : 1);
 }
-/* Fingerprints of a rank's last calls are kept (by call number modulo this), so that a peer's
- * step of an earlier call (a rank that returned early from a mismatched call) is told too. */
+static inline uint32_t weft_step_tag_hash(uint64_t tag) { return (uint32_t)tag; }
+static inline int weft_step_tag_same_call(uint64_t a, uint64_t b) { return a >> 48 == b >> 48; }
+/* The full number of the call a tag belongs to, next to a call number near it (this rank's):
+ * the tag keeps 16 bits, enough for calls fewer than 32,768 apart. */
+static inline uint64_t weft_step_tag_seq(uint64_t tag, uint64_t near) {
+  return near + (uint64_t)(int64_t)(int16_t)(uint16_t)((tag >> 48) - near);
+}
 #define WEFT_RECENT_CALLS 4
 
-/* A peer's call told from its step tag's hash (theirs) and this rank's call (mine): the call that
- * differs from mine in one field other than the count (collective, datatype, op or root, few
- * enough to try them all) and has that hash. Returns whether one was found; a count, or several
- * fields, cannot be told from a hash. A wrong answer needs a 32-bit hash collision among the
- * (at most a few hundred) calls tried. */
-int weft_call_fp_guess(const struct weft_call_fp* mine, uint32_t theirs, int nranks,
+/* A peer's call told from its step tag (theirs) and this rank's call of that number (mine): the
+ * call whose count has the tag's low 16 bits (the nearest to mine first, within 2^32 elements)
+ * and that differs from mine in the count alone, or also in one other field (collective,
+ * datatype, op or root; with the count nearest to mine only), and has the tag's hash. Returns
+ * whether one was found; two fields other than the count cannot be told. A wrong answer needs
+ * a 32-bit hash collision among the calls tried (about 130,000 counts, a few hundred others). */
+int weft_call_fp_guess(const struct weft_call_fp* mine, uint64_t theirs, int nranks,
                        struct weft_call_fp* out);
 /* WARN on rank `me` (seq: the call) naming the first field in which peer's call differs from its
  * own, e.g. "rank 1 called ncclAllReduce with count 1024, rank 0 with count 2048". */

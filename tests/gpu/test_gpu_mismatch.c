@@ -1,7 +1,7 @@
 /* CUDA backend: two ranks that disagree on a collective (count on LL and on Simple, datatype of
  * the same size, op, collective) fail with ncclInvalidUsage and a WARN naming the mismatch,
  * found by the kernel on the first step each receives (collectives/fingerprint.h), and the field
- * that differs where the steps' hash tells it (not a count); a rank that
+ * that differs as the steps' tags tell it; a rank that
  * receives nothing in its call may finish it. A matching call before it still succeeds. Without the check
  * they would wait until WEFT_TIMEOUT (ncclTimeout) or finish with wrong results. Rank r on device r % count,
  * its own stream; a fresh communicator per case. SKIP without a GPU. */
@@ -22,14 +22,16 @@ struct mcase {
   const char* name;
   struct call base, odd; /* rank 1 makes the odd call */
   int late;              /* rank 1 only sends in its call: it may finish before rank 0 finds the difference */
-  const char* says; /* the field and rank 1's value, told from its steps' hash; NULL: a count (not told) */
+  const char* says;      /* the field and rank 1's value, told from its steps' tags */
 };
 
 #define AR(n, t, o) \
   { C_ALLREDUCE, n, t, o, 0 }
 static const struct mcase cases[] = {
-    {"allreduce count (LL)", AR(256, ncclFloat32, ncclSum), AR(320, ncclFloat32, ncclSum), 0, NULL},
-    {"allreduce count (Simple)", AR(262144, ncclFloat32, ncclSum), AR(196608, ncclFloat32, ncclSum), 0, NULL},
+    {"allreduce count (LL)", AR(256, ncclFloat32, ncclSum), AR(320, ncclFloat32, ncclSum), 0,
+     "with count 320"},
+    {"allreduce count (Simple)", AR(262144, ncclFloat32, ncclSum), AR(196608, ncclFloat32, ncclSum), 0,
+     "with count 196608"},
     {"allreduce datatype float/int32", AR(4096, ncclFloat32, ncclSum), AR(4096, ncclInt32, ncclSum), 0,
      "with datatype 2"},
     {"allreduce op sum/max", AR(4096, ncclFloat32, ncclSum), AR(4096, ncclFloat32, ncclMax), 0,

@@ -1,6 +1,6 @@
-/* A peer's call told from the hash its steps carry (weft_call_fp_guess): every call that differs
- * from this rank's in one field other than the count is found, with the field's value; a count,
- * or two fields, is never mistaken for another call. */
+/* A peer's call told from the tag its steps carry (weft_call_fp_guess): every call that differs
+ * from this rank's in one field is found, with the field's value, and a count with one other
+ * field; two fields other than the count are never mistaken for another call. */
 #include <string.h>
 
 #include "check.h"
@@ -8,8 +8,8 @@
 
 #define NRANKS 8
 
-static uint32_t tag_hash(const struct weft_call_fp* fp) {
-  return (uint32_t)weft_step_tag_make(1, weft_call_fp_hash(fp));
+static uint64_t tag_of(const struct weft_call_fp* fp) {
+  return weft_step_tag_make(1, weft_call_fp_hash(fp), fp->count);
 }
 
 static struct weft_call_fp call(int coll, int dtype, int user_op, int root, size_t count) {
@@ -26,7 +26,7 @@ static struct weft_call_fp call(int coll, int dtype, int user_op, int root, size
 static void expect_found(const struct weft_call_fp* mine, const struct weft_call_fp* theirs,
                          const char* what) {
   struct weft_call_fp got;
-  int found = weft_call_fp_guess(mine, tag_hash(theirs), NRANKS, &got);
+  int found = weft_call_fp_guess(mine, tag_of(theirs), NRANKS, &got);
   EXPECT_MSG(found && weft_call_fp_equal(&got, theirs), "%s: %s", what,
              found ? "a different call" : "not found");
 }
@@ -34,7 +34,7 @@ static void expect_found(const struct weft_call_fp* mine, const struct weft_call
 static void expect_none(const struct weft_call_fp* mine, const struct weft_call_fp* theirs,
                         const char* what) {
   struct weft_call_fp got;
-  EXPECT_MSG(!weft_call_fp_guess(mine, tag_hash(theirs), NRANKS, &got), "%s: a call was claimed", what);
+  EXPECT_MSG(!weft_call_fp_guess(mine, tag_of(theirs), NRANKS, &got), "%s: a call was claimed", what);
 }
 
 static void one_field_changes(int coll, int root) {
@@ -65,15 +65,44 @@ static void one_field_changes(int coll, int root) {
       expect_found(&mine, both_op ? &same_op : &theirs, "collective");
     }
   }
-  struct weft_call_fp counted = call(coll, ncclFloat32, ncclSum, root, 999);
-  expect_none(&mine, &counted, "count");
+  /* Counts near and far (within 2^32 elements), below and above, small and large. */
+  static const size_t counts[] = {999,       1001,       0, 1, 65536 + 1000, 65535, 1000 + 7 * 65536,
+                                  123456789, 4000000000u};
+  for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+    struct weft_call_fp counted = call(coll, ncclFloat32, ncclSum, root, counts[i]);
+    expect_found(&mine, &counted, "count");
+  }
+  struct weft_call_fp far = call(coll, ncclFloat32, ncclSum, root, 1000 + ((size_t)1 << 33));
+  expect_none(&mine, &far, "a count 2^33 away");
   struct weft_call_fp two = call(coll, ncclFloat64, ncclSum, root, 2000);
-  expect_none(&mine, &two, "datatype and count");
+  expect_found(&mine, &two, "datatype and count");
+  if (coll != WEFT_COLL_BROADCAST && coll != WEFT_COLL_ALLGATHER) {
+    struct weft_call_fp dt_op = call(coll, ncclFloat64, ncclMax, root, 1000);
+    expect_none(&mine, &dt_op, "datatype and op");
+  }
+}
+
+/* Call numbers widened from the tag's 16 bits next to this rank's, ahead or behind. */
+static void call_numbers(void) {
+  struct weft_call_fp fp = call(WEFT_COLL_ALLREDUCE, ncclFloat32, ncclSum, 0, 1000);
+  static const uint64_t seqs[] = {1, 65535, 65536, 65537, 1000000};
+  for (size_t i = 0; i < sizeof(seqs) / sizeof(seqs[0]); i++)
+    for (int d = -3; d <= 3; d++) {
+      uint64_t theirs = seqs[i] + (uint64_t)(int64_t)d;
+      uint64_t tag = weft_step_tag_make(theirs, weft_call_fp_hash(&fp), fp.count);
+      EXPECT_MSG(weft_step_tag_seq(tag, seqs[i]) == theirs, "call %llu read next to %llu as %llu",
+                 (unsigned long long)theirs, (unsigned long long)seqs[i],
+                 (unsigned long long)weft_step_tag_seq(tag, seqs[i]));
+      EXPECT_MSG(weft_step_tag_same_call(tag, weft_step_tag_make(seqs[i], 7, 9)) == (d == 0),
+                 "call %llu and %llu: same_call wrong", (unsigned long long)theirs,
+                 (unsigned long long)seqs[i]);
+    }
 }
 
 int main(void) {
   for (int coll = 0; coll < WEFT_COLL_SEND; coll++)
     one_field_changes(coll, coll == WEFT_COLL_BROADCAST ? 3 : 0);
+  call_numbers();
   /* The WARN's words for a datatype told from a hash. */
   char text[WEFT_CALL_FP_TEXT];
   struct weft_call_fp a = call(WEFT_COLL_ALLREDUCE, ncclFloat64, ncclSum, 0, 512);

@@ -193,7 +193,7 @@ static ncclResult_t plan_group(struct weft_comm_ctx* comm, struct weft_task* tas
                            w[n].proto == WEFT_PROTO_LL ? "LL" : "SIMPLE", w[n].nchannels);
       *uses_tree |= w[n].algo == WEFT_CUDA_ALGO_TREE;
       struct weft_call_fp fp = weft_call_fp_of(t);
-      w[n].step_tag = s->check_calls ? weft_step_tag_make(s->coll_seq, weft_call_fp_hash(&fp)) : 0;
+      w[n].step_tag = s->check_calls ? weft_step_tag_make(s->coll_seq, weft_call_fp_hash(&fp), fp.count) : 0;
       s->recent_fp[s->coll_seq % WEFT_RECENT_CALLS] = fp;
       s->coll_seq++;
       if (w[n].nchannels > ncoll_blocks) ncoll_blocks = w[n].nchannels;
@@ -323,16 +323,16 @@ static ncclResult_t launch_works(struct weft_comm_ctx* comm, struct weft_task* t
   return res;
 }
 
-/* The peer's call of the number its step carries, told from the step's hash and this rank's
- * call of that number when it differs in one field other than the count (see
- * weft_call_fp_guess): how the two differ in what; returns whether it could tell. */
+/* The peer's call of the number its step carries, told from the step's tag and this rank's
+ * call of that number (see weft_call_fp_guess): how the two differ in what; returns whether it
+ * could tell. */
 static int tell_call(const struct weft_comm_ctx* comm, const struct weft_cuda_state* s, uint64_t theirs,
                      char* what, size_t n) {
-  uint64_t their_seq = theirs >> 32;
+  uint64_t their_seq = weft_step_tag_seq(theirs, s->coll_seq);
   if (their_seq >= s->coll_seq || s->coll_seq - their_seq > WEFT_RECENT_CALLS) return 0;
   const struct weft_call_fp* mine = &s->recent_fp[their_seq % WEFT_RECENT_CALLS];
   struct weft_call_fp guess;
-  if (!weft_call_fp_guess(mine, (uint32_t)theirs, comm->nranks, &guess)) return 0;
+  if (!weft_call_fp_guess(mine, theirs, comm->nranks, &guess)) return 0;
   weft_call_fp_describe(s->host->err_peer, &guess, comm->rank, mine, what, n);
   return 1;
 }
@@ -342,6 +342,7 @@ static int tell_call(const struct weft_comm_ctx* comm, const struct weft_cuda_st
  * can be told from them, else which call of which peer differs and what this rank called. */
 static ncclResult_t report_mismatch(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
   uint64_t theirs = s->host->err_theirs, mine = s->host->err_mine;
+  uint64_t their_seq = weft_step_tag_seq(theirs, s->coll_seq), my_seq = weft_step_tag_seq(mine, s->coll_seq);
   if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL)) {
     char what[WEFT_CALL_FP_TEXT] = "";
     /* Ranks on other hosts may wait for steps this rank's kernel will not send: they fail too. */
@@ -353,7 +354,7 @@ static ncclResult_t report_mismatch(struct weft_comm_ctx* comm, struct weft_cuda
           "comm %p rank %d: mismatched collective on device %d (collective #%llu): %s; every rank must "
           "call the same collectives with the same count, datatype, op and root; the communicator is "
           "unusable",
-          (void*)comm, comm->rank, s->dev, (unsigned long long)(theirs >> 32), what);
+          (void*)comm, comm->rank, s->dev, (unsigned long long)their_seq, what);
     else
       WEFT_WARN(
           "comm %p rank %d: mismatched collective on device %d: a step from rank %d on channel %d belongs to "
@@ -362,8 +363,8 @@ static ncclResult_t report_mismatch(struct weft_comm_ctx* comm, struct weft_cuda
           "call "
           "the same collectives with the same count, datatype, op and root; the communicator is unusable",
           (void*)comm, comm->rank, s->dev, s->host->err_peer, s->host->err_channel,
-          (unsigned long long)(theirs >> 32), (unsigned)theirs, weft_coll_name(s->host->err_coll),
-          (unsigned long long)(mine >> 32), (unsigned)mine);
+          (unsigned long long)their_seq, (unsigned)theirs, weft_coll_name(s->host->err_coll),
+          (unsigned long long)my_seq, (unsigned)mine);
   }
   weft_comm_set_async_error(comm, ncclInvalidUsage);
   return ncclInvalidUsage;

@@ -97,9 +97,7 @@ static ncclResult_t bad_step(void* arg, struct weft_waiter* w, int peer, uint64_
   (void)w;
   struct weft_direct* d = arg;
   WEFT_CHECK(weft_direct_poisoned(d)); /* another rank's finding came first: name that one */
-  /* The tag keeps the number's low 32 bits: widen it next to this rank's. */
-  uint64_t tag_seq = theirs >> 32, their_seq = (d->cur_seq & ~0xffffffffull) | tag_seq;
-  if (their_seq > d->cur_seq) their_seq -= 1ull << 32;
+  uint64_t their_seq = weft_step_tag_seq(theirs, d->cur_seq);
   struct weft_call_fp fp;
   int known = read_ring(d->boards[peer], their_seq, &fp);
   /* This rank's own call of that number, when it is one of its last two. */

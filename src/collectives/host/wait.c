@@ -379,16 +379,16 @@ ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, ui
 ncclResult_t weft_host_bad_step(struct weft_waiter* w, int peer, uint64_t theirs) {
   w->mismatch = 1;
   if (w->bad_step != NULL) return w->bad_step(w->hook_arg, w, peer, theirs);
-  /* No boards (ranks on several hosts): the peer's call is told from its tag when it differs in
-   * one field other than the count from this rank's call of that number (this one, or a recent
-   * one: a rank that returned early from the mismatched call meets the next one's steps). */
+  /* No boards (ranks on several hosts): the peer's call is told from its tag (weft_call_fp_guess)
+   * against this rank's call of that number (this one, or a recent one: a rank that returned early
+   * from the mismatched call meets the next one's steps). */
   struct weft_call_fp guess;
-  uint64_t seq = w->step_tag >> 32, their_seq = theirs >> 32;
+  uint64_t seq = w->call_seq, their_seq = weft_step_tag_seq(theirs, seq);
   const struct weft_call_fp* mine =
       w->recent_fp != NULL && their_seq > 0 && their_seq <= seq && seq - their_seq < WEFT_RECENT_CALLS
           ? &w->recent_fp[their_seq % WEFT_RECENT_CALLS]
           : NULL;
-  if (mine != NULL && weft_call_fp_guess(mine, (uint32_t)theirs, w->nranks, &guess)) {
+  if (mine != NULL && weft_call_fp_guess(mine, theirs, w->nranks, &guess)) {
     char note[96];
     snprintf(note, sizeof(note), " (rank %d's call told from the fingerprint on its steps)", peer);
     weft_call_fp_describe(peer, &guess, w->rank, mine, w->mismatch_what, sizeof(w->mismatch_what));
@@ -399,8 +399,8 @@ ncclResult_t weft_host_bad_step(struct weft_waiter* w, int peer, uint64_t theirs
       "Rank %d: mismatched collective (seq %llu): a step from rank %d belongs to its collective #%llu "
       "(fingerprint %08x), this rank's %s is collective #%llu (%08x); every rank must call the same "
       "collectives with the same arguments; the communicator is unusable",
-      w->rank, (unsigned long long)w->seq, peer, (unsigned long long)(theirs >> 32), (unsigned)theirs,
-      w->opname, (unsigned long long)(w->step_tag >> 32), (unsigned)w->step_tag);
+      w->rank, (unsigned long long)w->seq, peer, (unsigned long long)their_seq, (unsigned)theirs, w->opname,
+      (unsigned long long)seq, (unsigned)w->step_tag);
   return ncclInvalidUsage;
 }
 
