@@ -8,7 +8,9 @@
 
 #include <stdint.h>
 
-#define WEFT_PROGRESS_SLOTS 4 /* blocks 0..3 report (the recorder's WEFT_TRACE_CHANNELS) */
+/* Every channel's block reports (WEFT_CUDA_MAX_CHANNELS): a wait on any channel may be the one
+ * that stopped the job, and a dump without it names the wrong rank. */
+#define WEFT_PROGRESS_SLOTS 32
 
 /* What a wait is for (weft_progress_chan.wait, low byte). */
 enum { WEFT_PROGRESS_DATA = 1, WEFT_PROGRESS_LL_DATA = 2, WEFT_PROGRESS_CREDIT = 3 };

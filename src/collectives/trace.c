@@ -195,7 +195,7 @@ void weft_trace_dev_observe(struct weft_trace* tr) {
   const struct weft_progress* d = __atomic_load_n(&tr->dev, __ATOMIC_ACQUIRE);
   if (d == NULL) return;
   uint64_t now = weft_trace_now();
-  for (int c = 0; c < WEFT_TRACE_CHANNELS; c++) {
+  for (int c = 0; c < WEFT_PROGRESS_SLOTS; c++) {
     uint64_t beat = __atomic_load_n(&d->chan[c].beat, __ATOMIC_RELAXED);
     if (beat == __atomic_load_n(&tr->dev_seen[c].beat, __ATOMIC_RELAXED)) continue;
     __atomic_store_n(&tr->dev_seen[c].seen, now, __ATOMIC_RELAXED);

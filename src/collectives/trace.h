@@ -15,10 +15,10 @@
 
 struct weft_comm_ctx;
 
-#define WEFT_TRACE_CHANNELS 4  /* progress slots: ring/tree channels (p2p and boards use slot 0) */
+#define WEFT_TRACE_CHANNELS 4  /* host channels (WEFT_PLAN_MAX_CHANNELS; p2p and boards use slot 0) */
 #define WEFT_TRACE_LAUNCHES 64 /* CUDA launches whose end the recorder can still place */
 
-_Static_assert(WEFT_TRACE_CHANNELS == WEFT_PROGRESS_SLOTS, "the kernel reports the recorder's channels");
+_Static_assert(WEFT_TRACE_CHANNELS <= WEFT_PROGRESS_SLOTS, "the dump lists the first channels always");
 
 /* LAUNCHED: handed to the CUDA stream, not seen ended yet; the kernel's progress area moves it
  * to DONE (or FAILED when a kernel of the comm gave up). */
@@ -72,7 +72,7 @@ struct weft_trace {
   } dev_launch[WEFT_TRACE_LAUNCHES]; /* launch number -> the newest seq it carries */
   struct {
     uint64_t beat, seen; /* a channel's GPU clock as the host saw it first, and when (ticks) */
-  } dev_seen[WEFT_TRACE_CHANNELS];
+  } dev_seen[WEFT_PROGRESS_SLOTS];
   struct weft_trace* next; /* the signal dumper's list (trace_dump.c) */
   struct weft_trace_rec ring[];
 };

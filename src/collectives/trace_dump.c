@@ -89,13 +89,15 @@ static uint64_t dev_inflight(const struct weft_trace* tr) {
 
 /* The progress a CUDA kernel reported (collectives/progress.h), per block: the op it runs, the
  * steps it passed, and its wait, which began when the GPU's clock said `since`: as long before
- * the host first saw the clock at `beat` as the GPU counted between the two. */
+ * the host first saw the clock at `beat` as the GPU counted between the two. The first
+ * WEFT_TRACE_CHANNELS always, the others once a block ran on them. */
 static void put_dev_channels(FILE* f, const struct weft_trace* tr, uint64_t ref,
                              const struct weft_trace_clock* clk) {
-  for (int c = 0; c < WEFT_TRACE_CHANNELS; c++) {
+  for (int c = 0; c < WEFT_PROGRESS_SLOTS; c++) {
     const struct weft_progress_chan* pc = &tr->dev->chan[c];
     uint64_t op = __atomic_load_n(&pc->op, __ATOMIC_RELAXED),
              steps = __atomic_load_n(&pc->steps, __ATOMIC_RELAXED);
+    if (c >= WEFT_TRACE_CHANNELS && op == 0) continue;
     uint64_t wait = __atomic_load_n(&pc->wait, __ATOMIC_RELAXED),
              since = __atomic_load_n(&pc->since, __ATOMIC_RELAXED);
     uint64_t beat = __atomic_load_n(&tr->dev_seen[c].beat, __ATOMIC_RELAXED);

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TRACE_CHANNELS 4
+#define TRACE_CHANNELS 32 /* CUDA kernels report every channel (WEFT_PROGRESS_SLOTS) */
 
 struct trace_op {
   uint64_t seq, coll_no, count;

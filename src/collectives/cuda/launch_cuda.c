@@ -22,6 +22,8 @@
 #include "collectives/cuda/state.h"
 #include "util/cuda_check.h"
 
+_Static_assert(WEFT_CUDA_MAX_CHANNELS <= WEFT_PROGRESS_SLOTS, "every channel's block reports its progress");
+
 _Static_assert(sizeof(struct weft_cuda_kargs) <= 4096, "kernel arguments fit in 4 KiB");
 _Static_assert(WEFT_CUDA_ALGO_TREE == WEFT_PLAN_TREE, "the kernel's Tree is the planner's");
 
