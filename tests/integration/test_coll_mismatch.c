@@ -187,6 +187,8 @@ static int run_hosts(void) {
   across_hosts = 1;
   for (ranks_per_host = 1; ranks_per_host <= 2; ranks_per_host++)
     for (int i = 0; i < NCASES; i++) {
+      /* Two reduce roots both wait to receive: no step crosses, only boards (one host) find that. */
+      if (cases[i].base.coll == C_REDUCE && cases[i].odd.root != cases[i].base.root) continue;
       reset_done();
       int f = run_procs(2 * ranks_per_host, body, (void*)&cases[i], 60);
       printf("%s %s, %d processes on 2 hosts\n", f ? "FAIL" : "ok  ", cases[i].name, 2 * ranks_per_host);

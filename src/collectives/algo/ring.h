@@ -90,13 +90,9 @@ WEFT_DEVICE_INLINE void weft_ring_broadcast(struct weft_prims* p, const struct w
   }
 }
 
-/* Reduce: partial results flow from the rank after the root around to the root. The root
- * also sends the rank after it (which otherwise receives nothing) one tagged empty step: two
- * ranks that each think they are the root then see each other's call in it, where no data step
- * would ever reach them (host prims; a no-op in the kernel). */
+/* Reduce: partial results flow from the rank after the root around to the root. */
 WEFT_DEVICE_INLINE void weft_ring_reduce(struct weft_prims* p, const struct weft_dev_work* w) {
   int k = w->nranks, r = w->rank;
-  if (k > 1 && r == w->root) weft_prims_tag_send(p);
   for (size_t base = 0; base < w->ch_count && !weft_prims_failed(p); base += w->chunk) {
     size_t n = weft_min_sz(w->chunk, w->ch_count - base), o = w->ch_offset + base;
     if (k == 1)
@@ -108,7 +104,6 @@ WEFT_DEVICE_INLINE void weft_ring_reduce(struct weft_prims* p, const struct weft
     else
       weft_prims_recv_reduce_send(p, o, n);
   }
-  if (k > 1 && weft_ring_mod(r - 1, k) == w->root) weft_prims_tag_recv(p);
 }
 
 #endif

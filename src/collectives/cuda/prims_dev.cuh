@@ -408,11 +408,6 @@ __device__ __forceinline__ void weft_prims_recv_reduce_copy_send(struct weft_pri
                                                                  size_t out_off, size_t n) {
   weft_prim(p, WEFT_P_RECV | WEFT_P_SEND | WEFT_P_REDUCE | WEFT_P_COPY, in_off, out_off, n);
 }
-/* The host's tagged empty steps (collectives/host/prims.h) are not taken on the GPU: both ends of
- * a kernel skip them alike, and ranks that each think they are a reduce's root wait until
- * WEFT_TIMEOUT there (README). */
-__device__ __forceinline__ void weft_prims_tag_send(struct weft_prims* p) { (void)p; }
-__device__ __forceinline__ void weft_prims_tag_recv(struct weft_prims* p) { (void)p; }
 /* No connector: own input to output, with pre- and post-op when reducing. */
 __device__ __noinline__ void weft_prims_local(struct weft_prims* p, size_t in_off, size_t out_off, size_t n) {
   if (p->failed || n == 0) return;

@@ -239,16 +239,6 @@ void weft_prims_recv_reduce_copy_send(struct weft_prims* p, size_t in_off, size_
   prim(p, P_RECV | P_SEND | P_REDUCE | P_COPY, in_off, out_off, n);
 }
 
-void weft_prims_tag_send(struct weft_prims* p) {
-  void* s = p->err == ncclSuccess ? send_begin(p) : NULL;
-  if (s == NULL) return;
-  memset(s, 0, 8);
-  send_end(p, 8, NULL);
-}
-void weft_prims_tag_recv(struct weft_prims* p) {
-  if (p->err == ncclSuccess && recv_begin(p, 8) != NULL) recv_end(p);
-}
-
 void weft_prims_local(struct weft_prims* p, size_t in_off, size_t out_off, size_t n) {
   if (p->err != ncclSuccess || n == 0) return;
   const char* in = p->in + in_off * p->esize;

@@ -47,10 +47,6 @@ void weft_prims_recv_reduce_send(struct weft_prims* p, size_t in_off, size_t n);
 void weft_prims_recv_reduce_copy(struct weft_prims* p, size_t in_off, size_t out_off, size_t n);
 void weft_prims_recv_reduce_copy_send(struct weft_prims* p, size_t in_off, size_t out_off, size_t n);
 void weft_prims_local(struct weft_prims* p, size_t in_off, size_t out_off, size_t n);
-/* A step with no data, only the call's tag (8 zero bytes): a receiver that would take no step of
- * this call from its sender checks that the two are in the same call. */
-void weft_prims_tag_send(struct weft_prims* p);
-void weft_prims_tag_recv(struct weft_prims* p);
 static inline int weft_prims_failed(const struct weft_prims* p) { return p->err != ncclSuccess; }
 
 /* Non-blocking checks for progress loops (p2p): whether the next step could start now. */
