@@ -116,10 +116,14 @@ static void find_peer_causes(const struct weft_comm_ctx* comm, struct weft_coll_
 void weft_coll_publish_cause(struct weft_comm_ctx* comm) {
   struct weft_coll_state* s = comm->coll;
   struct weft_cause c;
-  if (s == NULL || comm->nranks < 2 || !weft_cause_get(&comm->cause, &c)) return;
-  for (int ch = 0; ch < s->pp.nchannels; ch++) {
-    weft_cause_set_kind(&s->send[ch].ctrl->cause[0], (int)c.kind, c.rank, c.host, c.what);
-    weft_cause_set_kind(&s->recv[ch].ctrl->cause[1], (int)c.kind, c.rank, c.host, c.what);
+  if (s == NULL || comm->nranks < 2 || __atomic_load_n(&comm->suspend_released, __ATOMIC_ACQUIRE) ||
+      !weft_cause_get(&comm->cause, &c))
+    return;
+  for (int ch = 0; ch < s->pp.nchannels; ch++) { /* a comm whose init failed may lack some */
+    if (s->send[ch].ctrl)
+      weft_cause_set_kind(&s->send[ch].ctrl->cause[0], (int)c.kind, c.rank, c.host, c.what);
+    if (s->recv[ch].ctrl)
+      weft_cause_set_kind(&s->recv[ch].ctrl->cause[1], (int)c.kind, c.rank, c.host, c.what);
   }
   weft_proxy_announce(&comm->abort_flag, &comm->cause);
 }
