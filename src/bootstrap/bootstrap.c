@@ -52,6 +52,7 @@ static ncclResult_t create(int rank, int nranks, uint64_t magic, const struct we
   bs->key = *key;
   bs->abort_flag = abort_flag;
   bs->maxconns = weft_bs_max_conns();
+  bs->probe_ms = weft_param_int("WEFT_BOOTSTRAP_PROBE_MS");
   bs->listen_fd = bs->next_fd = bs->prev_fd = bs->root.fd = bs->event_fd = -1;
   bs->peers = calloc(nranks, sizeof(*bs->peers));
   bs->send_seq = calloc(nranks, sizeof(*bs->send_seq));

@@ -189,6 +189,7 @@ struct weft_bootstrap {
   int nconns, maxconns; /* maxconns: WEFT_BOOTSTRAP_MAX_CONNS (0: one connection a message) */
   uint64_t conn_clock, inc_clock;
   uint64_t nconnects, naccepts; /* message connections opened, and accepted (tests, bench) */
+  int64_t probe_ms;             /* WEFT_BOOTSTRAP_PROBE_MS: see weft_bs_recv_kind */
   struct weft_bs_msg* parked;   /* completion order */
   struct pollfd* pfds;          /* scratch of weft_bs_progress */
   int cappfds;

@@ -590,13 +590,54 @@ ncclResult_t weft_bs_send_kind(struct weft_bootstrap* bs, int peer, int kind, in
   return res;
 }
 
+/* A receive that waits long asks now and then whether the sender still listens: a refused
+ * connect means its process exited or it left the bootstrap (gave up, aborted), so the wait ends
+ * within seconds instead of at WEFT_BOOTSTRAP_TIMEOUT. A message it sent just before leaving
+ * (written whole to its socket, so already on its way) still has PROBE_GRACE_MS to arrive. A host that went
+ * away answers nothing and is not told. */
+#define PROBE_CONNECT_MS 200
+#define PROBE_GRACE_MS 500
+/* Probes at the first interval (a lost rank is often found by a lost rank's peers, a hop later),
+ * then each interval twice the last, up to PROBE_BACKOFF_MAX times the first. */
+#define PROBE_STEADY 4
+#define PROBE_BACKOFF_MAX 8
+
+struct recv_wait {
+  struct match want;
+  int64_t probe_at, interval_ns, gone_at; /* gone_at: when the sender refused (0: never) */
+  int probes;
+};
+
+static int arrived_or_gone(struct weft_bootstrap* bs, void* arg) {
+  struct recv_wait* w = arg;
+  if (find_match(bs, &w->want) != NULL) return 1;
+  int64_t now = weft_socket_now_ns();
+  if (w->gone_at) return now >= w->gone_at + PROBE_GRACE_MS * 1000000LL;
+  if (w->interval_ns <= 0 || now < w->probe_at || !bs->peers_known) return 0;
+  if (weft_socket_refuses(&bs->peers[w->want.src].addr, PROBE_CONNECT_MS)) w->gone_at = now;
+  if (++w->probes >= PROBE_STEADY && w->interval_ns < PROBE_BACKOFF_MAX * bs->probe_ms * 1000000LL)
+    w->interval_ns *= 2;
+  w->probe_at = now + w->interval_ns;
+  return 0;
+}
+
 ncclResult_t weft_bs_recv_kind(struct weft_bootstrap* bs, int peer, int kind, int tag, void* data,
                                size_t size, volatile uint32_t* abort_flag, int64_t deadline) {
   WEFT_CHECK(check_peer(bs, peer, "recv"));
-  struct match want = {peer, kind, tag};
+  struct recv_wait wait = {.want = {peer, kind, tag}, .interval_ns = bs->probe_ms * 1000000LL};
+  wait.probe_at = weft_socket_now_ns() + wait.interval_ns;
+  struct match want = wait.want;
   char what[160];
   snprintf(what, sizeof(what), "waiting for a message (tag %d) from rank %d", tag, peer);
-  WEFT_CHECK(weft_bs_progress(bs, NULL, 0, have_match, &want, abort_flag, deadline, what));
+  WEFT_CHECK(weft_bs_progress(bs, NULL, 0, arrived_or_gone, &wait, abort_flag, deadline, what));
+  if (find_match(bs, &want) == NULL) {
+    char addr[WEFT_SOCKET_ADDR_STRLEN];
+    WEFT_WARN(
+        "Bootstrap: rank %d of %d: rank %d (at %s) is gone: it refuses connections (it exited, "
+        "failed or aborted) while %s",
+        bs->rank, bs->nranks, peer, weft_socket_addr_str(&bs->peers[peer].addr, addr, sizeof(addr)), what);
+    return ncclRemoteError;
+  }
   struct weft_bs_msg** link = find_match(bs, &want);
   struct weft_bs_msg* m = *link;
   *link = m->next;

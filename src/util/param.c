@@ -43,6 +43,9 @@ static const struct weft_param_def params[] = {
     {"WEFT_BOOTSTRAP_MAX_CONNS", WEFT_PARAM_INT, "64",
      "Connections a rank keeps open to send further bootstrap messages to other processes' ranks, least "
      "recently used closed first (0: one connection a message)"},
+    {"WEFT_BOOTSTRAP_PROBE_MS", WEFT_PARAM_INT, "1000",
+     "Milliseconds a bootstrap receive waits before it checks that the sender still listens (then "
+     "every 2x as long, up to 8x; 0: never)"},
     /* Backend, waits and errors */
     {"WEFT_BACKEND", WEFT_PARAM_STR, "auto", "auto, cuda or host: where collectives run"},
     {"WEFT_TIMEOUT", WEFT_PARAM_INT, "1800", "Seconds a collective waits for a peer before failing"},

@@ -413,6 +413,14 @@ ncclResult_t weft_socket_connect_listening(const union weft_socket_addr* addr, c
   }
 }
 
+int weft_socket_refuses(const union weft_socket_addr* addr, int timeout_ms) {
+  int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  int err = try_connect(fd, addr, NULL, weft_socket_now_ns() + timeout_ms * 1000000LL);
+  close(fd);
+  return err == ECONNREFUSED;
+}
+
 ssize_t weft_socket_try_send(int fd, const void* buf, size_t len) {
   ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n >= 0) return n;

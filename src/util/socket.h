@@ -86,6 +86,9 @@ ncclResult_t weft_socket_connect(const union weft_socket_addr* addr, const char*
  * and is not retried (unreachable hosts and timeouts still are). */
 ncclResult_t weft_socket_connect_listening(const union weft_socket_addr* addr, const char* who, int listening,
                                            volatile uint32_t* abort_flag, int64_t deadline, int* fd);
+/* Whether a peer that listened at addr now refuses connections (1): its process exited or closed
+ * the socket. 0 when it answers or cannot be told within timeout_ms (a host that went away). */
+int weft_socket_refuses(const union weft_socket_addr* addr, int timeout_ms);
 /* Full transfers on a non-blocking fd. Abort gives ncclInternalError (INFO only), a deadline
  * ncclRemoteError, a closed or reset peer ncclRemoteError, other failures ncclSystemError. */
 ncclResult_t weft_socket_send_all(int fd, const void* buf, size_t len, const char* who,

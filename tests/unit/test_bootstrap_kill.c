@@ -1,8 +1,10 @@
 /* A rank killed (SIGKILL) during bootstrap init: the other ranks of a 4-process NCCL_COMM_ID job
  * must fail within seconds, well under WEFT_BOOTSTRAP_TIMEOUT, with ncclRemoteError and a WARN
  * naming the dead rank. Moments: waiting at the root for a rank that comes later, after its reply
- * but before connecting the ring, and after opening the ring while the others all-gather. The
- * victim of the last two speaks the protocol by hand so it stops exactly there. Processes are
+ * but before connecting the ring, and after opening the ring while the others all-gather (the
+ * victim speaks the protocol by hand so it stops exactly there); then, once the bootstrap is up
+ * (the root is gone), while the others wait for a message from it, and while they all-gather
+ * (ranks waiting for a rank that failed because of the victim name that rank). Processes are
  * forked before any thread starts. */
 #include <arpa/inet.h>
 
@@ -12,9 +14,12 @@
 #define NRANKS 4
 #define VICTIM 2
 #define QUICK_S 5.0 /* "at once": far below the 60 s bootstrap timeout */
+/* A rank that waits for a rank that failed because of the victim hears of it a probe later. */
+#define QUICK_HOPS_S 8.0
 
-enum moment { AT_ROOT, AFTER_REPLY, RING_OPENED };
-static const char* moment_name[] = {"waiting at the root", "after its reply", "ring opened"};
+enum moment { AT_ROOT, AFTER_REPLY, RING_OPENED, AWAITED, IN_GATHER };
+static const char* moment_name[] = {"waiting at the root", "after its reply", "ring opened",
+                                    "awaited after init", "in a later all-gather"};
 
 /* Check in with the root by hand; returns the successor's address (and the open link). */
 static int victim_checkin(const struct weft_bootstrap_handle* h, const union weft_socket_addr* listen_addr,
@@ -64,10 +69,17 @@ static int victim_open_ring(const struct weft_bootstrap_handle* h, const union w
   return weft_socket_send_all(fd, answer, sizeof(answer), "rank 3", NULL, deadline) == ncclSuccess;
 }
 
-/* The victim of AFTER_REPLY / RING_OPENED: reach the moment, tell the parent, wait for the kill. */
+/* The victim of the later moments: reach the moment, tell the parent, wait for the kill. */
 static void victim_main(enum moment when, int ready_fd) {
   ncclUniqueId id;
   if (weft_bootstrap_get_unique_id(&id) != ncclSuccess) _exit(2);
+  if (when >= AWAITED) {
+    struct weft_bootstrap* bs = NULL;
+    if (weft_bootstrap_init(&id, VICTIM, NRANKS, NULL, &bs) != ncclSuccess) _exit(3);
+    if (write(ready_fd, "r", 1) != 1) _exit(5);
+    pause();
+    _exit(6);
+  }
   struct weft_bootstrap_handle h;
   memcpy(&h, id.internal, sizeof(h));
   union weft_socket_addr listen_addr = {.sin = {.sin_family = AF_INET}}, next;
@@ -84,17 +96,31 @@ static void victim_main(enum moment when, int ready_fd) {
 /* When each rank's init returned (monotonic clock, shared by the processes). */
 static int64_t* failed_at;
 
-/* A normal rank: init must fail with ncclRemoteError and a WARN naming the victim. It stays a
- * moment, as a real process would while reporting, so the root it may host outlives the kill. */
-static void rank_proc(int rank, int delay_ms) {
+/* After init, the step that must fail: a receive from the victim, or an all-gather. */
+static ncclResult_t after_init(struct weft_bootstrap* bs, enum moment when) {
+  if (when == AWAITED) {
+    int value;
+    return weft_bootstrap_recv(bs, VICTIM, 7, &value, sizeof(value));
+  }
+  int all[NRANKS] = {0};
+  return weft_bootstrap_allgather(bs, all, sizeof(all[0]));
+}
+
+/* A normal rank: init (or the step after it) must fail with ncclRemoteError and a WARN naming
+ * the victim, or in an all-gather after init a rank that is gone. It stays a moment, as a real
+ * process would while reporting, so the root it may host outlives the kill. */
+static void rank_proc(int rank, int delay_ms, enum moment when) {
   if (delay_ms) usleep(delay_ms * 1000);
   ncclUniqueId id;
   struct weft_bootstrap* bs = NULL;
   ncclResult_t res = weft_bootstrap_get_unique_id(&id);
   if (res == ncclSuccess) res = weft_bootstrap_init(&id, rank, NRANKS, NULL, &bs);
+  if (res == ncclSuccess && when >= AWAITED) res = after_init(bs, when);
   failed_at[rank] = weft_socket_now_ns();
   const char* err = weft_log_last_error();
-  int ok = res == ncclRemoteError && strstr(err, "rank 2") != NULL;
+  int names_lost_rank = strstr(err, "is gone") != NULL || strstr(err, "closed the connection") != NULL;
+  int ok =
+      res == ncclRemoteError && (strstr(err, "rank 2") != NULL || (when == IN_GATHER && names_lost_rank));
   if (!ok) fprintf(stderr, "rank %d: result %d, last error \"%s\"\n", rank, res, err);
   weft_bootstrap_destroy(bs);
   usleep(2000000);
@@ -114,7 +140,7 @@ static void kill_during(enum moment when) {
     close(ready[0]);
     if (r == VICTIM && when != AT_ROOT) victim_main(when, ready[1]);
     /* AT_ROOT: the last rank comes only after the kill, and must be turned away at once too. */
-    rank_proc(r, when == AT_ROOT && r == NRANKS - 1 ? 1500 : 0);
+    rank_proc(r, when == AT_ROOT && r == NRANKS - 1 ? 1500 : 0, when);
   }
   close(ready[1]);
   if (when == AT_ROOT) {
@@ -134,7 +160,8 @@ static void kill_during(enum moment when) {
     double secs = (failed_at[r] - killed) / 1e9;
     int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     EXPECT_MSG(ok, "%s: rank %d status 0x%x", moment_name[when], r, status);
-    EXPECT_MSG(secs < QUICK_S, "%s: rank %d ended %.2f s after the kill", moment_name[when], r, secs);
+    EXPECT_MSG(secs < (when == IN_GATHER ? QUICK_HOPS_S : QUICK_S), "%s: rank %d ended %.2f s after the kill",
+               moment_name[when], r, secs);
   }
   double worst = 0;
   for (int r = 0; r < NRANKS; r++)
@@ -157,7 +184,7 @@ int main(int argc, char** argv) {
   for (int g = 0; g < 2; g++) {
     setenv("WEFT_BOOTSTRAP_LOG_GATHER_MIN", gathers[g], 1);
     printf("WEFT_BOOTSTRAP_LOG_GATHER_MIN=%s\n", gathers[g]);
-    for (enum moment m = AT_ROOT; m <= RING_OPENED; m++) {
+    for (enum moment m = AT_ROOT; m <= IN_GATHER; m++) {
       if (argc > 1 && atoi(argv[1]) != (int)m) continue; /* one moment, for debugging */
       kill_during(m);
       /* A fresh root address per job: the last one may linger in TIME_WAIT. */
