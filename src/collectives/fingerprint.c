@@ -1,6 +1,7 @@
 /* Fingerprints of collective calls and the WARN that names how two ranks' calls differ. */
 #include "collectives/fingerprint.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,16 +35,25 @@ static const char* op_name(int op) {
   return op >= 0 && op < (int)(sizeof(names) / sizeof(names[0])) ? names[op] : "?";
 }
 
-/* "count 1024", "datatype 7", ...: the first field that differs, as the value fp has. */
+/* Append one field's text to buf, after " and " when it holds one already. */
+static void add_field(char* buf, size_t n, const char* fmt, ...) {
+  size_t used = strlen(buf);
+  if (used > 0 && used < n) used += (size_t)snprintf(buf + used, n - used, " and ");
+  if (used >= n) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + used, n - used, fmt, ap);
+  va_end(ap);
+}
+
+/* "count 1024", "datatype 7 and op ncclMax", ...: every field in which fp differs from other,
+ * with fp's values. */
 static void field_text(const struct weft_call_fp* fp, const struct weft_call_fp* other, char* buf, size_t n) {
-  if (fp->count != other->count)
-    snprintf(buf, n, "count %llu", (unsigned long long)fp->count);
-  else if (fp->dtype != other->dtype)
-    snprintf(buf, n, "datatype %d", (int)fp->dtype);
-  else if (fp->op != other->op)
-    snprintf(buf, n, "op %s", op_name(fp->op));
-  else
-    snprintf(buf, n, "root %d", (int)fp->root);
+  buf[0] = '\0';
+  if (fp->count != other->count) add_field(buf, n, "count %llu", (unsigned long long)fp->count);
+  if (fp->dtype != other->dtype) add_field(buf, n, "datatype %d", (int)fp->dtype);
+  if (fp->op != other->op) add_field(buf, n, "op %s", op_name(fp->op));
+  if (fp->root != other->root) add_field(buf, n, "root %d", (int)fp->root);
 }
 
 uint32_t weft_call_fp_hash(const struct weft_call_fp* fp) {
@@ -116,6 +126,51 @@ static int guess_one_field(const struct weft_call_fp* mine, const struct weft_ca
   return 0;
 }
 
+/* mine (its count already the peer's) with two fields other than the count changed: datatype,
+ * op or root with a second of them or with the collective. At most a few hundred thousand
+ * hashes at 1,024 ranks (a few ms, only once a mismatch is found). */
+static int guess_two_fields(const struct weft_call_fp* mine, uint32_t theirs, int nranks,
+                            struct weft_call_fp* out) {
+  struct weft_call_fp fp = *mine;
+  for (int dt = 0; dt < (int)ncclNumTypes; dt++) {
+    if (dt == mine->dtype) continue;
+    fp = *mine;
+    fp.dtype = (uint8_t)dt;
+    for (int op = 1; has_op(mine->coll) && op <= (int)ncclNumOps + 1; op++) {
+      fp.op = (uint8_t)op;
+      if (op != mine->op && matches(&fp, theirs, out)) return 1;
+    }
+    fp.op = mine->op;
+    for (int root = 0; has_root(mine->coll) && root < nranks; root++) {
+      fp.root = root;
+      if (root != mine->root && matches(&fp, theirs, out)) return 1;
+    }
+    fp.root = mine->root;
+    for (int coll = 0; coll < WEFT_COLL_SEND; coll++)
+      if (coll != mine->coll && guess_coll(&fp, coll, theirs, nranks, out)) return 1;
+  }
+  for (int op = 1; has_op(mine->coll) && op <= (int)ncclNumOps + 1; op++) {
+    if (op == mine->op) continue;
+    fp = *mine;
+    fp.op = (uint8_t)op;
+    for (int root = 0; has_root(mine->coll) && root < nranks; root++) {
+      fp.root = root;
+      if (root != mine->root && matches(&fp, theirs, out)) return 1;
+    }
+    fp.root = mine->root;
+    for (int coll = 0; coll < WEFT_COLL_SEND; coll++)
+      if (coll != mine->coll && has_op(coll) && guess_coll(&fp, coll, theirs, nranks, out)) return 1;
+  }
+  for (int root = 0; has_root(mine->coll) && root < nranks; root++) {
+    if (root == mine->root) continue;
+    fp = *mine;
+    fp.root = root;
+    for (int coll = 0; coll < WEFT_COLL_SEND; coll++)
+      if (coll != mine->coll && has_root(coll) && guess_coll(&fp, coll, theirs, nranks, out)) return 1;
+  }
+  return 0;
+}
+
 /* The k-th count (k = 0, 1, 2, ...) with the tag's low 16 bits, by distance from mine: the nearest
  * below or equal, the nearest above, then alternating outwards. Returns 0 past the range. */
 static int count_candidate(uint64_t mine, uint16_t low, uint64_t k, uint64_t* out) {
@@ -144,6 +199,11 @@ int weft_call_fp_guess(const struct weft_call_fp* mine, uint64_t theirs, int nra
   /* Farther counts, the count alone (2^16 each way: 2^32 elements). */
   for (uint64_t k = 4; k < 2 * 0x10000; k++)
     if (count_candidate(mine->count, low, k, &fp.count) && matches(&fp, hash, out)) return 1;
+  /* Two other fields, with the nearest counts (mine, where the low bits agree). */
+  for (uint64_t k = 0; k < 2; k++) {
+    if (!count_candidate(mine->count, low, k, &fp.count)) continue;
+    if (guess_two_fields(&fp, hash, nranks, out)) return 1;
+  }
   return 0;
 }
 
@@ -154,7 +214,7 @@ void weft_call_fp_describe(int a, const struct weft_call_fp* fa, int b, const st
              weft_coll_name(fb->coll));
     return;
   }
-  char ta[48], tb[48];
+  char ta[112], tb[112];
   field_text(fa, fb, ta, sizeof(ta));
   field_text(fb, fa, tb, sizeof(tb));
   snprintf(buf, n, "rank %d called nccl%s with %s, rank %d with %s", a, weft_coll_name(fb->coll), ta, b, tb);

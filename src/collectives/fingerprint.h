@@ -42,12 +42,13 @@ static inline uint64_t weft_step_tag_seq(uint64_t tag, uint64_t near) {
 /* A peer's call told from its step tag (theirs) and this rank's call of that number (mine): the
  * call whose count has the tag's low 16 bits (the nearest to mine first, within 2^32 elements)
  * and that differs from mine in the count alone, or also in one other field (collective,
- * datatype, op or root; with the count nearest to mine only), and has the tag's hash. Returns
- * whether one was found; two fields other than the count cannot be told. A wrong answer needs
- * a 32-bit hash collision among the calls tried (about 130,000 counts, a few hundred others). */
+ * datatype, op or root; with the nearest counts only), or in two of those (with the count nearest
+ * to mine), and has the tag's hash. Returns whether one was found; three fields other than the
+ * count cannot be told. A wrong answer needs a 32-bit hash collision among the calls tried
+ * (about 130,000 counts, up to a few hundred thousand others at 1,024 ranks). */
 int weft_call_fp_guess(const struct weft_call_fp* mine, uint64_t theirs, int nranks,
                        struct weft_call_fp* out);
-/* WARN on rank `me` (seq: the call) naming the first field in which peer's call differs from its
+/* WARN on rank `me` (seq: the call) naming the fields in which peer's call differs from its
  * own, e.g. "rank 1 called ncclAllReduce with count 1024, rank 0 with count 2048". */
 void weft_call_fp_warn(int me, const struct weft_call_fp* mine, int peer, const struct weft_call_fp* theirs,
                        uint64_t seq);

@@ -41,6 +41,8 @@ static const struct mcase cases[] = {
      AR(512, ncclFloat64, ncclSum), 0},
     {"allreduce op sum/max", "with op ncclMax", AR(512, ncclFloat32, ncclSum), AR(512, ncclFloat32, ncclMax),
      0},
+    {"allreduce datatype and op", "with datatype 8 and op ncclMax", AR(512, ncclFloat32, ncclSum),
+     AR(512, ncclFloat64, ncclMax), 0},
     {"broadcast root",
      "with root",
      {C_BROADCAST, 1000, ncclInt32, ncclSum, 0},
@@ -91,7 +93,8 @@ static ncclResult_t issue(const struct call* k, const void* s, void* r, ncclComm
 
 static int as_procs;
 /* Across hosts a step's tag carries the count's low bits and a hash of the call: the finder tells
- * the peer's call from it (a count, and one other field at most) as boards tell it on one host. */
+ * the peer's call from it (a count and one other field, or two other fields) as boards tell it on
+ * one host. */
 static int across_hosts;
 
 /* The process's last error names the mismatch, and the field that differs where it can be told. */

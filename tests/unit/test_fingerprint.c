@@ -1,6 +1,6 @@
 /* A peer's call told from the tag its steps carry (weft_call_fp_guess): every call that differs
- * from this rank's in one field is found, with the field's value, and a count with one other
- * field; two fields other than the count are never mistaken for another call. */
+ * from this rank's in one field is found, with the field's value, a count with one other field,
+ * and two fields other than the count; three are never mistaken for another call. */
 #include <string.h>
 
 #include "check.h"
@@ -76,9 +76,32 @@ static void one_field_changes(int coll, int root) {
   expect_none(&mine, &far, "a count 2^33 away");
   struct weft_call_fp two = call(coll, ncclFloat64, ncclSum, root, 2000);
   expect_found(&mine, &two, "datatype and count");
-  if (coll != WEFT_COLL_BROADCAST && coll != WEFT_COLL_ALLGATHER) {
+  int has_op = coll != WEFT_COLL_BROADCAST && coll != WEFT_COLL_ALLGATHER;
+  int has_root = coll == WEFT_COLL_BROADCAST || coll == WEFT_COLL_REDUCE;
+  if (has_op) {
     struct weft_call_fp dt_op = call(coll, ncclFloat64, ncclMax, root, 1000);
-    expect_none(&mine, &dt_op, "datatype and op");
+    expect_found(&mine, &dt_op, "datatype and op");
+  }
+  if (has_root) {
+    struct weft_call_fp dt_root = call(coll, ncclInt8, ncclSum, NRANKS - 1, 1000);
+    expect_found(&mine, &dt_root, "datatype and root");
+  }
+  if (has_op && has_root) {
+    struct weft_call_fp op_root = call(coll, ncclFloat32, ncclProd, NRANKS - 1, 1000);
+    expect_found(&mine, &op_root, "op and root");
+    struct weft_call_fp three = call(coll, ncclFloat64, ncclMax, NRANKS - 1, 1000);
+    expect_none(&mine, &three, "datatype, op and root");
+  }
+  for (int other = 0; other < WEFT_COLL_SEND; other++) {
+    if (other == coll) continue;
+    struct weft_call_fp coll_dt = call(other, ncclUint8, ncclSum, root, 1000);
+    if (other != WEFT_COLL_BROADCAST && other != WEFT_COLL_ALLGATHER && !has_op) continue;
+    if ((other == WEFT_COLL_BROADCAST || other == WEFT_COLL_REDUCE) && !has_root) continue;
+    expect_found(&mine, &coll_dt, "collective and datatype");
+  }
+  if (has_op) {
+    struct weft_call_fp dt_op_far = call(coll, ncclFloat64, ncclMax, root, 1000 + 3 * 65536);
+    expect_none(&mine, &dt_op_far, "datatype and op with a count 3 x 2^16 away");
   }
 }
 
@@ -110,5 +133,13 @@ int main(void) {
   weft_call_fp_describe(1, &a, 0, &b, text, sizeof(text));
   EXPECT_MSG(strcmp(text, "rank 1 called ncclAllReduce with datatype 8, rank 0 with datatype 7") == 0, "%s",
              text);
+  /* Every field that differs, not only the first. */
+  struct weft_call_fp c = call(WEFT_COLL_REDUCE, ncclFloat64, ncclMax, 2, 512);
+  struct weft_call_fp d = call(WEFT_COLL_REDUCE, ncclFloat32, ncclSum, 0, 256);
+  weft_call_fp_describe(3, &c, 0, &d, text, sizeof(text));
+  EXPECT_MSG(strcmp(text,
+                    "rank 3 called ncclReduce with count 512 and datatype 8 and op ncclMax and root 2, "
+                    "rank 0 with count 256 and datatype 7 and op ncclSum and root 0") == 0,
+             "%s", text);
   return test_finish("fingerprint");
 }
