@@ -103,15 +103,29 @@ static ncclResult_t report_dead(struct weft_waiter* w, int p, const char* why) {
   return ncclRemoteError;
 }
 
+/* Ranks the long-stall scan looks at per check: its cost stays flat with the ranks on a host
+ * (every rank of a stalled job scans), and each rank is still seen within
+ * nranks / LIVE_SCAN_PER_CHECK checks (16 s at 1,024 ranks, checks being 0.5 s apart). */
+#define LIVE_SCAN_PER_CHECK 32
+
+static int watched_dead(struct weft_waiter* w, int p) {
+  if (!w->watch[p]) return 0;
+  w->live_probes++;
+  return process_dead(w->peers[p].pid);
+}
+
 ncclResult_t weft_host_check_peers(struct weft_waiter* w, int peer, int all) {
   if (w->peers == NULL || w->watch == NULL) return ncclSuccess;
-  if (peer >= 0 && peer < w->nranks && w->watch[peer] && process_dead(w->peers[peer].pid))
-    return report_dead(w, peer, "");
+  if (peer >= 0 && peer < w->nranks && watched_dead(w, peer)) return report_dead(w, peer, "");
   /* A peer that finished its part may exit while we still wait for another one, so the death
    * of a rank we do not wait for counts only after a long stall. */
-  for (int p = 0; all && p < w->nranks; p++)
-    if (w->watch[p] && process_dead(w->peers[p].pid))
+  int n = all ? (w->nranks < LIVE_SCAN_PER_CHECK ? w->nranks : LIVE_SCAN_PER_CHECK) : 0;
+  for (int k = 0; k < n; k++) {
+    int p = w->live_scan_next;
+    w->live_scan_next = (p + 1) % w->nranks;
+    if (watched_dead(w, p))
       return report_dead(w, p, peer >= 0 ? " while this rank waited for another peer" : "");
+  }
   return ncclSuccess;
 }
 

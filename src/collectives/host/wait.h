@@ -36,9 +36,11 @@ struct weft_waiter {
   uint64_t seq;                    /* its sequence number */
   int warned;                      /* the one slow-wait WARN of this operation was logged */
   uint64_t next_live_check_ns;
-  int oversub;       /* more ranks than CPUs on this host: waits yield instead of spinning */
-  int32_t* cpu_slot; /* where this rank's waits note its CPU for peers' waits (its board); NULL: none */
-  uint64_t sleeps;   /* futex sleeps of counter waits so far: a wait that could not spin it out */
+  int live_scan_next;   /* the next rank the long-stall scan of weft_host_check_peers looks at */
+  uint64_t live_probes; /* processes looked up so far (tests: the scan's cost is bounded) */
+  int oversub;          /* more ranks than CPUs on this host: waits yield instead of spinning */
+  int32_t* cpu_slot;    /* where this rank's waits note its CPU for peers' waits (its board); NULL: none */
+  uint64_t sleeps;      /* futex sleeps of counter waits so far: a wait that could not spin it out */
   /* Longest futex sleep of weft_host_wait between checks. Shorter where a post to another
    * counter may be what the thread needs (interleaved channels: a futex sees one counter). */
   uint64_t sleep_slice_ns;
@@ -90,7 +92,7 @@ ncclResult_t weft_host_idle(struct weft_waiter* w, uint64_t start_ns, int peer, 
 /* A step from peer carried tag theirs, not w->step_tag: WARN (through bad_step when set) and
  * return ncclInvalidUsage. */
 ncclResult_t weft_host_bad_step(struct weft_waiter* w, int peer, uint64_t theirs);
-/* Whether the process of peer (or, with all, of any watched rank) died; WARNs naming it and
+/* Whether the process of peer (or, with all, of the next 32 watched ranks in turn) died; WARNs naming it and
  * returns ncclRemoteError. */
 ncclResult_t weft_host_check_peers(struct weft_waiter* w, int peer, int all);
 
