@@ -19,7 +19,8 @@ struct weft_peer_info {
   int rank;
   int backend;        /* enum weft_backend */
   uint64_t host_hash; /* host name + boot id, or WEFT_HOSTID / NCCL_HOSTID */
-  uint64_t pid_hash;  /* host hash + pid: ranks of one process share it */
+  uint64_t pid_hash;  /* host hash + pid namespace + pid: ranks of one process share it */
+  uint64_t pid_ns;    /* inode of the pid namespace (0: unknown): pids compare only within one */
   int pid;
   int cuda_dev;     /* -1 on the host backend; the rank's own numbering (CUDA_VISIBLE_DEVICES) */
   int64_t bus_id;   /* PCI bus id of the device (weft_cuda_device_busid), -1 if none */

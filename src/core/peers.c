@@ -45,11 +45,12 @@ void weft_peer_info_fill(const struct ncclComm* comm, struct weft_peer_info* inf
   info->backend = comm->ctx.backend;
   info->host_hash = weft_hash_bytes(ident, strlen(ident), 0);
   info->pid = (int)getpid();
-  info->pid_hash = weft_hash_bytes(&info->pid, sizeof(info->pid), info->host_hash);
+  struct stat st;
+  if (stat("/proc/self/ns/pid", &st) == 0) info->pid_ns = (uint64_t)st.st_ino;
+  info->pid_hash = weft_hash_bytes(&info->pid, sizeof(info->pid), info->host_hash ^ info->pid_ns);
   info->cuda_dev = comm->ctx.backend == WEFT_BACKEND_CUDA ? comm->ctx.cuda_dev : -1;
   /* Ordinals are per process (CUDA_VISIBLE_DEVICES): the bus id names the device on the host. */
   info->bus_id = comm->ctx.backend == WEFT_BACKEND_CUDA ? weft_cuda_device_busid(comm->ctx.cuda_dev) : -1;
-  struct stat st;
   const char* shm_dir = weft_param_str("WEFT_SHM_DIR");
   if (stat(shm_dir ? shm_dir : "/dev/shm", &st) == 0) info->shm_dev = (uint64_t)st.st_dev;
   info->numa_node = weft_current_numa_node();
