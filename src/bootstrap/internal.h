@@ -190,6 +190,7 @@ struct weft_bootstrap {
   uint64_t conn_clock, inc_clock;
   uint64_t nconnects, naccepts; /* message connections opened, and accepted (tests, bench) */
   int64_t probe_ms;             /* WEFT_BOOTSTRAP_PROBE_MS: see weft_bs_recv_kind */
+  int idle_polls;               /* polls in a row that timed out (wait_once: a longer slice) */
   struct weft_bs_msg* parked;   /* completion order */
   struct pollfd* pfds;          /* scratch of weft_bs_progress */
   int cappfds;

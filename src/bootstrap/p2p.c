@@ -314,6 +314,9 @@ void weft_bs_incoming_drop_all(struct weft_bootstrap* bs) {
   }
 }
 
+/* Idle polls double the poll's slice, up to WEFT_SOCKET_POLL_MS << POLL_BACKOFF_SHIFT (160 ms). */
+#define POLL_BACKOFF_SHIFT 3
+
 /* One poll over the ops still running, the listen socket and the incoming connections. */
 static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops, int nops, int64_t deadline,
                               const char* what) {
@@ -341,14 +344,21 @@ static ncclResult_t wait_once(struct weft_bootstrap* bs, struct weft_bs_op* ops,
   /* Kept connections: readable when the receiver shut its side or went away. */
   int first_conn = n, nconns = bs->nconns;
   for (int i = 0; i < nconns; i++) bs->pfds[n++] = (struct pollfd){.fd = bs->conns[i].fd, .events = POLLIN};
-  int64_t left_ms = deadline == WEFT_SOCKET_NO_DEADLINE
-                        ? WEFT_SOCKET_POLL_MS
-                        : (deadline - weft_socket_now_ns() + 999999) / 1000000;
-  int ms = left_ms < 0 ? 0 : left_ms < WEFT_SOCKET_POLL_MS ? (int)left_ms : WEFT_SOCKET_POLL_MS;
-  if (poll(bs->pfds, n, ms) < 0 && errno != EINTR) {
+  /* The slice bounds how late the abort flag (memory, not an fd) is seen. It grows while
+   * nothing arrives: with hundreds of waiting processes on a few cores, 50 wake-ups a second
+   * each (every one polling all the fds above) took a growing share of the CPUs the ranks that
+   * do work need. */
+  int slice =
+      WEFT_SOCKET_POLL_MS << (bs->idle_polls < POLL_BACKOFF_SHIFT ? bs->idle_polls : POLL_BACKOFF_SHIFT);
+  int64_t left_ms =
+      deadline == WEFT_SOCKET_NO_DEADLINE ? slice : (deadline - weft_socket_now_ns() + 999999) / 1000000;
+  int ms = left_ms < 0 ? 0 : left_ms < slice ? (int)left_ms : slice;
+  int ready = poll(bs->pfds, n, ms);
+  if (ready < 0 && errno != EINTR) {
     WEFT_WARN("Bootstrap: rank %d: poll failed: %s", bs->rank, strerror(errno));
     return ncclSystemError;
   }
+  bs->idle_polls = ready > 0 ? 0 : bs->idle_polls + 1;
   int64_t now = weft_socket_now_ns();
   int ninc = bs->ninc;
   /* Backwards: removing entry i moves the last (already visited) one into its place. */
