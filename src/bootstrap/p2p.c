@@ -484,8 +484,6 @@ static struct weft_bs_msg** find_match(struct weft_bootstrap* bs, const struct m
   return best;
 }
 
-static int have_match(struct weft_bootstrap* bs, void* arg) { return find_match(bs, arg) != NULL; }
-
 static ncclResult_t check_peer(struct weft_bootstrap* bs, int peer, const char* op) {
   if (peer < 0 || peer >= bs->nranks) {
     WEFT_WARN("Bootstrap: rank %d: %s with peer %d, outside 0..%d", bs->rank, op, peer, bs->nranks - 1);
@@ -636,11 +634,11 @@ ncclResult_t weft_bs_recv_kind(struct weft_bootstrap* bs, int peer, int kind, in
   WEFT_CHECK(check_peer(bs, peer, "recv"));
   struct recv_wait wait = {.want = {peer, kind, tag}, .interval_ns = bs->probe_ms * 1000000LL};
   wait.probe_at = weft_socket_now_ns() + wait.interval_ns;
-  struct match want = wait.want;
   char what[160];
   snprintf(what, sizeof(what), "waiting for a message (tag %d) from rank %d", tag, peer);
   WEFT_CHECK(weft_bs_progress(bs, NULL, 0, arrived_or_gone, &wait, abort_flag, deadline, what));
-  if (find_match(bs, &want) == NULL) {
+  struct weft_bs_msg** link = find_match(bs, &wait.want);
+  if (link == NULL) { /* the wait ended because the sender is gone */
     char addr[WEFT_SOCKET_ADDR_STRLEN];
     WEFT_WARN(
         "Bootstrap: rank %d of %d: rank %d (at %s) is gone: it refuses connections (it exited, "
@@ -648,7 +646,6 @@ ncclResult_t weft_bs_recv_kind(struct weft_bootstrap* bs, int peer, int kind, in
         bs->rank, bs->nranks, peer, weft_socket_addr_str(&bs->peers[peer].addr, addr, sizeof(addr)), what);
     return ncclRemoteError;
   }
-  struct weft_bs_msg** link = find_match(bs, &want);
   struct weft_bs_msg* m = *link;
   *link = m->next;
   ncclResult_t res = ncclSuccess;

@@ -66,107 +66,105 @@ uint32_t weft_call_fp_hash(const struct weft_call_fp* fp) {
   return h;
 }
 
-/* Whether fp has the hash a step tag carries (weft_step_tag_make); if so it is the answer. */
-static int matches(const struct weft_call_fp* fp, uint32_t theirs, struct weft_call_fp* out) {
+/* What a guess looks for: the call with the hash a step tag carries (weft_step_tag_make). */
+struct guess {
+  uint32_t theirs;
+  int nranks;
+  struct weft_call_fp* out;
+};
+
+/* Whether fp has the tag's hash; if so it is the answer. */
+static int matches(const struct weft_call_fp* fp, void* arg) {
+  struct guess* g = arg;
   uint32_t h = weft_call_fp_hash(fp);
-  if ((h ? h : 1) != theirs) return 0;
-  *out = *fp;
+  if ((h ? h : 1) != g->theirs) return 0;
+  *g->out = *fp;
   return 1;
 }
 
-/* mine as collective coll: op and root kept where both collectives take them, else each value
+typedef int (*fp_try)(const struct weft_call_fp* fp, void* arg);
+
+/* base as collective coll: op and root kept where both collectives take them, else each value
  * in turn (ops 1..ncclNumOps+1, roots 0..nranks-1), or the neutral one where coll takes none. */
-static int guess_coll(const struct weft_call_fp* mine, int coll, uint32_t theirs, int nranks,
-                      struct weft_call_fp* out) {
+static int each_as_coll(const struct weft_call_fp* base, int coll, int nranks, fp_try try, void* arg) {
   int op_lo = 0, op_hi = 0, root_lo = -1, root_hi = -1;
-  if (has_op(coll) && has_op(mine->coll)) {
-    op_lo = op_hi = mine->op;
+  if (has_op(coll) && has_op(base->coll)) {
+    op_lo = op_hi = base->op;
   } else if (has_op(coll)) {
     op_lo = 1;
     op_hi = (int)ncclNumOps + 1;
   }
-  if (has_root(coll) && has_root(mine->coll)) {
-    root_lo = root_hi = mine->root;
+  if (has_root(coll) && has_root(base->coll)) {
+    root_lo = root_hi = base->root;
   } else if (has_root(coll)) {
     root_lo = 0;
     root_hi = nranks - 1;
   }
-  struct weft_call_fp fp = *mine;
+  struct weft_call_fp fp = *base;
   fp.coll = (uint8_t)coll;
   for (int op = op_lo; op <= op_hi; op++)
     for (int root = root_lo; root <= root_hi; root++) {
       fp.op = (uint8_t)op;
       fp.root = root;
-      if (matches(&fp, theirs, out)) return 1;
+      if (try(&fp, arg)) return 1;
     }
   return 0;
 }
 
-/* mine (its count already the peer's) with one other field changed, or none (any = 0). */
-static int guess_one_field(const struct weft_call_fp* mine, const struct weft_call_fp* orig, uint32_t theirs,
-                           int nranks, struct weft_call_fp* out) {
-  if (!weft_call_fp_equal(mine, orig) && matches(mine, theirs, out)) return 1;
-  struct weft_call_fp fp = *mine;
-  for (int dt = 0; dt < (int)ncclNumTypes; dt++) {
-    fp.dtype = (uint8_t)dt;
-    if (dt != mine->dtype && matches(&fp, theirs, out)) return 1;
+/* The fields a guess changes, in the order it changes them. */
+enum { F_DTYPE, F_OP, F_ROOT, F_COLL, F_NONE };
+
+static int coll_takes(int coll, int field) {
+  return field == F_OP ? has_op(coll) : field == F_ROOT ? has_root(coll) : 1;
+}
+
+/* try on base with field changed to each other value it takes (none where base's collective
+ * takes no such field); F_COLL: each other collective (each_as_coll) that also takes field
+ * `keep`, so a change already made to it stays. Stops at the first try that accepts. */
+static int vary(const struct weft_call_fp* base, int field, int keep, int nranks, fp_try try, void* arg) {
+  struct weft_call_fp fp = *base;
+  if (field == F_COLL) {
+    for (int coll = 0; coll < WEFT_COLL_SEND; coll++)
+      if (coll != base->coll && coll_takes(coll, keep) && each_as_coll(base, coll, nranks, try, arg))
+        return 1;
+    return 0;
   }
-  fp = *mine;
-  for (int op = 1; has_op(mine->coll) && op <= (int)ncclNumOps + 1; op++) {
-    fp.op = (uint8_t)op;
-    if (op != mine->op && matches(&fp, theirs, out)) return 1;
+  if (!coll_takes(base->coll, field)) return 0;
+  int lo = field == F_OP ? 1 : 0;
+  int hi = field == F_DTYPE ? (int)ncclNumTypes - 1 : field == F_OP ? (int)ncclNumOps + 1 : nranks - 1;
+  for (int v = lo; v <= hi; v++) {
+    if (field == F_DTYPE) fp.dtype = (uint8_t)v;
+    if (field == F_OP) fp.op = (uint8_t)v;
+    if (field == F_ROOT) fp.root = v;
+    if (!weft_call_fp_equal(&fp, base) && try(&fp, arg)) return 1;
   }
-  fp = *mine;
-  for (int root = 0; has_root(mine->coll) && root < nranks; root++) {
-    fp.root = root;
-    if (root != mine->root && matches(&fp, theirs, out)) return 1;
-  }
-  for (int coll = 0; coll < WEFT_COLL_SEND; coll++)
-    if (coll != mine->coll && guess_coll(mine, coll, theirs, nranks, out)) return 1;
   return 0;
 }
 
-/* mine (its count already the peer's) with two fields other than the count changed: datatype,
- * op or root with a second of them or with the collective. At most a few hundred thousand
- * hashes at 1,024 ranks (a few ms, only once a mismatch is found). */
-static int guess_two_fields(const struct weft_call_fp* mine, uint32_t theirs, int nranks,
-                            struct weft_call_fp* out) {
-  struct weft_call_fp fp = *mine;
-  for (int dt = 0; dt < (int)ncclNumTypes; dt++) {
-    if (dt == mine->dtype) continue;
-    fp = *mine;
-    fp.dtype = (uint8_t)dt;
-    for (int op = 1; has_op(mine->coll) && op <= (int)ncclNumOps + 1; op++) {
-      fp.op = (uint8_t)op;
-      if (op != mine->op && matches(&fp, theirs, out)) return 1;
-    }
-    fp.op = mine->op;
-    for (int root = 0; has_root(mine->coll) && root < nranks; root++) {
-      fp.root = root;
-      if (root != mine->root && matches(&fp, theirs, out)) return 1;
-    }
-    fp.root = mine->root;
-    for (int coll = 0; coll < WEFT_COLL_SEND; coll++)
-      if (coll != mine->coll && guess_coll(&fp, coll, theirs, nranks, out)) return 1;
-  }
-  for (int op = 1; has_op(mine->coll) && op <= (int)ncclNumOps + 1; op++) {
-    if (op == mine->op) continue;
-    fp = *mine;
-    fp.op = (uint8_t)op;
-    for (int root = 0; has_root(mine->coll) && root < nranks; root++) {
-      fp.root = root;
-      if (root != mine->root && matches(&fp, theirs, out)) return 1;
-    }
-    fp.root = mine->root;
-    for (int coll = 0; coll < WEFT_COLL_SEND; coll++)
-      if (coll != mine->coll && has_op(coll) && guess_coll(&fp, coll, theirs, nranks, out)) return 1;
-  }
-  for (int root = 0; has_root(mine->coll) && root < nranks; root++) {
-    if (root == mine->root) continue;
-    fp = *mine;
-    fp.root = root;
-    for (int coll = 0; coll < WEFT_COLL_SEND; coll++)
-      if (coll != mine->coll && has_root(coll) && guess_coll(&fp, coll, theirs, nranks, out)) return 1;
+/* try on every call that differs from base in one field from `from` on (datatype, op, root,
+ * collective), keeping `keep` (see vary). */
+static int each_change_from(const struct weft_call_fp* base, int from, int keep, int nranks, fp_try try,
+                            void* arg) {
+  for (int f = from; f <= F_COLL; f++)
+    if (vary(base, f, keep, nranks, try, arg)) return 1;
+  return 0;
+}
+
+/* Two fields other than the count: a first change, then a second to a later field. */
+struct second {
+  struct guess* g;
+  int first;
+};
+
+static int second_change(const struct weft_call_fp* fp, void* arg) {
+  struct second* s = arg;
+  return each_change_from(fp, s->first + 1, s->first, s->g->nranks, matches, s->g);
+}
+
+static int each_two_field_change(const struct weft_call_fp* base, struct guess* g) {
+  for (int f = F_DTYPE; f < F_COLL; f++) {
+    struct second s = {g, f};
+    if (vary(base, f, F_NONE, g->nranks, second_change, &s)) return 1;
   }
   return 0;
 }
@@ -188,22 +186,22 @@ static int count_candidate(uint64_t mine, uint16_t low, uint64_t k, uint64_t* ou
 
 int weft_call_fp_guess(const struct weft_call_fp* mine, uint64_t theirs, int nranks,
                        struct weft_call_fp* out) {
-  uint32_t hash = weft_step_tag_hash(theirs);
+  struct guess g = {weft_step_tag_hash(theirs), nranks, out};
   uint16_t low = (uint16_t)(theirs >> 32);
   struct weft_call_fp fp = *mine;
-  /* The nearest counts with the tag's low bits: alone, or with one other field. */
+  /* The nearest counts with the tag's low bits: alone (not mine itself), or with one other field. */
   for (uint64_t k = 0; k < 4; k++) {
     if (!count_candidate(mine->count, low, k, &fp.count)) continue;
-    if (guess_one_field(&fp, mine, hash, nranks, out)) return 1;
+    if ((fp.count != mine->count && matches(&fp, &g)) ||
+        each_change_from(&fp, F_DTYPE, F_NONE, nranks, matches, &g))
+      return 1;
   }
   /* Farther counts, the count alone (2^16 each way: 2^32 elements). */
   for (uint64_t k = 4; k < 2 * 0x10000; k++)
-    if (count_candidate(mine->count, low, k, &fp.count) && matches(&fp, hash, out)) return 1;
+    if (count_candidate(mine->count, low, k, &fp.count) && matches(&fp, &g)) return 1;
   /* Two other fields, with the nearest counts (mine, where the low bits agree). */
-  for (uint64_t k = 0; k < 2; k++) {
-    if (!count_candidate(mine->count, low, k, &fp.count)) continue;
-    if (guess_two_fields(&fp, hash, nranks, out)) return 1;
-  }
+  for (uint64_t k = 0; k < 2; k++)
+    if (count_candidate(mine->count, low, k, &fp.count) && each_two_field_change(&fp, &g)) return 1;
   return 0;
 }
 

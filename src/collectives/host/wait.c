@@ -103,11 +103,6 @@ static ncclResult_t report_dead(struct weft_waiter* w, int p, const char* why) {
   return ncclRemoteError;
 }
 
-/* Ranks the long-stall scan looks at per check: its cost stays flat with the ranks on a host
- * (every rank of a stalled job scans), and each rank is still seen within
- * nranks / LIVE_SCAN_PER_CHECK checks (16 s at 1,024 ranks, checks being 0.5 s apart). */
-#define LIVE_SCAN_PER_CHECK 32
-
 static int watched_dead(struct weft_waiter* w, int p) {
   if (!w->watch[p]) return 0;
   w->live_probes++;
@@ -119,7 +114,7 @@ ncclResult_t weft_host_check_peers(struct weft_waiter* w, int peer, int all) {
   if (peer >= 0 && peer < w->nranks && watched_dead(w, peer)) return report_dead(w, peer, "");
   /* A peer that finished its part may exit while we still wait for another one, so the death
    * of a rank we do not wait for counts only after a long stall. */
-  int n = all ? (w->nranks < LIVE_SCAN_PER_CHECK ? w->nranks : LIVE_SCAN_PER_CHECK) : 0;
+  int n = all ? (w->nranks < WEFT_LIVE_SCAN_PER_CHECK ? w->nranks : WEFT_LIVE_SCAN_PER_CHECK) : 0;
   for (int k = 0; k < n; k++) {
     int p = w->live_scan_next;
     w->live_scan_next = (p + 1) % w->nranks;

@@ -92,8 +92,12 @@ ncclResult_t weft_host_idle(struct weft_waiter* w, uint64_t start_ns, int peer, 
 /* A step from peer carried tag theirs, not w->step_tag: WARN (through bad_step when set) and
  * return ncclInvalidUsage. */
 ncclResult_t weft_host_bad_step(struct weft_waiter* w, int peer, uint64_t theirs);
-/* Whether the process of peer (or, with all, of the next 32 watched ranks in turn) died; WARNs naming it and
- * returns ncclRemoteError. */
+/* Ranks the long-stall scan looks at per check: its cost stays flat with the ranks on a host
+ * (every rank of a stalled job scans), and each rank is still seen within
+ * nranks / WEFT_LIVE_SCAN_PER_CHECK checks (16 s at 1,024 ranks, checks being 0.5 s apart). */
+#define WEFT_LIVE_SCAN_PER_CHECK 32
+/* Whether the process of peer (or, with all, of the next WEFT_LIVE_SCAN_PER_CHECK ranks in turn)
+ * died; WARNs naming it and returns ncclRemoteError. */
 ncclResult_t weft_host_check_peers(struct weft_waiter* w, int peer, int all);
 
 #endif
