@@ -50,6 +50,14 @@ ncclResult_t weft_bootstrap_recv(struct weft_bootstrap* bs, int peer, int tag, v
  * went away or tears down in another order). */
 ncclResult_t weft_bootstrap_recv_within(struct weft_bootstrap* bs, int peer, int tag, void* data, size_t size,
                                         int64_t seconds);
+/* Notes: small messages a rank leaves for another that is not waiting for them (a stalled
+ * collective asks a peer on another host which call it is in). note gives up after within_ms (a
+ * peer that cannot take it by then does not get it). take_note reads what has arrived, without
+ * waiting, and hands over a note of exactly size bytes from any rank (*from): 1, or 0 when none
+ * is there; notes of another size are dropped. */
+ncclResult_t weft_bootstrap_note(struct weft_bootstrap* bs, int peer, const void* data, size_t size,
+                                 int64_t within_ms);
+int weft_bootstrap_take_note(struct weft_bootstrap* bs, void* data, size_t size, int* from);
 ncclResult_t weft_bootstrap_barrier(struct weft_bootstrap* bs);
 /* Close sockets and stop any root thread this rank started. NULL-safe. */
 void weft_bootstrap_destroy(struct weft_bootstrap* bs);

@@ -41,7 +41,8 @@ enum weft_bs_kind {
   WEFT_BS_SPLIT = 7,   /* listen address of a split's new ring neighbour */
   WEFT_BS_BYE = 8,     /* rank -> root on the check-in connection: leaving on purpose (not dead) */
   WEFT_BS_GATHER = 9,  /* a round of the log-round all-gather (gather.c) */
-  WEFT_BS_FINGER = 10  /* pointer doubling before the address all-gather (gather.c) */
+  WEFT_BS_FINGER = 10, /* pointer doubling before the address all-gather (gather.c) */
+  WEFT_BS_NOTE = 11    /* a note no receive waits for (weft_bootstrap_note) */
 };
 
 struct weft_bs_checkin {

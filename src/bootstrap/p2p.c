@@ -472,12 +472,13 @@ struct match {
   int src, kind, tag;
 };
 
-/* Link to the earliest receivable message matching (src, kind, tag), or NULL. */
+/* Link to the earliest receivable message matching (src, kind, tag), or NULL; src -1: from any
+ * rank. */
 static struct weft_bs_msg** find_match(struct weft_bootstrap* bs, const struct match* want) {
   struct weft_bs_msg** best = NULL;
   for (struct weft_bs_msg** link = &bs->parked; *link; link = &(*link)->next) {
     struct weft_bs_msg* m = *link;
-    if (m->src != want->src || m->kind != want->kind || m->tag != want->tag) continue;
+    if ((want->src >= 0 && m->src != want->src) || m->kind != want->kind || m->tag != want->tag) continue;
     if (m->seq > bs->recv_seq[m->src]) continue;
     if (best == NULL || m->seq < (*best)->seq) best = link;
   }
@@ -704,6 +705,37 @@ ncclResult_t weft_bootstrap_recv_within(struct weft_bootstrap* bs, int peer, int
   WEFT_ARG_CHECK(bs != NULL && (data != NULL || size == 0), "bootstrap %p data %p", (void*)bs, data);
   return weft_bs_recv_kind(bs, peer, WEFT_BS_P2P, tag, data, size, bs->abort_flag,
                            weft_socket_deadline(seconds));
+}
+
+ncclResult_t weft_bootstrap_note(struct weft_bootstrap* bs, int peer, const void* data, size_t size,
+                                 int64_t within_ms) {
+  WEFT_ARG_CHECK(bs != NULL && (data != NULL || size == 0), "bootstrap %p data %p", (void*)bs, data);
+  return weft_bs_send_kind(bs, peer, WEFT_BS_NOTE, 0, data, size, bs->abort_flag,
+                           weft_socket_now_ns() + within_ms * 1000000LL);
+}
+
+int weft_bootstrap_take_note(struct weft_bootstrap* bs, void* data, size_t size, int* from) {
+  if (bs == NULL) return 0;
+  /* One poll that does not wait: what arrived is read and parked. Its errors are the waits' to
+   * report (a poll failure, the root's link), and a poll that found nothing says nothing about
+   * how idle the bootstrap's own waits are. */
+  int idle = bs->idle_polls;
+  (void)wait_once(bs, NULL, 0, weft_socket_now_ns(), "reading notes");
+  bs->idle_polls = idle;
+  const struct match any_note = {-1, WEFT_BS_NOTE, 0};
+  for (struct weft_bs_msg** link; (link = find_match(bs, &any_note)) != NULL;) {
+    struct weft_bs_msg* m = *link;
+    *link = m->next;
+    int fits = m->size == size;
+    if (fits) {
+      memcpy(data, m->data, size);
+      *from = m->src;
+    }
+    free(m->data);
+    free(m);
+    if (fits) return 1; /* a note of another size is not one the caller knows: dropped */
+  }
+  return 0;
 }
 
 /* Dissemination barrier: in round k everyone signals rank + 2^k and waits for rank - 2^k. */

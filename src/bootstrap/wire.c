@@ -137,7 +137,7 @@ int weft_bs_header_valid(const struct weft_bs_header* h, uint64_t magic, int ran
   if (h->kind == WEFT_BS_RING)
     return h->size == 0 ? 1 : (WHY("ring opening with %llu bytes", (unsigned long long)h->size), 0);
   if (h->kind != WEFT_BS_P2P && h->kind != WEFT_BS_BARRIER && h->kind != WEFT_BS_SPLIT &&
-      h->kind != WEFT_BS_GATHER && h->kind != WEFT_BS_FINGER)
+      h->kind != WEFT_BS_GATHER && h->kind != WEFT_BS_FINGER && h->kind != WEFT_BS_NOTE)
     return WHY("unknown kind %u", h->kind), 0;
   if (h->size > WEFT_BOOTSTRAP_MAX_MSG) return WHY("%llu bytes", (unsigned long long)h->size), 0;
   if (h->seq <= recv_seq[h->src])

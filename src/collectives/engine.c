@@ -13,6 +13,7 @@
 #include "collectives/cuda/engine_cuda.h"
 #include "collectives/executor.h"
 #include "collectives/fingerprint.h"
+#include "collectives/host/call_note.h"
 #include "collectives/host/direct.h"
 #include "collectives/host/exec.h"
 #include "collectives/host/interleave.h"
@@ -270,6 +271,7 @@ static void host_comm_fini(struct weft_comm_ctx* comm) {
   free(s->p2p);
   free(s->watch);
   free(s->peer_cause);
+  free(s->note_asked);
   free(s);
   comm->coll = NULL;
 }
@@ -441,6 +443,7 @@ void weft_engine_waiter(struct weft_comm_ctx* comm, struct weft_waiter* w) {
   w->peer_cause = comm->coll->peer_cause;
   w->recent_fp = comm->coll->recent_fp;
   weft_host_direct_hooks(comm->coll->direct, w);
+  weft_call_note_hooks(comm, w);
 }
 
 /* The recorder's view of a launch the engine does not follow step by step (CUDA): state RUNNING

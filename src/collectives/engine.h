@@ -36,6 +36,7 @@ struct weft_coll_state {
   struct weft_call_fp recent_fp[WEFT_RECENT_CALLS]; /* the last ones' fingerprints, by number */
   void* co_stacks[WEFT_PLAN_MAX_CHANNELS];          /* their coroutine stacks, kept between collectives */
   struct weft_cause** peer_cause; /* [nranks]: shared pages where ring neighbours say why they gave up */
+  uint8_t* note_asked; /* [nranks] or NULL: a call note to that rank awaits its answer (call_note.h) */
   /* Suspended comm: the p2p pairs ([nranks] sends, then [nranks] receives) and whether the trees
    * were connected, for ncclCommResume to connect again; NULL/0 otherwise. */
   uint8_t* restore_p2p;

@@ -188,6 +188,10 @@ static ncclResult_t check_state(struct weft_waiter* w, uint64_t start, uint64_t 
   if (gave_up != ncclSuccess) return gave_up;
   if (now >= w->next_live_check_ns) {
     w->next_live_check_ns = now + 500000000ull;
+    if (w->ask != NULL) {
+      ncclResult_t res = w->ask(w->ask_arg, w, peer);
+      if (res != ncclSuccess) return res;
+    }
     uint64_t grace = w->timeout_ns / 2 < 10000000000ull ? w->timeout_ns / 2 : 10000000000ull;
     return weft_host_check_peers(w, peer, now - start >= grace);
   }

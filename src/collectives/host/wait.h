@@ -57,6 +57,11 @@ struct weft_waiter {
   ncclResult_t (*poll)(void* arg, struct weft_waiter* w);
   ncclResult_t (*bad_step)(void* arg, struct weft_waiter* w, int peer, uint64_t theirs);
   void* hook_arg;
+  /* Set where ranks are on several hosts (call_note.h): runs with a stalled wait's liveness checks
+   * (peer: the rank waited for) and fails it (ncclInvalidUsage after its WARN) when a peer's note
+   * shows another call of this number. */
+  ncclResult_t (*ask)(void* arg, struct weft_waiter* w, int peer);
+  void* ask_arg;
   int mismatch;                          /* a wait failed on a mismatched call: the launch tells the peers */
   int mismatch_finder;                   /* the rank that found it, when another one did; -1: this rank */
   char mismatch_what[WEFT_CALL_FP_TEXT]; /* how the calls differ, when known; else "" */
