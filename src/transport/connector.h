@@ -20,6 +20,9 @@ struct weft_cause {
   uint32_t state; /* 0 empty, 1 being written, 2 set (kind, rank, host and what readable) */
   uint32_t kind;  /* enum weft_cause_kind */
   int32_t rank;
+  /* CUDA kernels' marks (collectives/cuda/prims_dev.cuh): 1 + the low 16 bits of the number of
+   * the collective they gave up in; 0: not said (any call heeds it). */
+  uint32_t call;
   char host[120];
   char what[160]; /* a mismatch: how the calls differ, when the finder could tell; else "" */
 };

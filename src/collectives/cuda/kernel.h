@@ -43,7 +43,10 @@ struct weft_cuda_conn {
 enum {
   WEFT_CUDA_ERR_NONE = 0,
   WEFT_CUDA_ERR_TIMEOUT = 1,
-  WEFT_CUDA_ERR_MISMATCH = 3 /* 2 was an abort code no kernel ever wrote */
+  WEFT_CUDA_ERR_MISMATCH = 3, /* 2 was an abort code no kernel ever wrote */
+  /* A ring neighbour on this host wrote on a connector the two share that it gave up on a
+   * mismatched call (err_peer: the neighbour; err_finder: the rank that found it). */
+  WEFT_CUDA_ERR_TOLD = 4
 };
 
 /* The only state host and kernels share while kernels run, in host-mapped memory: kernels read
@@ -57,6 +60,8 @@ struct weft_cuda_hostcomm {
   volatile int32_t err_channel, err_peer;
   volatile int32_t err_coll; /* enum weft_coll of the operation that gave up */
   volatile uint32_t err_claim;
+  volatile int32_t err_finder;            /* MISMATCH, TOLD: the rank that found the mismatch (also atomic: */
+                                          /* other blocks read it when they see the abort, prims_dev.cuh) */
   volatile uint64_t err_theirs, err_mine; /* MISMATCH: the peer's step tag and ours */
   struct weft_progress progress;
 };

@@ -372,12 +372,32 @@ static ncclResult_t report_mismatch(struct weft_comm_ctx* comm, struct weft_cuda
   return ncclInvalidUsage;
 }
 
+/* A kernel gave up because a ring neighbour on this host wrote on a connector they share that it
+ * had (a mismatched call, found by err_finder): this rank names the same cause, and tells its
+ * network peers, as the host executor's ranks do. */
+static ncclResult_t report_told(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
+  int finder = s->host->err_finder, from = s->host->err_peer;
+  const char* host = finder >= 0 && finder < comm->nranks ? comm->peers[finder].host_name : "?";
+  if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL)) {
+    weft_proxy_announce_mismatch(&s->host->abort, finder, host, NULL);
+    WEFT_WARN(
+        "comm %p rank %d: mismatched collective, found by rank %d (host %s) and reported by ring neighbour "
+        "rank %d on channel %d (the %s kernel on device %d gave up): every rank must call the same "
+        "collectives with the same count, datatype, op and root; the communicator is unusable",
+        (void*)comm, comm->rank, finder, host, from, s->host->err_channel, weft_coll_name(s->host->err_coll),
+        s->dev);
+  }
+  weft_comm_set_async_error(comm, ncclInvalidUsage);
+  return ncclInvalidUsage;
+}
+
 /* A kernel that gave up (timeout) left its reason in the host-mapped device state, which the host
  * reads at any time: the next launch, ncclCommGetAsyncError, Finalize and Destroy all see it. */
 static ncclResult_t kernel_error(struct weft_comm_ctx* comm, struct weft_cuda_state* s) {
   uint32_t err = __atomic_load_n(&s->host->error, __ATOMIC_ACQUIRE); /* then its fields */
   if (err == WEFT_CUDA_ERR_NONE) return ncclSuccess;
   if (err == WEFT_CUDA_ERR_MISMATCH) return report_mismatch(comm, s);
+  if (err == WEFT_CUDA_ERR_TOLD) return report_told(comm, s);
   /* A kernel stopped by the abort flag reports nothing: the user's abort, or the proxy's, which
    * names the rank lost in its own WARN and async error. */
   if (!__atomic_exchange_n(&s->error_reported, 1, __ATOMIC_ACQ_REL))

@@ -52,9 +52,31 @@ __device__ __forceinline__ void weft_progress_wait_end(struct weft_prims* p, uin
   if (start != 0) weft_st_note(&p->prog->wait, 0);
 }
 
+/* A block that stops because of a mismatched call says so on its connectors, as the host
+ * executor does (weft_cause): on the send side's line as the sender ([0]), on the receive side's
+ * as the receiver ([1]). A ring neighbour on this host waiting on one of them reads it at its next
+ * check and gives up too, instead of waiting until the timeout, and says so on its own: the whole
+ * ring learns it. Written: the rank that found it (finder) and the call given up in; state last. */
+__device__ __forceinline__ uint32_t weft_mark_call(const struct weft_prims* p) {
+  return p->step_tag ? (uint32_t)(p->step_tag >> 48) + 1 : 0;
+}
+__device__ __forceinline__ void weft_mark_cause(struct weft_cause* c, int finder, uint32_t call) {
+  weft_flag_st_release(&c->kind, WEFT_CAUSE_MISMATCH);
+  weft_flag_st_release((volatile uint32_t*)&c->rank, (uint32_t)finder);
+  weft_flag_st_release(&c->call, call);
+  weft_flag_st_release(&c->state, 2);
+}
+__device__ __noinline__ void weft_mark_connectors(struct weft_prims* p, int finder) {
+  uint32_t call = weft_mark_call(p);
+  if (p->send.ctrl != NULL) weft_mark_cause(&p->send.ctrl->cause[0], finder, call);
+  if (p->recv.ctrl != NULL) weft_mark_cause(&p->recv.ctrl->cause[1], finder, call);
+}
+
 /* This block gives up: the first block to do so says why (racing ones leave its report whole),
- * and every wait of the communicator stops. */
-__device__ __noinline__ void weft_give_up(struct weft_prims* p, uint32_t code, int peer, uint64_t theirs) {
+ * and every wait of the communicator stops. finder: the rank that found a mismatched call (-1:
+ * not a mismatch). */
+__device__ __noinline__ void weft_give_up(struct weft_prims* p, uint32_t code, int peer, uint64_t theirs,
+                                          int finder) {
   struct weft_cuda_hostcomm* c = p->comm->flags;
   if (weft_flag_claim(&c->err_claim)) {
     c->err_channel = p->channel;
@@ -62,16 +84,60 @@ __device__ __noinline__ void weft_give_up(struct weft_prims* p, uint32_t code, i
     c->err_coll = p->coll;
     c->err_theirs = theirs;
     c->err_mine = p->step_tag;
+    weft_flag_st_release((volatile uint32_t*)&c->err_finder, (uint32_t)finder);
     weft_flag_st_release(&c->error, code);
   }
+  if (finder >= 0) weft_mark_connectors(p, finder);
   weft_flag_st_release(&c->abort, 1);
+}
+
+/* Whether this block heeds a neighbour's mark: one made in a later call than this block's is not
+ * about it (the neighbour finished this call first, so what this call needs of it is there; the
+ * rank still in it whom this block waits for may be another), and this block sees it again in
+ * that call. */
+__device__ __forceinline__ int weft_mark_heeded(const struct weft_prims* p, const struct weft_cause* c) {
+  if (weft_flag_ld(&c->state) != 2) return 0;
+  uint32_t theirs = weft_flag_ld(&c->call), mine = weft_mark_call(p);
+  return theirs == 0 || mine == 0 || (int16_t)(uint16_t)(mine - theirs) >= 0;
+}
+
+/* The rank that found a mismatched call, when a neighbour wrote it on one of this block's
+ * connectors (its data: the sender's line of the receive side; its credit: the receiver's line of
+ * the send side); *from: that neighbour. -1: none did. */
+__device__ __forceinline__ int weft_neighbour_finder(const struct weft_prims* p, int* from) {
+  if (p->recv.ctrl != NULL && weft_mark_heeded(p, &p->recv.ctrl->cause[0])) {
+    *from = p->recv_peer;
+    return (int)weft_flag_ld((volatile uint32_t*)&p->recv.ctrl->cause[0].rank);
+  }
+  if (p->send.ctrl != NULL && weft_mark_heeded(p, &p->send.ctrl->cause[1])) {
+    *from = p->send_peer;
+    return (int)weft_flag_ld((volatile uint32_t*)&p->send.ctrl->cause[1].rank);
+  }
+  return -1;
+}
+
+/* The abort flag is up: when a mismatched call raised it (this rank found it, or a neighbour
+ * told it), this block passes that on through its own connectors too. */
+__device__ __noinline__ void weft_pass_on_cause(struct weft_prims* p) {
+  struct weft_cuda_hostcomm* c = p->comm->flags;
+  uint32_t err = weft_flag_ld(&c->error);
+  if (err == WEFT_CUDA_ERR_MISMATCH || err == WEFT_CUDA_ERR_TOLD)
+    weft_mark_connectors(p, (int)weft_flag_ld((volatile uint32_t*)&c->err_finder));
 }
 
 /* Called every WEFT_SPINS_PER_CHECK spins of a wait: 1 when the wait must give up (abort
  * raised, or this wait has lasted longer than the timeout, which then raises abort for all).
  * clk: when the wait's time began (0: not yet) and its previous check. */
 __device__ __noinline__ int weft_wait_check(struct weft_prims* p, uint64_t* clk, int peer, int what) {
-  if (weft_flag_ld(&p->comm->flags->abort)) return 1;
+  if (weft_flag_ld(&p->comm->flags->abort)) {
+    weft_pass_on_cause(p);
+    return 1;
+  }
+  int from = -1, finder = weft_neighbour_finder(p, &from);
+  if (finder >= 0) {
+    weft_give_up(p, WEFT_CUDA_ERR_TOLD, from, 0, finder);
+    return 1;
+  }
   uint64_t now = weft_globaltimer();
   /* The recorder's view: set at every check, as LL threads that end their waits clear it. */
   weft_st_note(&p->prog->wait, (uint64_t)(peer + 1) << 8 | (uint64_t)what);
@@ -87,14 +153,14 @@ __device__ __noinline__ int weft_wait_check(struct weft_prims* p, uint64_t* clk,
   }
   clk[1] = now;
   if (timeout_ns == 0 || now - clk[0] < timeout_ns) return 0;
-  weft_give_up(p, WEFT_CUDA_ERR_TIMEOUT, peer, 0);
+  weft_give_up(p, WEFT_CUDA_ERR_TIMEOUT, peer, 0, -1);
   return 1;
 }
 
 /* A step from the peer carries another call's tag (its collective, count, datatype, op or root
  * differ, or a call is missing): report it, stop every wait of the communicator; returns 0. */
 __device__ __noinline__ int weft_tag_mismatch(struct weft_prims* p, uint64_t theirs) {
-  weft_give_up(p, WEFT_CUDA_ERR_MISMATCH, p->recv_peer, theirs);
+  weft_give_up(p, WEFT_CUDA_ERR_MISMATCH, p->recv_peer, theirs, p->comm->rank);
   return 0;
 }
 

@@ -37,7 +37,8 @@ static ncclResult_t leave_note(struct weft_comm_ctx* comm, const struct weft_wai
 }
 
 /* A note from rank `from`: answer it when asked, and compare its call with this one. */
-static ncclResult_t heard(struct weft_comm_ctx* comm, struct weft_waiter* w, int from, const struct call_note* n) {
+static ncclResult_t heard(struct weft_comm_ctx* comm, struct weft_waiter* w, int from,
+                          const struct call_note* n) {
   comm->coll->note_asked[from] = 0; /* any note from it answers ours */
   if (n->wants_answer) (void)leave_note(comm, w, from, 0);
   const struct weft_call_fp* mine = my_call(comm, w);
