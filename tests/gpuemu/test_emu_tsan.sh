@@ -74,6 +74,8 @@ check clean "tree all-reduce, 3 ranks, LL" $MATRIX NCCL_ALGO=Tree NCCL_PROTO=LL 
 # error report and the abort flag, written by blocks and the host), and mismatched collectives
 # (a step's call tag, the report, ncclGetLastError read while another rank's WARN is written).
 check clean "a kernel timing out, and one aborted" timeout 300 "$ABORT"
-check clean "mismatched collectives, 2 ranks" timeout 300 "$MISMATCH"
+check clean "mismatched collectives, 2 ranks" timeout 300 "$MISMATCH" 2
+# 4 ranks: ranks further round the ring learn it from marks on the connectors they share.
+check clean "mismatched collectives, 4 ranks" NCCL_NTHREADS=64 timeout 300 "$MISMATCH" 4
 echo "$((runs - fail)) of $runs ThreadSanitizer checks passed"
 [ "$fail" = 0 ]

@@ -619,6 +619,7 @@ static inline int run_threads(int nranks, rank_body body, void* arg) {
 static inline int run_procs(int nranks, rank_body body, void* arg, int child_limit_s) {
   ncclUniqueId id;
   struct test_uid_holder holder;
+  fflush(stdout); /* before the uid helper forks too: it would print what is buffered again */
   if (test_uid_from_child(&id, &holder) != ncclSuccess) {
     fprintf(stderr, "FAILED ncclGetUniqueId (in a helper process)\n");
     test_uid_release(&holder);

@@ -39,6 +39,10 @@ __device__ void weft_prims_init(struct weft_prims* p, struct weft_cuda_devcomm* 
   p->channel = channel;
   p->coll = w->coll;
   p->send_peer = p->recv_peer = -1;
+  /* A point-to-point block holds one side only: the other must read as absent (NULL ctrl), not
+   * as whatever the stack held, for the waits that look at both (weft_neighbour_finder). */
+  memset(&p->send, 0, sizeof(p->send));
+  memset(&p->recv, 0, sizeof(p->recv));
   p->failed = 0;
   p->step_tag = w->step_tag;
   p->tag_send = p->tag_recv = w->step_tag != 0;
