@@ -53,7 +53,11 @@ struct weft_conn_ctrl {
   char pad0[128 - 16 - 8 * WEFT_NSTEPS];
   uint64_t head;
   uint32_t head_waiting;
-  char pad1[128 - 12];
+  uint32_t pad_wait;
+  /* CUDA receivers: the step tag of the call a receive that has waited a while is in (0: none),
+   * for the sender to compare (collectives/cuda/prims_dev.cuh), on the line it reads anyway. */
+  uint64_t wait_tag;
+  char pad1[128 - 24];
   uint32_t refs; /* sides still using memory shared within one process */
   /* What each step carries, written by the sender before it publishes tail, so a proxy knows
    * what to forward: payload bytes, WEFT_STEP_LL for LL lines; 0 = the whole Simple slot. */

@@ -52,6 +52,13 @@ static const struct mcase cases[] = {
      1,
      "called ncclBroadcast",
      2},
+    /* Both wait to receive, no step crosses: the receive waits' wait_tag tells them. */
+    {"reduce root (two roots)",
+     {C_REDUCE, 4096, ncclFloat32, ncclSum, 0},
+     {C_REDUCE, 4096, ncclFloat32, ncclSum, 1},
+     0,
+     "with root 1",
+     2},
     {"allreduce count (LL), 4 ranks", AR(256, ncclFloat32, ncclSum), AR(320, ncclFloat32, ncclSum), 0,
      "with count 320", 4},
     {"allreduce count (Simple), 4 ranks", AR(262144, ncclFloat32, ncclSum), AR(196608, ncclFloat32, ncclSum),

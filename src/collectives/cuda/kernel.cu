@@ -44,6 +44,7 @@ __device__ void weft_prims_init(struct weft_prims* p, struct weft_cuda_devcomm* 
   memset(&p->send, 0, sizeof(p->send));
   memset(&p->recv, 0, sizeof(p->recv));
   p->failed = 0;
+  p->wait_said = 0;
   p->step_tag = w->step_tag;
   p->tag_send = p->tag_recv = w->step_tag != 0;
   p->prog = weft_progress_slot(comm, blockIdx.x);

@@ -32,6 +32,7 @@ struct weft_prims {
    * against) it, which costs one fence per collective and connector, not one per step. */
   uint64_t step_tag;
   int tag_send, tag_recv;          /* that first step is still to come */
+  int wait_said;                   /* thread 0: this receive wait published wait_tag */
   struct weft_progress_chan* prog; /* this block's progress slot (host-mapped) */
   uint64_t nsteps;                 /* steps passed in this work (thread 0's count) */
 };
@@ -47,9 +48,15 @@ __device__ __forceinline__ void weft_progress_step(struct weft_prims* p) {
   weft_st_note(&p->prog->steps, ++p->nsteps);
 }
 
-/* A wait that passed a check (start set) is over: it no longer waits. */
+/* A wait that passed a check (start set) is over: it no longer waits (nor says what call it
+ * waits in, weft_wait_say). */
 __device__ __forceinline__ void weft_progress_wait_end(struct weft_prims* p, uint64_t start) {
-  if (start != 0) weft_st_note(&p->prog->wait, 0);
+  if (start == 0) return;
+  weft_st_note(&p->prog->wait, 0);
+  if (p->wait_said) {
+    weft_st_note(&p->recv.ctrl->wait_tag, 0);
+    p->wait_said = 0;
+  }
 }
 
 /* A block that stops because of a mismatched call says so on its connectors, as the host
@@ -125,6 +132,23 @@ __device__ __noinline__ void weft_pass_on_cause(struct weft_prims* p) {
     weft_mark_connectors(p, (int)weft_flag_ld((volatile uint32_t*)&c->err_finder));
 }
 
+/* Two ranks that each wait to receive from the other (each thinks it is a reduce's root) exchange
+ * no step, so no tag shows that their calls differ. So thread 0 of a receive that waits past its
+ * first check says which call it waits in (wait_tag, on the line its sender reads for credit,
+ * cleared when the wait ends), and every check compares what the rank this block sends to says:
+ * the same call's number with another tag is a mismatch. */
+__device__ __forceinline__ void weft_wait_say(struct weft_prims* p, int what) {
+  if (threadIdx.x != 0 || p->step_tag == 0 || p->recv.ctrl == NULL) return;
+  if (what != WEFT_PROGRESS_DATA && what != WEFT_PROGRESS_LL_DATA) return;
+  weft_st_note(&p->recv.ctrl->wait_tag, p->step_tag);
+  p->wait_said = 1;
+}
+__device__ __forceinline__ uint64_t weft_receiver_waits_in(const struct weft_prims* p) {
+  if (p->step_tag == 0 || p->send.ctrl == NULL) return 0;
+  uint64_t theirs = weft_ld_acquire(&p->send.ctrl->wait_tag);
+  return theirs != 0 && theirs != p->step_tag && theirs >> 48 == p->step_tag >> 48 ? theirs : 0; /* same call number */
+}
+
 /* Called every WEFT_SPINS_PER_CHECK spins of a wait: 1 when the wait must give up (abort
  * raised, or this wait has lasted longer than the timeout, which then raises abort for all).
  * clk: when the wait's time began (0: not yet) and its previous check. */
@@ -138,6 +162,11 @@ __device__ __noinline__ int weft_wait_check(struct weft_prims* p, uint64_t* clk,
     weft_give_up(p, WEFT_CUDA_ERR_TOLD, from, 0, finder);
     return 1;
   }
+  uint64_t theirs = weft_receiver_waits_in(p);
+  if (theirs != 0) {
+    weft_give_up(p, WEFT_CUDA_ERR_MISMATCH, p->send_peer, theirs, p->comm->rank);
+    return 1;
+  }
   uint64_t now = weft_globaltimer();
   /* The recorder's view: set at every check, as LL threads that end their waits clear it. */
   weft_st_note(&p->prog->wait, (uint64_t)(peer + 1) << 8 | (uint64_t)what);
@@ -147,6 +176,7 @@ __device__ __noinline__ int weft_wait_check(struct weft_prims* p, uint64_t* clk,
    * away) starts its clock again: only time it was there to wait counts, and what it waits for
    * may have come meanwhile (the loop looks again before the next check). */
   if (clk[0] == 0 || (timeout_ns != 0 && now - clk[1] > timeout_ns / 2)) {
+    if (clk[0] == 0) weft_wait_say(p, what);
     clk[0] = clk[1] = now;
     weft_st_note(&p->prog->since, now);
     return 0;
