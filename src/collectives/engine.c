@@ -258,6 +258,7 @@ static ncclResult_t host_comm_init(struct weft_comm_ctx* comm) {
   WEFT_CHECK(buffers_create(comm, s));
   /* Parameters are read once per communicator: lookups cost microseconds per launch. */
   weft_waiter_init(&s->waiter, &comm->abort_flag, comm->rank, comm->nranks);
+  weft_call_note_hooks(comm, &s->waiter); /* once: every launch's waiter starts from this one */
   WEFT_INFO(WEFT_INIT, "comm %p rank %d: %d ring channel(s), Simple %zu and LL %zu bytes per connector",
             (void*)comm, comm->rank, s->pp.nchannels, s->simple_bytes, s->ll_bytes);
   return ncclSuccess;
@@ -443,7 +444,6 @@ void weft_engine_waiter(struct weft_comm_ctx* comm, struct weft_waiter* w) {
   w->peer_cause = comm->coll->peer_cause;
   w->recent_fp = comm->coll->recent_fp;
   weft_host_direct_hooks(comm->coll->direct, w);
-  weft_call_note_hooks(comm, w);
 }
 
 /* The recorder's view of a launch the engine does not follow step by step (CUDA): state RUNNING

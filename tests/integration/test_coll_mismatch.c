@@ -48,6 +48,8 @@ static const struct mcase cases[] = {
      {C_BROADCAST, 1000, ncclInt32, ncclSum, 0},
      {C_BROADCAST, 1000, ncclInt32, ncclSum, 1},
      1},
+    /* Two roots both wait to receive: on one host the boards tell them, across hosts the notes
+     * they leave each other when stalled (collectives/host/call_note.h). */
     {"reduce root",
      "with root",
      {C_REDUCE, 1000, ncclInt32, ncclSum, 0},
@@ -206,10 +208,8 @@ static int run_hosts(void) {
   across_hosts = 1;
   for (ranks_per_host = 1; ranks_per_host <= 2; ranks_per_host++)
     for (int i = 0; i < NCASES; i++) {
-      /* Two reduce roots on two hosts both wait to receive and no step crosses: the notes they
-       * leave each other when stalled (collectives/host/call_note.h) tell them. */
       reset_done();
-      int f = run_procs(2 * ranks_per_host, body, (void*)&cases[i], 60);
+      f = run_procs(2 * ranks_per_host, body, (void*)&cases[i], 60);
       printf("%s %s, %d processes on 2 hosts\n", f ? "FAIL" : "ok  ", cases[i].name, 2 * ranks_per_host);
       failures += f != 0;
     }

@@ -39,10 +39,9 @@ __device__ void weft_prims_init(struct weft_prims* p, struct weft_cuda_devcomm* 
   p->channel = channel;
   p->coll = w->coll;
   p->send_peer = p->recv_peer = -1;
-  /* A point-to-point block holds one side only: the other must read as absent (NULL ctrl), not
-   * as whatever the stack held, for the waits that look at both (weft_neighbour_finder). */
-  memset(&p->send, 0, sizeof(p->send));
-  memset(&p->recv, 0, sizeof(p->recv));
+  /* A point-to-point block holds one side only: the other must read as absent, not as whatever
+   * the stack held, for the wait checks that look at both sides' control lines (prims_dev.cuh). */
+  p->send.ctrl = p->recv.ctrl = NULL;
   p->failed = 0;
   p->wait_said = 0;
   p->step_tag = w->step_tag;

@@ -60,8 +60,9 @@ struct weft_cuda_hostcomm {
   volatile int32_t err_channel, err_peer;
   volatile int32_t err_coll; /* enum weft_coll of the operation that gave up */
   volatile uint32_t err_claim;
-  volatile int32_t err_finder;            /* MISMATCH, TOLD: the rank that found the mismatch (also atomic: */
-                                          /* other blocks read it when they see the abort, prims_dev.cuh) */
+  /* MISMATCH, TOLD: the rank that found the mismatch; stored and read atomically, since blocks
+   * that see the abort read it while the kernels run (prims_dev.cuh, weft_pass_on_cause). */
+  volatile int32_t err_finder;
   volatile uint64_t err_theirs, err_mine; /* MISMATCH: the peer's step tag and ours */
   struct weft_progress progress;
 };

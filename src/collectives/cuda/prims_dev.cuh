@@ -103,7 +103,7 @@ __device__ __noinline__ void weft_give_up(struct weft_prims* p, uint32_t code, i
  * rank still in it whom this block waits for may be another), and this block sees it again in
  * that call. */
 __device__ __forceinline__ int weft_mark_heeded(const struct weft_prims* p, const struct weft_cause* c) {
-  if (weft_flag_ld(&c->state) != 2) return 0;
+  if (weft_flag_ld(&c->state) != 2 || weft_flag_ld(&c->kind) != WEFT_CAUSE_MISMATCH) return 0;
   uint32_t theirs = weft_flag_ld(&c->call), mine = weft_mark_call(p);
   return theirs == 0 || mine == 0 || (int16_t)(uint16_t)(mine - theirs) >= 0;
 }

@@ -26,13 +26,14 @@ static int on_other_host(const struct weft_waiter* w, int peer) {
          w->peers[peer].host_hash != w->peers[w->rank].host_hash;
 }
 
-static const struct weft_call_fp* my_call(const struct weft_comm_ctx* comm, const struct weft_waiter* w) {
-  return &comm->coll->recent_fp[w->call_seq % WEFT_RECENT_CALLS];
+/* The call this rank waits in (the waiter's recent calls hold it by number). */
+static const struct weft_call_fp* my_call(const struct weft_waiter* w) {
+  return &w->recent_fp[w->call_seq % WEFT_RECENT_CALLS];
 }
 
 static ncclResult_t leave_note(struct weft_comm_ctx* comm, const struct weft_waiter* w, int peer,
                                int wants_answer) {
-  struct call_note n = {.seq = w->call_seq, .fp = *my_call(comm, w), .wants_answer = wants_answer};
+  struct call_note n = {.seq = w->call_seq, .fp = *my_call(w), .wants_answer = wants_answer};
   return weft_bootstrap_note(comm->bootstrap, peer, &n, sizeof(n), NOTE_SEND_MS);
 }
 
@@ -41,14 +42,8 @@ static ncclResult_t heard(struct weft_comm_ctx* comm, struct weft_waiter* w, int
                           const struct call_note* n) {
   comm->coll->note_asked[from] = 0; /* any note from it answers ours */
   if (n->wants_answer) (void)leave_note(comm, w, from, 0);
-  const struct weft_call_fp* mine = my_call(comm, w);
-  if (n->seq != w->call_seq || weft_call_fp_equal(&n->fp, mine)) return ncclSuccess;
-  char note[96];
-  snprintf(note, sizeof(note), " (rank %d's call told from a note it left while both waited)", from);
-  weft_call_fp_describe(from, &n->fp, w->rank, mine, w->mismatch_what, sizeof(w->mismatch_what));
-  weft_call_fp_warn_ranks(w->rank, from, &n->fp, w->rank, mine, w->call_seq, note);
-  w->mismatch = 1;
-  return ncclInvalidUsage;
+  if (n->seq != w->call_seq || weft_call_fp_equal(&n->fp, my_call(w))) return ncclSuccess;
+  return weft_host_call_differs(w, from, &n->fp, my_call(w), w->call_seq, "a note it left while both waited");
 }
 
 /* The waiter's ask hook, run with a stalled wait's liveness checks (every half second after the
@@ -57,7 +52,7 @@ static ncclResult_t heard(struct weft_comm_ctx* comm, struct weft_waiter* w, int
 static ncclResult_t ask(void* arg, struct weft_waiter* w, int peer) {
   struct weft_comm_ctx* comm = arg;
   struct weft_coll_state* s = comm->coll;
-  if (w->step_tag == 0) return ncclSuccess; /* not a checked collective */
+  if (w->step_tag == 0 || w->recent_fp == NULL) return ncclSuccess; /* not a checked collective */
   if (s->note_asked == NULL && (s->note_asked = calloc((size_t)comm->nranks, 1)) == NULL) return ncclSuccess;
   struct call_note n;
   int from;

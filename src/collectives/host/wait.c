@@ -389,6 +389,16 @@ ncclResult_t weft_host_wait_counter(struct weft_waiter* w, uint64_t* counter, ui
   return ncclRemoteError;
 }
 
+ncclResult_t weft_host_call_differs(struct weft_waiter* w, int peer, const struct weft_call_fp* theirs,
+                                    const struct weft_call_fp* mine, uint64_t seq, const char* how) {
+  char note[96];
+  snprintf(note, sizeof(note), " (rank %d's call told from %s)", peer, how);
+  weft_call_fp_describe(peer, theirs, w->rank, mine, w->mismatch_what, sizeof(w->mismatch_what));
+  weft_call_fp_warn_ranks(w->rank, peer, theirs, w->rank, mine, seq, note);
+  w->mismatch = 1;
+  return ncclInvalidUsage;
+}
+
 ncclResult_t weft_host_bad_step(struct weft_waiter* w, int peer, uint64_t theirs) {
   w->mismatch = 1;
   if (w->bad_step != NULL) return w->bad_step(w->hook_arg, w, peer, theirs);
@@ -401,13 +411,8 @@ ncclResult_t weft_host_bad_step(struct weft_waiter* w, int peer, uint64_t theirs
       w->recent_fp != NULL && their_seq > 0 && their_seq <= seq && seq - their_seq < WEFT_RECENT_CALLS
           ? &w->recent_fp[their_seq % WEFT_RECENT_CALLS]
           : NULL;
-  if (mine != NULL && weft_call_fp_guess(mine, theirs, w->nranks, &guess)) {
-    char note[96];
-    snprintf(note, sizeof(note), " (rank %d's call told from the fingerprint on its steps)", peer);
-    weft_call_fp_describe(peer, &guess, w->rank, mine, w->mismatch_what, sizeof(w->mismatch_what));
-    weft_call_fp_warn_ranks(w->rank, peer, &guess, w->rank, mine, their_seq, note);
-    return ncclInvalidUsage;
-  }
+  if (mine != NULL && weft_call_fp_guess(mine, theirs, w->nranks, &guess))
+    return weft_host_call_differs(w, peer, &guess, mine, their_seq, "the fingerprint on its steps");
   WEFT_WARN(
       "Rank %d: mismatched collective (seq %llu): a step from rank %d belongs to its collective #%llu "
       "(fingerprint %08x), this rank's %s is collective #%llu (%08x); every rank must call the same "

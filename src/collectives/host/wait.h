@@ -94,6 +94,11 @@ void weft_host_post_counter(uint64_t* counter, uint32_t* sleepers, uint64_t valu
  * with idle_ns; checks abort, deadline and peers. */
 ncclResult_t weft_host_idle(struct weft_waiter* w, uint64_t start_ns, int peer, int channel,
                             const char* what);
+/* Peer's call number seq was theirs, this rank's mine (they differ; how: what told it, e.g. "the
+ * fingerprint on its steps"): WARN naming the fields, note it for the launch to pass on, and
+ * return ncclInvalidUsage. */
+ncclResult_t weft_host_call_differs(struct weft_waiter* w, int peer, const struct weft_call_fp* theirs,
+                                    const struct weft_call_fp* mine, uint64_t seq, const char* how);
 /* A step from peer carried tag theirs, not w->step_tag: WARN (through bad_step when set) and
  * return ncclInvalidUsage. */
 ncclResult_t weft_host_bad_step(struct weft_waiter* w, int peer, uint64_t theirs);
