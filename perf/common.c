@@ -170,9 +170,7 @@ static void* watchdog(void* arg) {
   for (;;) {
     struct timespec ts = {0, 100 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double idle = (double)now.tv_sec + (double)now.tv_nsec * 1e-9 - atomic_load(&perf_last_progress);
+    double idle = perf_progress_clock() - atomic_load(&perf_last_progress);
     if (idle > job->args.timeout) {
       printf("%s: Test timeout (%ds) %s:%d\n", job->hostname, job->args.timeout, __FILE__, __LINE__);
       perf_die(job, PERF_TIMEOUT, __FILE__, __LINE__);
