@@ -3,6 +3,7 @@
 #include "collectives/engine.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -434,9 +435,10 @@ static ncclResult_t match_self(const struct weft_comm_ctx* comm, struct weft_tas
 }
 
 void weft_engine_waiter(struct weft_comm_ctx* comm, struct weft_waiter* w) {
-  *w = comm->coll->waiter;
+  memcpy(w, &comm->coll->waiter, offsetof(struct weft_waiter, mismatch_what));
+  w->mismatch_what[0] = 0;
   w->async_result = &comm->async_result;
-  w->trace_ch = comm->trace ? comm->trace->chan : NULL;
+  w->trace = comm->trace;
   w->prof = comm->prof;
   w->peers = comm->peers;
   w->watch = comm->coll->watch;
@@ -525,7 +527,8 @@ static ncclResult_t host_launch(struct weft_comm_ctx* comm, struct weft_task* ta
   }
   int n = 0, np = 0;
   for (struct weft_task* t = tasks; t; t = t->next) n++;
-  struct weft_task** p2p = malloc(n * sizeof(*p2p));
+  struct weft_task* few[16]; /* most launches: no allocation for the list */
+  struct weft_task** p2p = n <= 16 ? few : malloc(n * sizeof(*p2p));
   if (p2p == NULL) {
     free_tasks(tasks);
     return ncclSystemError;
@@ -563,7 +566,7 @@ static ncclResult_t host_launch(struct weft_comm_ctx* comm, struct weft_task* ta
   }
   if (res != ncclSuccess) weft_coll_publish_cause(comm);
   trace_failed(comm, res);
-  free(p2p);
+  if (p2p != few) free(p2p);
   free_tasks(tasks);
   return res;
 }

@@ -57,13 +57,17 @@ static void field_text(const struct weft_call_fp* fp, const struct weft_call_fp*
 }
 
 uint32_t weft_call_fp_hash(const struct weft_call_fp* fp) {
-  /* FNV-1a over the fields: any single-field difference changes it. */
+  /* Two multiply-xorshift rounds over the two words: each step is invertible in either word, so
+   * fingerprints that differ in one word differ in all 64 bits, and may meet only in the 32 kept
+   * (chance 2^-32). A few cycles: every collective hashes its fingerprint, and a guess up to
+   * hundreds of thousands. */
   uint64_t words[2];
   memcpy(words, fp, sizeof(words));
-  uint32_t h = 2166136261u;
-  for (int w = 0; w < 2; w++)
-    for (int i = 0; i < 8; i++) h = (h ^ (uint8_t)(words[w] >> (8 * i))) * 16777619u;
-  return h;
+  uint64_t h = words[0] * 0x9e3779b97f4a7c15ull ^ words[1];
+  h ^= h >> 32;
+  h *= 0xd6e8feb86659fd93ull;
+  h ^= h >> 32;
+  return (uint32_t)h;
 }
 
 /* What a guess looks for: the call with the hash a step tag carries (weft_step_tag_make). */

@@ -119,7 +119,10 @@ void weft_trace_enqueue(struct weft_trace* tr, const struct weft_task* t) {
 void weft_trace_start(struct weft_trace* tr, const struct weft_task* t) {
   struct weft_trace_rec* r = slot_of(tr, t->seq);
   if (r == NULL) return; /* overwritten: more tasks queued in one group than the ring holds */
-  memset(tr->chan, 0, sizeof(tr->chan));
+  if (tr->chan_used) {   /* what an earlier operation's waits left */
+    memset(tr->chan, 0, sizeof(tr->chan));
+    tr->chan_used = 0;
+  }
   r->t_started = weft_trace_now();
   __atomic_store_n(&r->state, WEFT_TRACE_RUNNING, __ATOMIC_RELEASE);
   __atomic_store_n(&tr->inflight, t->seq + 1, __ATOMIC_RELEASE);

@@ -61,6 +61,7 @@ struct weft_trace {
   uint64_t colls;     /* collectives queued so far */
   uint64_t inflight;  /* seq of the running operation + 1; 0: none */
   int failure_dumped; /* a dump on failure was written: an async error found later adds none */
+  int chan_used;      /* chan was written since the running operation's start cleared it */
   struct weft_trace_chan chan[WEFT_TRACE_CHANNELS];
   /* CUDA: the kernel's progress area (collectives/progress.h), from the first launch on; NULL on
    * the host backend. Read by whoever observes it (weft_trace_dev_observe). */
@@ -122,21 +123,24 @@ static inline uint64_t weft_trace_dev_seq(uint64_t ref, uint32_t low) {
   return ref + (uint64_t)(int64_t)(int32_t)(low - (uint32_t)ref);
 }
 
-/* Progress of the running operation, called by the host waits (w->trace_ch: NULL when off). */
-static inline struct weft_trace_chan* weft_trace_chan_of(struct weft_trace_chan* ch, int channel) {
-  return &ch[channel > 0 && channel < WEFT_TRACE_CHANNELS ? channel : 0];
+/* Progress of the running operation, called by the host waits (w->trace: NULL when off). Notes
+ * that the channels are in use, so that the next operation's start clears them (and only then:
+ * most small operations never wait past the spin). */
+static inline struct weft_trace_chan* weft_trace_chan_of(struct weft_trace* tr, int channel) {
+  tr->chan_used = 1;
+  return &tr->chan[channel > 0 && channel < WEFT_TRACE_CHANNELS ? channel : 0];
 }
-static inline void weft_trace_wait_begin(struct weft_trace_chan* ch, int channel, int peer, const char* what,
+static inline void weft_trace_wait_begin(struct weft_trace* tr, int channel, int peer, const char* what,
                                          const uint64_t* peer_counter) {
-  struct weft_trace_chan* c = weft_trace_chan_of(ch, channel);
+  struct weft_trace_chan* c = weft_trace_chan_of(tr, channel);
   c->peer = peer;
   c->what = what;
   c->since = weft_trace_now();
   c->peer_steps = peer_counter ? __atomic_load_n(peer_counter, __ATOMIC_RELAXED) : 0;
   __atomic_store_n(&c->waiting, 1, __ATOMIC_RELEASE);
 }
-static inline void weft_trace_wait_end(struct weft_trace_chan* ch, int channel) {
-  __atomic_store_n(&weft_trace_chan_of(ch, channel)->waiting, 0, __ATOMIC_RELAXED);
+static inline void weft_trace_wait_end(struct weft_trace* tr, int channel) {
+  __atomic_store_n(&weft_trace_chan_of(tr, channel)->waiting, 0, __ATOMIC_RELAXED);
 }
 
 /* Why a dump was written, as the file says. */

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "collectives/coll.h"
 #include "collectives/profiler.h"
@@ -16,47 +17,62 @@ struct group_state {
   int depth;
   ncclResult_t error;
   struct weft_async_job* jobs;
-  struct ncclComm** comms;
+  struct ncclComm** comms; /* few, or an allocation once a group holds more comms */
   int ncomms;
   int comms_capacity;
+  struct ncclComm* few[4]; /* a group's comms without an allocation (every ungrouped call has one) */
 };
 
+/* Each entry point looks this up once (a call into the dynamic linker from a shared library)
+ * and hands it to the helpers below: an ungrouped collective enters and leaves a group. */
 static __thread struct group_state group;
 
 int weft_group_depth(void) { return group.depth; }
 
 void weft_group_enter(void) { group.depth++; }
 
-void weft_group_set_error(ncclResult_t res) {
-  if (group.error == ncclSuccess && WEFT_FAILED(res)) group.error = res;
+static void set_error(struct group_state* g, ncclResult_t res) {
+  if (g->error == ncclSuccess && WEFT_FAILED(res)) g->error = res;
 }
+
+void weft_group_set_error(ncclResult_t res) { set_error(&group, res); }
 
 void weft_group_add_job(struct weft_async_job* job) {
   job->next = group.jobs;
   group.jobs = job;
 }
 
-void weft_group_add_comm(struct ncclComm* comm) {
+static void add_comm(struct group_state* g, struct ncclComm* comm) {
   if (comm->in_group) return;
-  if (group.ncomms == group.comms_capacity) {
-    int cap = group.comms_capacity ? 2 * group.comms_capacity : 8;
-    struct ncclComm** grown = realloc(group.comms, cap * sizeof(*grown));
+  if (g->comms == NULL) {
+    g->comms = g->few;
+    g->comms_capacity = (int)(sizeof(g->few) / sizeof(g->few[0]));
+  }
+  if (g->ncomms == g->comms_capacity) {
+    int cap = 2 * g->comms_capacity;
+    struct ncclComm** grown = realloc(g->comms == g->few ? NULL : g->comms, cap * sizeof(*grown));
     if (grown == NULL) {
       WEFT_WARN("Out of memory growing the group's communicator list");
-      weft_group_set_error(ncclSystemError);
+      set_error(g, ncclSystemError);
       return;
     }
-    group.comms = grown;
-    group.comms_capacity = cap;
+    if (g->comms == g->few) memcpy(grown, g->few, sizeof(g->few));
+    g->comms = grown;
+    g->comms_capacity = cap;
   }
   comm->in_group = 1;
-  group.comms[group.ncomms++] = comm;
+  g->comms[g->ncomms++] = comm;
 }
 
+void weft_group_add_comm(struct ncclComm* comm) { add_comm(&group, comm); }
+
+static ncclResult_t leave(struct group_state* g);
+
 ncclResult_t weft_group_call_end(struct ncclComm* comm, ncclResult_t res) {
-  if (comm != NULL && (WEFT_FAILED(res) || weft_comm_has_queued(&comm->ctx))) weft_group_add_comm(comm);
-  if (WEFT_FAILED(res)) weft_group_set_error(res);
-  ncclResult_t end = weft_group_leave();
+  struct group_state* g = &group;
+  if (comm != NULL && (WEFT_FAILED(res) || weft_comm_has_queued(&comm->ctx))) add_comm(g, comm);
+  if (WEFT_FAILED(res)) set_error(g, res);
+  ncclResult_t end = leave(g);
   return WEFT_FAILED(res) ? res : end;
 }
 
@@ -218,6 +234,12 @@ static ncclResult_t launch_comms(struct ncclComm** comms, int n, ncclResult_t er
     for (int i = 0; i < n; i++) weft_enqueue_discard(&comms[i]->ctx);
     return error;
   }
+  if (n == 1) { /* every ungrouped call: no workers */
+    __atomic_add_fetch(&comms[0]->launches_in_flight, 1, __ATOMIC_ACQ_REL);
+    ncclResult_t res = launch_one(comms[0]);
+    __atomic_sub_fetch(&comms[0]->launches_in_flight, 1, __ATOMIC_ACQ_REL);
+    return res;
+  }
   struct weft_group_worker** workers = calloc(n, sizeof(*workers));
   if (workers == NULL) {
     for (int i = 0; i < n; i++) weft_enqueue_discard(&comms[i]->ctx);
@@ -247,32 +269,39 @@ static ncclResult_t launch_comms(struct ncclComm** comms, int n, ncclResult_t er
 /* Ends the outermost group: takes this thread's group state first (jobs and launches may
  * themselves use groups on this thread), runs the deferred jobs, and returns the group's error
  * (a latched one, else the jobs'). The caller launches or simulates done->comms, then frees them. */
-static ncclResult_t end_outermost(struct group_state* done) {
-  *done = group;
-  group.jobs = NULL;
-  group.comms = NULL;
-  group.ncomms = group.comms_capacity = 0;
-  group.error = ncclSuccess;
+static ncclResult_t end_outermost(struct group_state* g, struct group_state* done) {
+  *done = *g;
+  if (done->comms == g->few) done->comms = done->few;
+  g->jobs = NULL;
+  g->comms = NULL;
+  g->ncomms = g->comms_capacity = 0;
+  g->error = ncclSuccess;
   for (int i = 0; i < done->ncomms; i++) done->comms[i]->in_group = 0;
   ncclResult_t res = run_jobs(done->jobs);
   return WEFT_FAILED(done->error) ? done->error : res;
 }
 
-ncclResult_t weft_group_leave(void) {
-  if (group.depth == 0) {
+static void end_done(struct group_state* done) {
+  if (done->comms != done->few) free(done->comms);
+}
+
+static ncclResult_t leave(struct group_state* g) {
+  if (g->depth == 0) {
     WEFT_WARN("ncclGroupEnd called without a matching ncclGroupStart");
     return ncclInvalidUsage;
   }
-  if (--group.depth > 0) return ncclSuccess;
+  if (--g->depth > 0) return ncclSuccess;
   struct group_state done;
   weft_prof_api_group_end(0);
-  ncclResult_t error = end_outermost(&done);
+  ncclResult_t error = end_outermost(g, &done);
   ncclResult_t launched = launch_comms(done.comms, done.ncomms, error);
   weft_prof_api_group_end(1);
-  free(done.comms);
+  end_done(&done);
   if (WEFT_FAILED(error)) return error;
   return launched;
 }
+
+ncclResult_t weft_group_leave(void) { return leave(&group); }
 
 /* Each comm's queued collectives add up; comms of one group run side by side, so the group takes
  * as long as its slowest comm. Every comm's queue is dropped, whatever fails. The in-flight count
@@ -323,27 +352,28 @@ static ncclResult_t check_sim_info(const ncclSimInfo_t* info) {
  * outer ncclGroupEnd still runs the operations); a bad simInfo fails the group like any error
  * inside it, so its operations are dropped. */
 ncclResult_t weft_group_simulate_end(ncclSimInfo_t* info) {
-  if (group.depth == 0) {
+  struct group_state* g = &group;
+  if (g->depth == 0) {
     WEFT_WARN("ncclGroupSimulateEnd called without a matching ncclGroupStart");
     return ncclInvalidUsage;
   }
   ncclResult_t bad = check_sim_info(info);
   if (WEFT_FAILED(bad)) {
-    weft_group_set_error(bad);
-    weft_group_leave();
+    set_error(g, bad);
+    leave(g);
     return bad;
   }
-  if (--group.depth > 0) {
+  if (--g->depth > 0) {
     WEFT_INFO(WEFT_TUNING, "ncclGroupSimulateEnd inside a nested group closes one level; nothing simulated");
     return ncclSuccess;
   }
   struct group_state done;
   weft_prof_api_group_end(0);
-  ncclResult_t error = end_outermost(&done);
+  ncclResult_t error = end_outermost(g, &done);
   float us = 0;
   ncclResult_t res = simulate_comms(done.comms, done.ncomms, error, &us);
   weft_prof_api_group_end(1);
-  free(done.comms);
+  end_done(&done);
   if (WEFT_FAILED(res)) return res;
   info->estimatedTime = us;
   return ncclSuccess;

@@ -200,7 +200,7 @@ static ncclResult_t check_state(struct weft_waiter* w, uint64_t start, uint64_t 
 
 ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* arg, uint64_t* doorbell,
                             uint32_t* waiting, int peer, int channel, const char* what) {
-  if (w->trace_ch) weft_trace_chan_of(w->trace_ch, channel)->steps++;
+  if (w->trace) weft_trace_chan_of(w->trace, channel)->steps++;
   if (ready(arg)) return ncclSuccess;
   uint64_t start = weft_time_ns(), now = start;
   for (unsigned i = 1; now - start < w->spin_ns; i++) {
@@ -215,7 +215,7 @@ ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* ar
     return check_state(w, start, now, peer, channel, what);
   w->next_live_check_ns = start + 1000000000ull;
   /* Past the spin: the recorder notes the wait (left set if it fails, for the dump). */
-  if (w->trace_ch) weft_trace_wait_begin(w->trace_ch, channel, peer, what, doorbell);
+  if (w->trace) weft_trace_wait_begin(w->trace, channel, peer, what, doorbell);
   for (;;) {
     uint32_t seen = (uint32_t)__atomic_load_n(doorbell, __ATOMIC_ACQUIRE);
     __atomic_store_n(waiting, 1, __ATOMIC_RELAXED);
@@ -230,7 +230,7 @@ ncclResult_t weft_host_wait(struct weft_waiter* w, weft_ready_fn ready, void* ar
     futex_wait(doorbell, seen, w->sleep_slice_ns);
   }
   __atomic_store_n(waiting, 0, __ATOMIC_RELAXED);
-  if (w->trace_ch) weft_trace_wait_end(w->trace_ch, channel);
+  if (w->trace) weft_trace_wait_end(w->trace, channel);
   return ncclSuccess;
 }
 
@@ -252,7 +252,7 @@ static ncclResult_t sleep_counter(struct weft_waiter* w, uint64_t* counter, uint
                                   const char* what) {
   w->next_live_check_ns = start + 1000000000ull;
   ncclResult_t res = ncclSuccess;
-  if (w->trace_ch) weft_trace_wait_begin(w->trace_ch, 0, peer, what, counter);
+  if (w->trace) weft_trace_wait_begin(w->trace, 0, peer, what, counter);
   __atomic_fetch_add(sleepers, 1, __ATOMIC_RELAXED);
   for (;;) {
     uint32_t seen = (uint32_t)__atomic_load_n(counter, __ATOMIC_ACQUIRE);
@@ -264,7 +264,7 @@ static ncclResult_t sleep_counter(struct weft_waiter* w, uint64_t* counter, uint
     futex_wait(counter, seen, SLEEP_SLICE_NS);
   }
   __atomic_fetch_sub(sleepers, 1, __ATOMIC_RELAXED);
-  if (w->trace_ch && res == ncclSuccess) weft_trace_wait_end(w->trace_ch, 0);
+  if (w->trace && res == ncclSuccess) weft_trace_wait_end(w->trace, 0);
   return res;
 }
 
@@ -430,9 +430,9 @@ ncclResult_t weft_host_idle(struct weft_waiter* w, uint64_t start_ns, int peer, 
     sched_yield();
     return ncclSuccess;
   }
-  if (w->trace_ch) {
-    struct weft_trace_chan* c = weft_trace_chan_of(w->trace_ch, channel);
-    if (!c->waiting || c->peer != peer) weft_trace_wait_begin(w->trace_ch, channel, peer, what, NULL);
+  if (w->trace) {
+    struct weft_trace_chan* c = weft_trace_chan_of(w->trace, channel);
+    if (!c->waiting || c->peer != peer) weft_trace_wait_begin(w->trace, channel, peer, what, NULL);
   }
   ncclResult_t res = check_state(w, start_ns, now, peer, channel, what);
   if (res != ncclSuccess) return res;

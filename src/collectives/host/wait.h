@@ -11,7 +11,7 @@
 
 struct weft_peer_info;
 struct weft_cause;
-struct weft_trace_chan;
+struct weft_trace;
 struct weft_prof;
 
 /* What a rank's counter waits remember from one operation to the next (kept in the direct
@@ -62,11 +62,13 @@ struct weft_waiter {
    * shows another call of this number. */
   ncclResult_t (*ask)(void* arg, struct weft_waiter* w, int peer);
   void* ask_arg;
-  int mismatch;                          /* a wait failed on a mismatched call: the launch tells the peers */
-  int mismatch_finder;                   /* the rank that found it, when another one did; -1: this rank */
-  char mismatch_what[WEFT_CALL_FP_TEXT]; /* how the calls differ, when known; else "" */
-  struct weft_trace_chan* trace_ch;      /* the flight recorder's channel progress; NULL: not recorded */
-  struct weft_prof* prof;                /* the profiler's events (collectives/profiler.h); NULL: none */
+  int mismatch;             /* a wait failed on a mismatched call: the launch tells the peers */
+  int mismatch_finder;      /* the rank that found it, when another one did; -1: this rank */
+  struct weft_trace* trace; /* the flight recorder (its channel progress); NULL: not recorded */
+  struct weft_prof* prof;   /* the profiler's events (collectives/profiler.h); NULL: none */
+  /* How the calls differ, when known; else "". Last: a launch copies the comm's waiter up to here
+   * and clears it (weft_engine_waiter, on every call). */
+  char mismatch_what[WEFT_CALL_FP_TEXT];
 };
 
 void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks);
