@@ -260,6 +260,7 @@ static ncclResult_t check_all(struct weft_direct* d, uint64_t seq) {
 static void post_fp(struct weft_direct* d, uint64_t seq) {
   d->mine->fp[seq & 1] = d->fp;
   d->mine->op_seq[seq & 1] = d->cur_seq;
+  d->mine->tag[seq & 1] = d->tag;
 }
 
 /* A collective the ring runs: it only says on the board which call it is, for a peer that gets
@@ -369,6 +370,7 @@ ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task*
   WEFT_CHECK(weft_direct_poisoned(d));
   d->cur_seq = call_seq;
   d->fp = d->hist[call_seq & 1] = weft_call_fp_of(t);
+  d->tag = w->step_tag;
   /* A call's own selection (nccl*Config) is the planner's to meet: the direct paths bypass it. */
   int direct = d->enabled && !d->forced && supported(t->coll) && t->opts.sig == 0;
   d->in_ring = !direct;

@@ -14,7 +14,7 @@
 
 #define WEFT_DIRECT_EXCHANGE_MAX 1024     /* all-reduce up to this size: inputs through the boards */
 #define WEFT_DIRECT_SMALL_MAX (16 * 1024) /* up to this size too when some buffer cannot be shared */
-#define WEFT_DIRECT_INLINE 24             /* inputs this small ride in the arrival line itself */
+#define WEFT_DIRECT_INLINE 16             /* inputs this small ride in the arrival line itself */
 #define WEFT_DIRECT_CHUNK (16 * 1024)     /* zero-copy works through L1-sized pieces */
 #define WEFT_DIRECT_CACHE_WAYS 8          /* mapped segments kept per peer */
 /* From this size of a call's largest buffer on, outputs are written with streaming stores: they
@@ -67,11 +67,15 @@ struct weft_found {
 struct weft_board {
   uint64_t arrive; /* operations this rank has entered (inputs readable, outputs writable) */
   uint32_t arrive_sleepers;
-  uint32_t failed;                          /* this rank gave up: peers stop waiting */
+  uint32_t failed; /* this rank gave up: peers stop waiting */
+  /* The operation's call as its step tag (step_tag.h; 0: calls not checked), by parity of the
+   * direct operation's number: a small all-reduce compares it in the line it reads anyway and
+   * reads fp and op_seq, a cache line more from another core, only when the tags differ. */
+  uint64_t tag[2];
   unsigned char inl[2][WEFT_DIRECT_INLINE]; /* small inputs, same cache line as arrive */
   struct weft_call_fp fp[2];                /* the operation's call, for peers to compare */
   uint64_t op_seq[2]; /* its collective number (all collectives, counted alike on every rank) */
-  char pad0[128 - 32 - 2 * WEFT_DIRECT_INLINE - 2 * sizeof(struct weft_call_fp)];
+  char pad0[128 - 32 - 16 - 2 * WEFT_DIRECT_INLINE - 2 * sizeof(struct weft_call_fp)];
   uint64_t done; /* operations whose writes into peers' buffers this rank has finished */
   uint32_t done_sleepers;
   char pad1[128 - 12];
@@ -89,6 +93,8 @@ struct weft_board {
   unsigned char slot[2][WEFT_DIRECT_SMALL_MAX] __attribute__((aligned(64)));
 };
 
+_Static_assert(offsetof(struct weft_board, fp) == 64, "arrive, tag and inl fill one cache line");
+
 struct weft_seg_map {
   void* base;
   size_t size;
@@ -105,6 +111,7 @@ struct weft_direct {
   int enabled;            /* the data paths may run (WEFT_DIRECT on every rank); else boards compare only */
   int check;              /* every collective's fingerprint is compared (WEFT_CHECK_CALLS, agreed) */
   struct weft_call_fp fp; /* this rank's current operation */
+  uint64_t tag;           /* its step tag (the waiter's), posted beside fp */
   uint64_t cur_seq;       /* its collective number (every collective, alike on every rank) */
   struct weft_call_fp hist[2]; /* this rank's last two calls, by parity of their number */
   int in_ring;                 /* it runs on the ring: a peer in a direct operation of that number differs */
