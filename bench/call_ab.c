@@ -2,11 +2,11 @@
  * dlopen'ed RTLD_LOCAL from its own path (its calls bind to itself), and small all-reduces run on
  * communicators of each, in alternating blocks on the same thread ranks; the figure is the median
  * of each block's B/A ratio against its neighbour (neighbouring blocks see the same load).
- * Cases: one rank (nothing but the per-call path) and two thread ranks (the direct path of small
- * sizes). A build's own perf binaries are the figure for processes; on this noisy machine single
- * launches of those vary by 1.5x, which hides a change of 10-20 %.
- * Build: gcc -O2 -Iinclude bench/call_ab.c -ldl -pthread -o build/call_ab
- * Run:   build/call_ab A/lib/libnccl.so.2 B/lib/libnccl.so.2 [bytes=8] */
+ * Cases: one rank (nothing but the per-call path), two thread ranks on the direct path of small
+ * sizes, and on the ring (WEFT_DIRECT=0, the path of sizes and comms the direct paths do not take). A build's
+ * own perf binaries are the figure for processes; on this noisy machine single launches of those vary
+ * by 1.5x, which hides a change of 10-20 %. Build: gcc -O2 -Iinclude bench/call_ab.c -ldl -pthread -o
+ * build/call_ab Run:   build/call_ab A/lib/libnccl.so.2 B/lib/libnccl.so.2 [bytes=8] */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,7 +21,8 @@
 
 struct lib {
   ncclResult_t (*init_all)(ncclComm_t*, int, const int*);
-  ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                             cudaStream_t);
   ncclResult_t (*destroy)(ncclComm_t);
 };
 
@@ -88,8 +89,9 @@ static double median(double* v, int n) {
   return v[n / 2];
 }
 
-static int run_set(struct lib* libs, int nranks, size_t bytes) {
+static int run_set(struct lib* libs, int nranks, size_t bytes, const char* direct) {
   struct set s;
+  setenv("WEFT_DIRECT", direct, 1);
   memset(&s, 0, sizeof(s));
   s.nranks = nranks;
   s.count = bytes / sizeof(float) ? bytes / sizeof(float) : 1;
@@ -109,8 +111,9 @@ static int run_set(struct lib* libs, int nranks, size_t bytes) {
   for (int b = 0; b < BLOCKS; b++) ratio[b] = s.us[1][b] / s.us[0][b];
   double r = median(ratio, BLOCKS);
   double a = median(s.us[0], BLOCKS), b = median(s.us[1], BLOCKS);
-  printf("all-reduce %zu B, %d rank%s: A %.3f us, B %.3f us (medians of %d blocks of %d calls), B/A %.3f\n",
-         s.count * sizeof(float), nranks, nranks > 1 ? "s" : "", a, b, BLOCKS, ITERS, r);
+  printf("all-reduce %zu B, %d rank%s%s: A %.3f us, B %.3f us (medians of %d blocks of %d calls), B/A %.3f\n",
+         s.count * sizeof(float), nranks, nranks > 1 ? "s" : "", direct[0] == '0' ? ", ring" : "", a, b,
+         BLOCKS, ITERS, r);
   for (int k = 0; k < 2; k++)
     for (int rk = 0; rk < nranks; rk++) libs[k].destroy(s.comms[k][rk]);
   pthread_barrier_destroy(&s.bar);
@@ -126,5 +129,5 @@ int main(int argc, char** argv) {
   struct lib libs[2];
   if (load(argv[1], &libs[0]) || load(argv[2], &libs[1])) return 1;
   unsetenv("WEFT_TRACE_DIR");
-  return run_set(libs, 1, bytes) | run_set(libs, 2, bytes);
+  return run_set(libs, 1, bytes, "1") | run_set(libs, 2, bytes, "1") | run_set(libs, 2, bytes, "0");
 }

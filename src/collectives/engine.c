@@ -371,7 +371,7 @@ static ncclResult_t run_coll_body(struct weft_comm_ctx* comm, struct weft_task* 
     return ncclSuccess;
   }
   struct weft_plan plan;
-  WEFT_CHECK(weft_plan_coll(&s->pp, t, &plan));
+  WEFT_CHECK(weft_plan_coll(&s->pp, &s->plan_memo, t, &plan));
   if (comm->trace)
     weft_trace_plan(comm->trace, t, plan.algo == WEFT_PLAN_TREE ? WEFT_TRACE_TREE : WEFT_TRACE_RING,
                     plan.proto, plan.nchannels);

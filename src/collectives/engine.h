@@ -20,6 +20,7 @@ struct weft_p2p_conn {
 
 struct weft_coll_state {
   struct weft_plan_params pp;
+  struct weft_plan_memo plan_memo; /* the planner's last choice (plan.h) */
   size_t simple_bytes, ll_bytes, p2p_bytes;
   struct weft_conn send[WEFT_PLAN_MAX_CHANNELS],
       recv[WEFT_PLAN_MAX_CHANNELS]; /* ring: to next, from previous */

@@ -352,15 +352,49 @@ size_t weft_plan_chunk_elems(const struct weft_plan_params* pp, int proto, size_
   return bytes / elem_size;
 }
 
-ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft_task* task,
-                            struct weft_plan* plan) {
+static int memo_usable(const struct weft_plan_params* pp, const struct weft_plan_memo* memo) {
+  return memo != NULL && pp->tuner == NULL && pp->tune_log == NULL;
+}
+
+static int memo_holds(const struct weft_plan_memo* m, int coll, size_t bytes,
+                      const struct weft_call_opts* o) {
+  return m->valid && m->coll == coll && m->bytes == bytes && m->algos == o->algos && m->protos == o->protos &&
+         m->min_channels == o->min_channels && m->max_channels == o->max_channels;
+}
+
+static ncclResult_t choose_through(const struct weft_plan_params* pp, struct weft_plan_memo* memo, int coll,
+                                   size_t bytes, const struct weft_call_opts* o, struct weft_plan* plan) {
+  if (!memo_usable(pp, memo))
+    return weft_plan_choose(pp, coll, bytes, o, &plan->algo, &plan->proto, &plan->nchannels);
+  if (!memo_holds(memo, coll, bytes, o)) {
+    int algo, proto, n;
+    memo->valid = 0;
+    WEFT_CHECK(weft_plan_choose(pp, coll, bytes, o, &algo, &proto, &n));
+    *memo = (struct weft_plan_memo){.valid = 1,
+                                    .coll = coll,
+                                    .bytes = bytes,
+                                    .algos = o->algos,
+                                    .protos = o->protos,
+                                    .min_channels = o->min_channels,
+                                    .max_channels = o->max_channels,
+                                    .algo = algo,
+                                    .proto = proto,
+                                    .nchannels = n};
+  }
+  plan->algo = memo->algo;
+  plan->proto = memo->proto;
+  plan->nchannels = memo->nchannels;
+  return ncclSuccess;
+}
+
+ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, struct weft_plan_memo* memo,
+                            const struct weft_task* task, struct weft_plan* plan) {
   size_t es = weft_dt_size(task->dtype);
   int k = pp->nranks;
   size_t total = task->count; /* elements each channel split applies to */
   size_t bytes = weft_plan_task_bytes(task, k);
   memset(plan, 0, sizeof(*plan));
-  WEFT_CHECK(
-      weft_plan_choose(pp, task->coll, bytes, &task->opts, &plan->algo, &plan->proto, &plan->nchannels));
+  WEFT_CHECK(choose_through(pp, memo, task->coll, bytes, &task->opts, plan));
   size_t chunk = weft_plan_chunk_elems(pp, plan->proto, es);
   for (int c = 0; c < plan->nchannels; c++) {
     struct weft_dev_work* w = &plan->work[c];

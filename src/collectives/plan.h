@@ -67,8 +67,21 @@ static inline size_t weft_plan_task_bytes(const struct weft_task* task, int nran
  * planner picks for task; 0 when the comm has no tuning model (the planner's defaults predict
  * nothing). For ncclGroupSimulateEnd: nothing is planned into work or run. */
 int weft_plan_predict(const struct weft_plan_params* pp, const struct weft_task* task, float* time_us);
-ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, const struct weft_task* task,
-                            struct weft_plan* plan);
+/* The last choice of a comm's planner and what it was asked: a call asking the same again (a
+ * training loop's small all-reduces) takes it without asking the tuning model, which costs as
+ * much as the rest of a small call. Only without a tuner plugin (NCCL asks it on every call) and
+ * without the tuning log (which explains every call). The planner's inputs do not change after
+ * init. */
+struct weft_plan_memo {
+  int valid, coll;
+  size_t bytes;
+  unsigned algos, protos;
+  int min_channels, max_channels;
+  int algo, proto, nchannels;
+};
+/* Plans task into plan: weft_plan_choose (through memo; NULL: none), then each channel's work. */
+ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, struct weft_plan_memo* memo,
+                            const struct weft_task* task, struct weft_plan* plan);
 /* Elements one step carries for proto: a Simple slot, or the data half of an LL slot's lines.
  * Every connector of every rank has the slot sizes the ranks agreed on (weft_plan_agree). */
 size_t weft_plan_chunk_elems(const struct weft_plan_params* pp, int proto, size_t elem_size);

@@ -60,7 +60,7 @@ static void plan_rank(struct rank_ctx* x, int rank) {
                                 .ll_slot = LL_BYTES / WEFT_NSTEPS,
                                 .nnodes = 1};
   weft_plan_read_env(&pp);
-  weft_plan_coll(&pp, &t, &x->plan);
+  weft_plan_coll(&pp, NULL, &t, &x->plan);
   x->rank = rank;
   x->buf = calloc(COUNT, sizeof(int32_t));
 }

@@ -261,11 +261,54 @@ static void test_chunks(void) {
   EXPECT(off == 768 && cnt == 232);
 }
 
+/* weft_plan_coll through a memo answers each call as weft_plan_choose does: a repeated call from the
+ * memo, and a call that differs in size, collective or selection asks again. */
+static void expect_plan(const char* what, const struct weft_plan_params* pp, struct weft_plan_memo* memo,
+                        int coll, size_t count, const struct weft_call_opts* o) {
+  struct weft_task t = {.coll = coll, .count = count, .dtype = ncclFloat32, .root = 0};
+  if (o != NULL) t.opts = *o;
+  struct weft_plan plan;
+  int a = -1, p = -1, n = -1;
+  EXPECT(weft_plan_coll(pp, memo, &t, &plan) == ncclSuccess);
+  EXPECT(weft_plan_choose(pp, coll, weft_plan_task_bytes(&t, pp->nranks), &t.opts, &a, &p, &n) ==
+         ncclSuccess);
+  EXPECT_MSG(plan.algo == a && plan.proto == p && plan.nchannels == n,
+             "%s: coll %d, %zu floats: planned %d/%d on %d channel(s), the planner chooses %d/%d on %d", what,
+             coll, count, plan.algo, plan.proto, plan.nchannels, a, p, n);
+}
+
+static void test_memo(void) {
+  clear_env();
+  struct weft_plan_params host = host_params(4);
+  struct weft_plan_memo memo = {0};
+  struct weft_call_opts simple = {.protos = SIMPLE}, two = {.max_channels = 2};
+  expect_plan("first", &host, &memo, WEFT_COLL_ALLREDUCE, 16, NULL);
+  EXPECT(memo.valid);
+  expect_plan("again", &host, &memo, WEFT_COLL_ALLREDUCE, 16, NULL);
+  expect_plan("larger", &host, &memo, WEFT_COLL_ALLREDUCE, MIB, NULL); /* Simple on 4, not LL on 1 */
+  expect_plan("smaller", &host, &memo, WEFT_COLL_ALLREDUCE, 16, NULL);
+  expect_plan("all-gather", &host, &memo, WEFT_COLL_ALLGATHER, 256 * KIB, NULL); /* 4 ranks: 4 MiB */
+  expect_plan("all-reduce", &host, &memo, WEFT_COLL_ALLREDUCE, 256 * KIB, NULL);
+  expect_plan("Simple", &host, &memo, WEFT_COLL_ALLREDUCE, 256 * KIB, &simple);
+  expect_plan("LL", &host, &memo, WEFT_COLL_ALLREDUCE, 16, NULL);
+  expect_plan("Simple, small", &host, &memo, WEFT_COLL_ALLREDUCE, 16, &simple);
+  expect_plan("4 MiB", &host, &memo, WEFT_COLL_ALLREDUCE, MIB, NULL);
+  expect_plan("2 channels", &host, &memo, WEFT_COLL_ALLREDUCE, MIB, &two);
+  /* The same bytes, another collective: across 3 hosts a small all-reduce takes the trees. */
+  struct weft_plan_params hosts3 = host_params(4);
+  hosts3.nnodes = 3;
+  memo = (struct weft_plan_memo){0};
+  expect_plan("3 hosts, all-reduce", &hosts3, &memo, WEFT_COLL_ALLREDUCE, 16, NULL);
+  EXPECT(memo.algo == WEFT_PLAN_TREE);
+  expect_plan("3 hosts, broadcast", &hosts3, &memo, WEFT_COLL_BROADCAST, 16, NULL);
+}
+
 int main(void) {
   setenv("NCCL_DEBUG", "WARN", 0);
   test_defaults();
   test_call_opts();
   test_model();
   test_chunks();
+  test_memo();
   return test_finish("test_plan");
 }

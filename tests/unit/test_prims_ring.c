@@ -212,7 +212,7 @@ static long run_cfg(const struct cfg* c) {
                                   .ll_slot = LL_BYTES / WEFT_NSTEPS,
                                   .nnodes = 1};
     weft_plan_read_env(&pp);
-    weft_plan_coll(&pp, &t, &ctx[r].plan);
+    weft_plan_coll(&pp, NULL, &t, &ctx[r].plan);
     ctx[r].cfg = c;
     ctx[r].rank = r;
     ctx[r].in = ins[r];
