@@ -393,11 +393,12 @@ ncclResult_t weft_plan_coll(const struct weft_plan_params* pp, struct weft_plan_
   int k = pp->nranks;
   size_t total = task->count; /* elements each channel split applies to */
   size_t bytes = weft_plan_task_bytes(task, k);
-  memset(plan, 0, sizeof(*plan));
   WEFT_CHECK(choose_through(pp, memo, task->coll, bytes, &task->opts, plan));
   size_t chunk = weft_plan_chunk_elems(pp, plan->proto, es);
+  /* Only the channels' work that runs is written: the plan is on every call's path. */
   for (int c = 0; c < plan->nchannels; c++) {
     struct weft_dev_work* w = &plan->work[c];
+    *w = (struct weft_dev_work){0};
     w->coll = task->coll;
     w->dtype = task->dtype;
     w->proto = plan->proto;
