@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "nccl.h"
+#include "side_by_side.h"
 
 #define ITERS 2000
 #define BLOCKS 31
@@ -39,12 +40,6 @@ struct rank_arg {
   struct set* s;
   int rank;
 };
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int load(const char* path, struct lib* l) {
   void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -72,21 +67,12 @@ static void* rank_main(void* p) {
       struct lib* l = s->libs[which];
       ncclComm_t comm = s->comms[which][a->rank];
       pthread_barrier_wait(&s->bar);
-      double t0 = now();
+      double t0 = bench_now();
       for (int i = 0; i < ITERS; i++) l->all_reduce(buf, buf, s->count, ncclFloat32, ncclSum, comm, NULL);
-      if (a->rank == 0) s->us[which][b] = (now() - t0) / ITERS * 1e6;
+      if (a->rank == 0) s->us[which][b] = (bench_now() - t0) / ITERS * 1e6;
     }
   free(buf);
   return NULL;
-}
-
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
-static double median(double* v, int n) {
-  qsort(v, (size_t)n, sizeof(*v), cmp);
-  return v[n / 2];
 }
 
 static int run_set(struct lib* libs, int nranks, size_t bytes, const char* direct) {
@@ -100,17 +86,10 @@ static int run_set(struct lib* libs, int nranks, size_t bytes, const char* direc
     if (libs[k].init_all(s.comms[k], nranks, NULL) != ncclSuccess) return 1;
   }
   pthread_barrier_init(&s.bar, NULL, (unsigned)nranks);
-  pthread_t th[2];
-  struct rank_arg args[2];
-  for (int r = 0; r < nranks; r++) {
-    args[r] = (struct rank_arg){&s, r};
-    pthread_create(&th[r], NULL, rank_main, &args[r]);
-  }
-  for (int r = 0; r < nranks; r++) pthread_join(th[r], NULL);
-  double ratio[BLOCKS];
-  for (int b = 0; b < BLOCKS; b++) ratio[b] = s.us[1][b] / s.us[0][b];
-  double r = median(ratio, BLOCKS);
-  double a = median(s.us[0], BLOCKS), b = median(s.us[1], BLOCKS);
+  struct rank_arg args[2] = {{&s, 0}, {&s, 1}};
+  bench_run_ranks(nranks, rank_main, args, sizeof(args[0]));
+  double r = bench_median_ratio(s.us[0], s.us[1], BLOCKS);
+  double a = bench_median(s.us[0], BLOCKS), b = bench_median(s.us[1], BLOCKS);
   printf("all-reduce %zu B, %d rank%s%s: A %.3f us, B %.3f us (medians of %d blocks of %d calls), B/A %.3f\n",
          s.count * sizeof(float), nranks, nranks > 1 ? "s" : "", direct[0] == '0' ? ", ring" : "", a, b,
          BLOCKS, ITERS, r);

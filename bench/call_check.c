@@ -14,6 +14,7 @@
 
 #include "collectives/reduce.h"
 #include "nccl.h"
+#include "side_by_side.h"
 
 #define ITERS 2000
 #define BLOCKS 7
@@ -25,16 +26,10 @@ static pthread_barrier_t bar;
 #define BIG (1u << 20)                /* floats: 4 MiB all-reduce, all-gather of 4 MiB per rank */
 static double lat[NCOLLS][2][BLOCKS]; /* [coll][check off/on][block]: us per call, rank 0 */
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static double block(ncclComm_t comm, int coll, float* buf, float* big, float* gathered) {
   int iters = coll < 2 ? ITERS : ITERS / 100;
   pthread_barrier_wait(&bar);
-  double t0 = now();
+  double t0 = bench_now();
   for (int i = 0; i < iters; i++)
     if (coll == 0)
       ncclAllReduce(buf, buf, 8, ncclFloat32, ncclSum, comm, NULL);
@@ -44,7 +39,7 @@ static double block(ncclComm_t comm, int coll, float* buf, float* big, float* ga
       ncclAllReduce(big, big, BIG, ncclFloat32, ncclSum, comm, NULL);
     else
       ncclAllGather(big, gathered, BIG, ncclFloat32, comm, NULL);
-  return (now() - t0) / iters * 1e6;
+  return (bench_now() - t0) / iters * 1e6;
 }
 
 static void* rank_main(void* arg) {
@@ -63,15 +58,6 @@ static void* rank_main(void* arg) {
   return NULL;
 }
 
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
-static double median(double* v, int n) {
-  qsort(v, n, sizeof(*v), cmp);
-  return v[n / 2];
-}
-
 static void plain_sum(float* d, const float* a, const float* b, size_t n) {
   for (size_t i = 0; i < n; i++) d[i] = a[i] + b[i];
 }
@@ -83,17 +69,17 @@ static void reduce_bench(void) {
   memset(a, 0, n * 4 + 64), memset(b, 0, n * 4 + 64), memset(d, 0, n * 4 + 64);
   double t[3][BLOCKS];
   for (int r = 0; r < BLOCKS; r++) {
-    double t0 = now();
+    double t0 = bench_now();
     plain_sum((float*)(d + 32), (float*)(a + 32), (float*)(b + 32), n);
-    double t1 = now();
+    double t1 = bench_now();
     weft_red_sum_f32(d + 32, a + 32, b + 32, n);
-    double t2 = now();
+    double t2 = bench_now();
     weft_red_sum_f32(d + 33, a + 33, b + 33, n);
-    double t3 = now();
+    double t3 = bench_now();
     t[0][r] = t1 - t0, t[1][r] = t2 - t1, t[2][r] = t3 - t2;
   }
   double g[3];
-  for (int k = 0; k < 3; k++) g[k] = 12.0 * (double)n / median(t[k], BLOCKS) / 1e9;
+  for (int k = 0; k < 3; k++) g[k] = 12.0 * (double)n / bench_median(t[k], BLOCKS) / 1e9;
   printf(
       "float sum 64 MiB: typed loop %.2f GB/s, reduce.h aligned %.2f GB/s (ratio %.3f), offset 1 %.2f GB/s "
       "(ratio %.3f)\n",
@@ -115,7 +101,7 @@ int main(int argc, char** argv) {
   const char* names[NCOLLS] = {"all-reduce 32 B", "broadcast 32 B", "all-reduce 4 MiB",
                                "all-gather 4 MiB/rank"};
   for (int coll = 0; coll < NCOLLS; coll++) {
-    double o = median(lat[coll][0], BLOCKS), c = median(lat[coll][1], BLOCKS);
+    double o = bench_median(lat[coll][0], BLOCKS), c = bench_median(lat[coll][1], BLOCKS);
     printf("%s, %d thread ranks: check off %.2f us, on %.2f us, ratio on/off %.3f\n", names[coll], nranks, o,
            c, c / o);
   }

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "nccl.h"
+#include "side_by_side.h"
 
 #define ITERS 1000
 #define BLOCKS 41
@@ -28,12 +29,6 @@ struct rank_arg {
   int rank;
 };
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void* rank_main(void* p) {
   struct rank_arg* a = p;
   struct set* s = a->s;
@@ -42,20 +37,11 @@ static void* rank_main(void* p) {
     for (int on = 0; on < 2; on++) {
       ncclComm_t comm = on ? s->on[a->rank] : s->off[a->rank];
       pthread_barrier_wait(&s->bar);
-      double t0 = now();
+      double t0 = bench_now();
       for (int i = 0; i < ITERS; i++) ncclAllReduce(buf, buf, 8, ncclFloat32, ncclSum, comm, NULL);
-      if (a->rank == 0) s->us[on][b] = (now() - t0) / ITERS * 1e6;
+      if (a->rank == 0) s->us[on][b] = (bench_now() - t0) / ITERS * 1e6;
     }
   return NULL;
-}
-
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
-static double median(double* v, int n) {
-  qsort(v, (size_t)n, sizeof(*v), cmp);
-  return v[n / 2];
 }
 
 static int run_set(const char* name, int nranks, const char* direct) {
@@ -68,18 +54,10 @@ static int run_set(const char* name, int nranks, const char* direct) {
   setenv("WEFT_TRACE_BUFFER", "0", 1);
   if (ncclCommInitAll(s.off, nranks, NULL) != ncclSuccess) return 1;
   pthread_barrier_init(&s.bar, NULL, (unsigned)nranks);
-  pthread_t th[2];
-  struct rank_arg args[2];
-  for (int r = 0; r < nranks; r++) {
-    args[r] = (struct rank_arg){&s, r};
-    pthread_create(&th[r], NULL, rank_main, &args[r]);
-  }
-  for (int r = 0; r < nranks; r++) pthread_join(th[r], NULL);
-  /* Neighbouring blocks see the same machine load: the median of their ratios is the figure. */
-  double ratio[BLOCKS];
-  for (int b = 0; b < BLOCKS; b++) ratio[b] = s.us[1][b] / s.us[0][b];
-  double r = median(ratio, BLOCKS);
-  double off = median(s.us[0], BLOCKS), on = median(s.us[1], BLOCKS);
+  struct rank_arg args[2] = {{&s, 0}, {&s, 1}};
+  bench_run_ranks(nranks, rank_main, args, sizeof(args[0]));
+  double r = bench_median_ratio(s.us[0], s.us[1], BLOCKS);
+  double off = bench_median(s.us[0], BLOCKS), on = bench_median(s.us[1], BLOCKS);
   printf("all-reduce 32 B, %s: recorder off %.3f us, on %.3f us (medians), ratio on/off %.3f\n", name, off,
          on, r);
   for (int r = 0; r < nranks; r++) ncclCommDestroy(s.on[r]), ncclCommDestroy(s.off[r]);
