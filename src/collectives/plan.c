@@ -368,7 +368,6 @@ static ncclResult_t choose_through(const struct weft_plan_params* pp, struct wef
     return weft_plan_choose(pp, coll, bytes, o, &plan->algo, &plan->proto, &plan->nchannels);
   if (!memo_holds(memo, coll, bytes, o)) {
     int algo, proto, n;
-    memo->valid = 0;
     WEFT_CHECK(weft_plan_choose(pp, coll, bytes, o, &algo, &proto, &n));
     *memo = (struct weft_plan_memo){.valid = 1,
                                     .coll = coll,

@@ -234,14 +234,9 @@ static ncclResult_t launch_comms(struct ncclComm** comms, int n, ncclResult_t er
     for (int i = 0; i < n; i++) weft_enqueue_discard(&comms[i]->ctx);
     return error;
   }
-  if (n == 1) { /* every ungrouped call: no workers */
-    __atomic_add_fetch(&comms[0]->launches_in_flight, 1, __ATOMIC_ACQ_REL);
-    ncclResult_t res = launch_one(comms[0]);
-    __atomic_sub_fetch(&comms[0]->launches_in_flight, 1, __ATOMIC_ACQ_REL);
-    return res;
-  }
-  struct weft_group_worker** workers = calloc(n, sizeof(*workers));
-  if (workers == NULL) {
+  /* Workers for comms 1..n-1: none (and no allocation) for one comm, every ungrouped call. */
+  struct weft_group_worker** workers = n > 1 ? calloc(n, sizeof(*workers)) : NULL;
+  if (n > 1 && workers == NULL) {
     for (int i = 0; i < n; i++) weft_enqueue_discard(&comms[i]->ctx);
     return ncclSystemError;
   }

@@ -289,7 +289,6 @@ static void test_memo(void) {
   expect_plan("smaller", &host, &memo, WEFT_COLL_ALLREDUCE, 16, NULL);
   expect_plan("all-gather", &host, &memo, WEFT_COLL_ALLGATHER, 256 * KIB, NULL); /* 4 ranks: 4 MiB */
   expect_plan("all-reduce", &host, &memo, WEFT_COLL_ALLREDUCE, 256 * KIB, NULL);
-  expect_plan("Simple", &host, &memo, WEFT_COLL_ALLREDUCE, 256 * KIB, &simple);
   expect_plan("LL", &host, &memo, WEFT_COLL_ALLREDUCE, 16, NULL);
   expect_plan("Simple, small", &host, &memo, WEFT_COLL_ALLREDUCE, 16, &simple);
   expect_plan("4 MiB", &host, &memo, WEFT_COLL_ALLREDUCE, MIB, NULL);

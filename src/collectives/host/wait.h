@@ -3,6 +3,7 @@
 #ifndef WEFT_COLLECTIVES_HOST_WAIT_H
 #define WEFT_COLLECTIVES_HOST_WAIT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "collectives/fingerprint.h"
@@ -70,6 +71,9 @@ struct weft_waiter {
    * and clears it (weft_engine_waiter, on every call). */
   char mismatch_what[WEFT_CALL_FP_TEXT];
 };
+
+_Static_assert(offsetof(struct weft_waiter, mismatch_what) + WEFT_CALL_FP_TEXT == sizeof(struct weft_waiter),
+               "mismatch_what is the waiter's last field (weft_engine_waiter copies what comes before)");
 
 void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks);
 
