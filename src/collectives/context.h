@@ -11,6 +11,7 @@
 #include "collectives/task.h"
 #include "nccl.h"
 #include "transport/connector.h"
+#include "transport/net.h"
 
 enum weft_backend { WEFT_BACKEND_HOST = 1, WEFT_BACKEND_CUDA = 2 };
 
@@ -66,6 +67,9 @@ struct weft_comm_ctx {
    * transport/transport.h), kept when the model is released; NULL when there is no model or it
    * places no peer. Read through weft_comm_p2p_verdict (collectives/tuned.h). */
   unsigned char* topo_p2p; /* [nranks] */
+  /* The network devices this rank's connectors leave through, by the topology model when it
+   * placed them (core/topology.c), else this rank's turn among its host's ranks. */
+  struct weft_net_near net_near;
 
   /* Tasks queued by collective/p2p calls of the current group; launched at group end. */
   struct weft_task_queue tasks;

@@ -42,9 +42,14 @@
 
 void weft_engine_link_peer(struct weft_comm_ctx* comm, int peer, struct weft_link_peer* lp) {
   memset(lp, 0, sizeof(*lp));
-  lp->net =
-      (struct weft_net_peer){comm->bootstrap,   comm->rank,          peer,        comm->peers[peer].host_name,
-                             &comm->abort_flag, &comm->async_result, &comm->cause};
+  lp->net = (struct weft_net_peer){.bootstrap = comm->bootstrap,
+                                   .rank = comm->rank,
+                                   .peer = peer,
+                                   .peer_host = comm->peers[peer].host_name,
+                                   .abort_flag = &comm->abort_flag,
+                                   .async_result = &comm->async_result,
+                                   .cause = &comm->cause,
+                                   .near = &comm->net_near};
   lp->remote = comm->peers[peer].host_hash != comm->peers[comm->rank].host_hash;
   lp->same_process = weft_comm_same_process(comm, peer);
   lp->peer_pid = comm->peers[peer].pid;
@@ -52,25 +57,29 @@ void weft_engine_link_peer(struct weft_comm_ctx* comm, int peer, struct weft_lin
   if (e->link_peer) e->link_peer(comm, peer, lp);
 }
 
-static ncclResult_t offer(struct weft_comm_ctx* comm, int peer, int tag, size_t simple, size_t ll,
-                          struct weft_link_mem** mem) {
-  struct weft_link_peer lp;
-  weft_engine_link_peer(comm, peer, &lp);
-  return weft_transport_offer(&lp, tag, simple, ll, mem);
+static void link_peer(struct weft_comm_ctx* comm, const struct weft_engine_link* l,
+                      struct weft_link_peer* lp) {
+  weft_engine_link_peer(comm, l->peer, lp);
+  lp->net.channel = l->channel;
 }
 
-static ncclResult_t take(struct weft_comm_ctx* comm, int peer, int tag, int ack_tag,
-                         struct weft_link_mem** mem) {
+static ncclResult_t offer(struct weft_comm_ctx* comm, const struct weft_engine_link* l, size_t simple,
+                          size_t ll) {
   struct weft_link_peer lp;
-  weft_engine_link_peer(comm, peer, &lp);
-  return weft_transport_take(&lp, tag, ack_tag, mem);
+  link_peer(comm, l, &lp);
+  return weft_transport_offer(&lp, l->tag, simple, ll, l->recv);
 }
 
-static ncclResult_t finish_offer(struct weft_comm_ctx* comm, int peer, int ack_tag,
-                                 struct weft_link_mem* mem) {
+static ncclResult_t take(struct weft_comm_ctx* comm, const struct weft_engine_link* l) {
   struct weft_link_peer lp;
-  weft_engine_link_peer(comm, peer, &lp);
-  return weft_transport_finish_offer(&lp, ack_tag, mem);
+  link_peer(comm, l, &lp);
+  return weft_transport_take(&lp, l->tag, l->ack_tag, l->send);
+}
+
+static ncclResult_t finish_offer(struct weft_comm_ctx* comm, const struct weft_engine_link* l) {
+  struct weft_link_peer lp;
+  link_peer(comm, l, &lp);
+  return weft_transport_finish_offer(&lp, l->ack_tag, *l->recv);
 }
 
 ncclResult_t weft_engine_connect(struct weft_comm_ctx* comm, const struct weft_engine_link* links, int n,
@@ -80,15 +89,13 @@ ncclResult_t weft_engine_connect(struct weft_comm_ctx* comm, const struct weft_e
   for (int i = 0; i < n; i++) {
     const struct weft_engine_link* l = &links[i];
     if (l->recv == NULL) continue;
-    WEFT_CHECK(offer(comm, l->peer, l->tag, simple, ll, l->recv));
+    WEFT_CHECK(offer(comm, l, simple, ll));
     if (offered != NULL) WEFT_CHECK(offered(comm, l->peer, *l->recv));
   }
   for (int i = 0; i < n; i++)
-    if (links[i].send != NULL)
-      WEFT_CHECK(take(comm, links[i].peer, links[i].tag, links[i].ack_tag, links[i].send));
+    if (links[i].send != NULL) WEFT_CHECK(take(comm, &links[i]));
   for (int i = 0; i < n; i++)
-    if (links[i].recv != NULL)
-      WEFT_CHECK(finish_offer(comm, links[i].peer, links[i].ack_tag, *links[i].recv));
+    if (links[i].recv != NULL) WEFT_CHECK(finish_offer(comm, &links[i]));
   return ncclSuccess;
 }
 
@@ -143,8 +150,8 @@ static ncclResult_t connect_ring(struct weft_comm_ctx* comm, struct weft_coll_st
   struct weft_engine_link links[2 * WEFT_PLAN_MAX_CHANNELS] = {{0}};
   int n = 0;
   for (int c = 0; c < nch; c++) {
-    links[n++] = (struct weft_engine_link){prev, TAG_RING + c, TAG_RING_ACK + c, &s->recv_mem[c], NULL};
-    links[n++] = (struct weft_engine_link){next, TAG_RING + c, TAG_RING_ACK + c, NULL, &s->send_mem[c]};
+    links[n++] = (struct weft_engine_link){prev, TAG_RING + c, TAG_RING_ACK + c, &s->recv_mem[c], NULL, c};
+    links[n++] = (struct weft_engine_link){next, TAG_RING + c, TAG_RING_ACK + c, NULL, &s->send_mem[c], c};
   }
   WEFT_CHECK(weft_engine_connect(comm, links, n, s->simple_bytes, s->ll_bytes, NULL));
   for (int c = 0; c < nch; c++) {
@@ -300,7 +307,7 @@ ncclResult_t weft_engine_p2p_connect(struct weft_comm_ctx* comm, const uint8_t* 
     struct weft_link_mem** recv = recv_from[p] && c->recv_mem == NULL ? &c->recv_mem : NULL;
     struct weft_link_mem** send = send_to[p] && c->send_mem == NULL ? &c->send_mem : NULL;
     if (recv != NULL || send != NULL)
-      links[n++] = (struct weft_engine_link){p, TAG_P2P, TAG_P2P_ACK, recv, send};
+      links[n++] = (struct weft_engine_link){p, TAG_P2P, TAG_P2P_ACK, recv, send, 0};
   }
   ncclResult_t res = weft_engine_connect(comm, links, n, s->p2p_bytes, 0, NULL);
   bind_p2p(s, links, n);

@@ -62,6 +62,7 @@ void weft_engine_link_peer(struct weft_comm_ctx* comm, int peer, struct weft_lin
 struct weft_engine_link {
   int peer, tag, ack_tag;
   struct weft_link_mem **recv, **send;
+  int channel; /* picks the network device (weft_net_near_dev); point-to-point links: 0 */
 };
 /* The connector setup of both executors, with each peer as weft_engine_link_peer describes it:
  * offer every link's receive side, take every send side, then finish the offers (the peers' acks),

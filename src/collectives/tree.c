@@ -61,6 +61,7 @@ static ncclResult_t connect_channel(struct weft_comm_ctx* comm, int c, size_t si
     if (ch->down[i] >= 0) links[n++].peer = ch->down[i];
   ch->ndown = n - (ch->up >= 0);
   for (int i = 0; i < n; i++) {
+    links[i].channel = c;
     links[i].tag = TAG_TREE + c;
     links[i].ack_tag = TAG_TREE_ACK + c;
     links[i].send = &ch->mem[i];

@@ -115,6 +115,10 @@ ncclResult_t weft_peers_map_hosts(struct ncclComm* comm) {
     if (r == comm->ctx.rank) comm->ctx.local_rank = comm->ctx.local_nranks;
     comm->ctx.local_ranks[comm->ctx.local_nranks++] = r;
   }
+  /* Until the topology model says which NICs are near: every device, taken in turn by the
+   * host's ranks (core/topology.c replaces it). */
+  comm->ctx.net_near =
+      (struct weft_net_near){.rail = comm->ctx.local_rank, .sharers = comm->ctx.local_nranks};
   return ncclSuccess;
 }
 

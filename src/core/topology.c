@@ -270,10 +270,30 @@ static void p2p_keep(struct ncclComm* comm, const struct p2p_table* pt) {
   if (!known) free(v);
 }
 
-static ncclResult_t build(struct ncclComm* comm, struct weft_comm_topo* t, float bw, struct p2p_table* pt) {
+/* What each rank keeps of the model once it is released: its P2P verdicts and nearest NICs. */
+struct kept {
+  struct p2p_table p2p;
+  struct weft_topo_nets nets;
+};
+
+static void kept_keep(struct ncclComm* comm, const struct kept* k) {
+  p2p_keep(comm, &k->p2p);
+  weft_topo_nets_keep(comm, &k->nets);
+}
+
+static void kept_free(struct kept* k) {
+  p2p_table_free(&k->p2p);
+  weft_topo_nets_free(&k->nets);
+}
+
+static ncclResult_t build(struct ncclComm* comm, struct weft_comm_topo* t, float bw, struct kept* k) {
   WEFT_CHECK(weft_topo_get_system(&t->sys));
   if (comm->ctx.backend == WEFT_BACKEND_HOST) WEFT_CHECK(place_host_ranks(comm, t, bw));
-  if (comm->ctx.backend == WEFT_BACKEND_CUDA) WEFT_CHECK(p2p_table_build(comm, t->sys, pt));
+  if (comm->ctx.backend == WEFT_BACKEND_CUDA) WEFT_CHECK(p2p_table_build(comm, t->sys, &k->p2p));
+  /* Advice like the rest: without it every rank takes its turn over all the network's devices. */
+  if (weft_topo_nets_build(comm, t->sys, &k->nets) != ncclSuccess)
+    WEFT_INFO(WEFT_INIT | WEFT_NET, "comm %p rank %d: no nearest network devices from the topology",
+              (void*)comm, comm->ctx.rank);
   /* GPUs the detection did not see (no NVML, an emulated GPU) leave nothing to search: that is
    * no error of the job's, so no WARN either. */
   if (weft_topo_nlocal(t->sys, 0) < 1) {
@@ -336,7 +356,7 @@ struct shared_model {
   ncclResult_t built;
   struct weft_topo_graph ring, tree; /* figures only: intra is NULL */
   int min_sm, cpu_amd, comm_channels;
-  struct p2p_table p2p;
+  struct kept kept;
   struct shared_model* next;
 };
 static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -376,19 +396,19 @@ static void leave(struct shared_model* m) {
       *p = m->next;
       break;
     }
-  p2p_table_free(&m->p2p);
+  kept_free(&m->kept);
   free(m);
 }
 
 /* build() once per communicator and process; t keeps the figures (release_model has run). */
 static ncclResult_t build_shared(struct ncclComm* comm, struct weft_comm_topo* t, float bw) {
   int mine = ranks_in_process(comm);
-  struct p2p_table pt = {0};
+  struct kept k = {0};
   if (mine <= 1) {
-    ncclResult_t built = build(comm, t, bw, &pt);
+    ncclResult_t built = build(comm, t, bw, &k);
     release_model(t);
-    p2p_keep(comm, &pt);
-    p2p_table_free(&pt);
+    kept_keep(comm, &k);
+    kept_free(&k);
     return built;
   }
   uint64_t key = model_key(comm, bw);
@@ -399,7 +419,7 @@ static ncclResult_t build_shared(struct ncclComm* comm, struct weft_comm_topo* t
     while (!m->ready) pthread_cond_wait(&models_ready, &models_lock);
     ncclResult_t built = m->built;
     take(t, m);
-    p2p_keep(comm, &m->p2p);
+    kept_keep(comm, &m->kept);
     leave(m);
     pthread_mutex_unlock(&models_lock);
     return built;
@@ -412,15 +432,15 @@ static ncclResult_t build_shared(struct ncclComm* comm, struct weft_comm_topo* t
     models = m;
   }
   pthread_mutex_unlock(&models_lock);
-  ncclResult_t built = build(comm, t, bw, &pt);
+  ncclResult_t built = build(comm, t, bw, &k);
   release_model(t);
-  p2p_keep(comm, &pt);
+  kept_keep(comm, &k);
   if (m == NULL) {
-    p2p_table_free(&pt);
+    kept_free(&k);
     return built;
   }
   pthread_mutex_lock(&models_lock);
-  m->p2p = pt;
+  m->kept = k;
   m->built = built;
   m->ring = t->ring;
   m->tree = t->tree;

@@ -18,6 +18,17 @@ struct weft_comm_topo {
   char algo_env[256], proto_env[256]; /* NCCL_ALGO / NCCL_PROTO, rank 0's ("" when unset) */
 };
 
+/* The nearest network devices of each rank of this host, by local index (topo_nets.c): built with
+ * the model (only for jobs across hosts: n == 0 otherwise), kept by each rank in ctx.net_near. */
+struct weft_topo_nets {
+  int n;
+  struct weft_topo_near_nets* near; /* [n] */
+};
+ncclResult_t weft_topo_nets_build(const struct ncclComm* comm, struct weft_topo_system* sys,
+                                  struct weft_topo_nets* tn);
+void weft_topo_nets_keep(struct ncclComm* comm, const struct weft_topo_nets* tn);
+void weft_topo_nets_free(struct weft_topo_nets* tn);
+
 /* memcpy bandwidth of this process in GB/s, measured once (a few MiB, a millisecond or two), or
  * WEFT_HOST_COPY_BW when set. */
 float weft_measure_copy_bw(void);

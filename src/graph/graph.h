@@ -171,6 +171,22 @@ int weft_topo_p2p_between(struct weft_topo_system* sys, int host, int64_t bus_a,
  * under NCCL_P2P_DISABLE=1. The model warns about a bad value; this does not. */
 int weft_topo_p2p_level(void);
 
+/* ---- The NICs near each rank (near_nets.c) ---- */
+
+#define WEFT_TOPO_MAX_NEAR_NETS 16
+struct weft_topo_near_nets {
+  int n;                            /* 0: the topology places none of the devices named */
+  int dev[WEFT_TOPO_MAX_NEAR_NETS]; /* indexes into names, all equally near, in names' order */
+  int rail;                         /* this rank's turn among the ranks whose nearest start alike */
+  int sharers;                      /* how many ranks those are */
+};
+/* For each of nlocal ranks of host (by bus id when bus_ids is given, GPU ranks; else host ranks
+ * by local index), the network devices named names[0..nnames) (the network's own names, "mlx5_0:1"
+ * or "eth0", matched with the NETs' name and port) with the most bandwidth from the rank, then the
+ * best path type (NCCL's rule). A device the topology lacks is near no rank. Computes paths. */
+ncclResult_t weft_topo_near_nets(struct weft_topo_system* sys, int host, const char* const* names, int nnames,
+                                 const int64_t* bus_ids, int nlocal, struct weft_topo_near_nets* out);
+
 /* ---- Search ---- */
 
 struct weft_topo_graph {

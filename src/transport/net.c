@@ -68,6 +68,28 @@ ncclResult_t weft_net_get(const struct weft_net_ops** out) {
   return chosen ? ncclSuccess : init_result;
 }
 
+int weft_net_near_dev(const struct weft_net_near* near, int ndev, int channel) {
+  if (near == NULL || ndev <= 0) return 0;
+  int n = near->n > 0 ? near->n : ndev;
+  int sharers = near->sharers > 0 ? near->sharers : 1;
+  int spread = (n + sharers - 1) / sharers;
+  int i = (near->rail * spread + (channel < 0 ? 0 : channel) % spread) % n;
+  int dev = near->n > 0 ? near->dev[i] : i;
+  return dev < ndev ? dev : 0;
+}
+
+/* This side's device for p's connector, and its name for the log. */
+static int device_for(const struct weft_net_ops* net, const struct weft_net_peer* p) {
+  int ndev = 0;
+  if (net->devices(&ndev) != ncclSuccess) return 0;
+  int dev = weft_net_near_dev(p->near, ndev, p->channel);
+  struct weft_net_props props;
+  if (ndev > 1 && net->get_properties(dev, &props) == ncclSuccess)
+    WEFT_INFO(WEFT_NET | WEFT_INIT, "rank %d: channel %d with rank %d over %s device %d (%s)", p->rank,
+              p->channel, p->peer, net->name, dev, props.name);
+  return dev;
+}
+
 /* Who a side is, exchanged at setup so errors name a peer's host distinctly even where every
  * host has the same host name (containers, namespaces): its host identity (WEFT_HOSTID, else
  * NCCL_HOSTID, else the host name) and the address of its network device. */
@@ -81,7 +103,7 @@ struct ack {
   struct who who;
 };
 
-static void who_am_i(const struct weft_net_ops* net, struct who* w) {
+static void who_am_i(const struct weft_net_ops* net, int dev, struct who* w) {
   memset(w, 0, sizeof(*w));
   const char* id = weft_param_str("WEFT_HOSTID");
   if (id == NULL) id = weft_param_str("NCCL_HOSTID");
@@ -90,7 +112,7 @@ static void who_am_i(const struct weft_net_ops* net, struct who* w) {
   else
     gethostname(w->host, sizeof(w->host) - 1);
   struct weft_net_props props;
-  if (net->get_properties(0, &props) == ncclSuccess) snprintf(w->addr, sizeof(w->addr), "%s", props.addr);
+  if (net->get_properties(dev, &props) == ncclSuccess) snprintf(w->addr, sizeof(w->addr), "%s", props.addr);
   w->addr[strcspn(w->addr, "<")] = 0; /* the listening port says nothing about the host */
 }
 
@@ -154,12 +176,13 @@ static ncclResult_t wait_connected(const struct weft_net_peer* p, const char* wh
 
 struct connect_arg {
   const struct weft_net_ops* net;
+  int dev;
   const struct weft_auth_key* key;
   void* handle;
 };
 static ncclResult_t connect_step(void* arg, void** comm) {
   struct connect_arg* a = arg;
-  return a->net->connect(0, a->key, a->handle, comm);
+  return a->net->connect(a->dev, a->key, a->handle, comm);
 }
 static ncclResult_t accept_step(void* arg, void** comm) {
   struct net_state* st = arg;
@@ -203,10 +226,11 @@ ncclResult_t weft_net_offer(const struct weft_net_peer* p, size_t simple, size_t
   struct net_state* st = m->transport;
   st->net = net;
   memset(o->h.name, 0, sizeof(o->h.name));
-  ncclResult_t res = net->listen(0, weft_bootstrap_key(p->bootstrap), o->h.name, &st->listen_comm);
+  int dev = device_for(net, p);
+  ncclResult_t res = net->listen(dev, weft_bootstrap_key(p->bootstrap), o->h.name, &st->listen_comm);
   o->h.is_shm = WEFT_CONN_NET;
   o->h.local_ptr = 0;
-  who_am_i(net, &o->who);
+  who_am_i(net, dev, &o->who);
   if (res != ncclSuccess) {
     net_release(m);
     return res;
@@ -220,6 +244,7 @@ ncclResult_t weft_net_take(const struct weft_net_peer* p, const void* handle, in
   const struct weft_net_ops* net;
   struct weft_conn_handle h, mine;
   WEFT_CHECK(weft_net_get(&net));
+  int dev = device_for(net, p);
   struct who them;
   struct ack ack = {0};
   const struct offer* o = handle;
@@ -240,12 +265,12 @@ ncclResult_t weft_net_take(const struct weft_net_peer* p, const void* handle, in
     ((struct net_state*)m->transport)->net = net;
     char handle[WEFT_NET_HANDLE_BYTES];
     memcpy(handle, h.name, sizeof(handle));
-    struct connect_arg a = {net, weft_bootstrap_key(p->bootstrap), handle};
+    struct connect_arg a = {net, dev, weft_bootstrap_key(p->bootstrap), handle};
     res = wait_connected(p, "connecting to", &a, connect_step, &comm);
     if (res == ncclSuccess) res = start_proxy(p, 1, m, comm);
   }
   ack.ok = res == ncclSuccess;
-  who_am_i(net, &ack.who);
+  who_am_i(net, dev, &ack.who);
   ncclResult_t sent = weft_bootstrap_send(p->bootstrap, p->peer, ack_tag, &ack, sizeof(ack));
   if (res == ncclSuccess) res = sent;
   if (res != ncclSuccess) {

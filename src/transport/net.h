@@ -78,6 +78,21 @@ struct weft_bootstrap;
 struct weft_conn_mem;
 struct weft_cause;
 
+/* The network devices a rank's connectors leave through: the ones nearest the rank by the
+ * topology (NCCL's local NICs), taken in turn by the ranks that share them (rails), and by
+ * channel when they outnumber those ranks. n == 0: the topology placed none; every device of the
+ * network is then equally near, rail and sharers being the rank's place among its host's ranks. */
+#define WEFT_NET_MAX_NEAR 16
+struct weft_net_near {
+  int n;
+  int dev[WEFT_NET_MAX_NEAR];
+  int rail, sharers;
+};
+/* The device channel's connectors use, of the network's ndev: dev[(rail * spread + channel %
+ * spread) % n] with spread = ceil(n / sharers), so ranks sharing NICs take one each (or a share of
+ * as many), and a rank's channels spread over its share. */
+int weft_net_near_dev(const struct weft_net_near* near, int ndev, int channel);
+
 /* Who is at the other end of a connector, and where errors go. */
 struct weft_net_peer {
   struct weft_bootstrap* bootstrap;
@@ -85,7 +100,9 @@ struct weft_net_peer {
   const char* peer_host;
   volatile uint32_t* abort_flag;
   volatile ncclResult_t* async_result;
-  struct weft_cause* cause; /* the communicator's record of the rank lost first */
+  struct weft_cause* cause;         /* the communicator's record of the rank lost first */
+  const struct weft_net_near* near; /* NULL: the network's first device */
+  int channel;                      /* of the connector (point-to-point: 0) */
 };
 
 /* The receiving side creates the connector memory and a listener and fills handle (what

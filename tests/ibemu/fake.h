@@ -34,6 +34,10 @@ static inline struct fake_context* fake_ctx_of(struct ibv_context* ctx) { return
 #define WEFT_FAKE_NCOUNTS 4
 void weft_fake_verbs_counts(uint64_t out[WEFT_FAKE_NCOUNTS]);
 
+/* fake_verbs.c: how many devices WEFT_FAKE_IB_DEVICES describes (at most FAKE_MAX_DEVICES). */
+#define FAKE_MAX_DEVICES 16
+int fake_ndevices(void);
+
 /* fake_fabric.c: starts and stops a context's listener and fills its data-path ops. */
 int fake_fabric_open(struct fake_context* fc);
 void fake_fabric_close(struct fake_context* fc);

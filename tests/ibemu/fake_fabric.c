@@ -68,7 +68,8 @@ static pthread_mutex_t fab_mu = PTHREAD_MUTEX_INITIALIZER; /* the lists and coun
 static struct fake_mr* mrs;
 static struct fake_qp* qps;
 static uint32_t next_key = 0x1000, next_qpn = 0x100;
-static uint64_t nreg, ndereg, nmessages; /* weft_fake_verbs_counts */
+static uint64_t nreg, ndereg, nmessages;           /* weft_fake_verbs_counts */
+static uint64_t device_messages[FAKE_MAX_DEVICES]; /* nmessages by the sending device */
 
 void weft_fake_verbs_counts(uint64_t out[WEFT_FAKE_NCOUNTS]) {
   pthread_mutex_lock(&fab_mu);
@@ -86,10 +87,14 @@ __attribute__((destructor)) static void report_counts(void) {
   if (path == NULL || path[0] == 0) return;
   uint64_t n[WEFT_FAKE_NCOUNTS];
   weft_fake_verbs_counts(n);
-  char line[160];
-  int len = snprintf(line, sizeof(line), "pid %d reg_mr %llu dereg_mr %llu live %llu messages %llu\n",
+  char line[512];
+  int len = snprintf(line, sizeof(line), "pid %d reg_mr %llu dereg_mr %llu live %llu messages %llu by_device",
                      (int)getpid(), (unsigned long long)n[0], (unsigned long long)n[1],
                      (unsigned long long)n[2], (unsigned long long)n[3]);
+  for (int d = 0; d < fake_ndevices(); d++)
+    len += snprintf(line + len, sizeof(line) - (size_t)len, " %llu",
+                    (unsigned long long)__atomic_load_n(&device_messages[d], __ATOMIC_RELAXED));
+  len += snprintf(line + len, sizeof(line) - (size_t)len, "\n");
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return;
   if (write(fd, line, (size_t)len) != len) { /* nothing to do about it at exit */
@@ -339,8 +344,10 @@ static int post_one(struct fake_qp* q, struct ibv_send_wr* wr) {
     pthread_mutex_unlock(&q->out_mu);
     return 0;
   }
-  if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && len > 0)
+  if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && len > 0) {
     __atomic_add_fetch(&nmessages, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&device_messages[fake_dev_of(q->qp.context)->index], 1, __ATOMIC_RELAXED);
+  }
   uint64_t seq = q->next_seq++;
   q->sends[(q->sends_head + q->nsends) % q->sends_cap] = (struct pending){
       .wr_id = wr->wr_id, .seq = seq, .len = len, .signaled = (wr->send_flags & IBV_SEND_SIGNALED) != 0};

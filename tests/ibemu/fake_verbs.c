@@ -21,7 +21,6 @@
 
 #include "fake.h"
 
-#define FAKE_MAX_DEVICES 16
 #define FAKE_ETH_GIDS 5
 
 static struct fake_device devices[FAKE_MAX_DEVICES];
@@ -53,6 +52,11 @@ static void parse(void) {
   char* save = NULL;
   for (char* e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) parse_entry(e);
   free(copy);
+}
+
+int fake_ndevices(void) {
+  pthread_once(&parse_once, parse);
+  return ndevices;
 }
 
 /* Exported names are parenthesized: verbs.h defines several of them as macros. */

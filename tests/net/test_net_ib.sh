@@ -67,5 +67,44 @@ registrations_over_ib() (
              print "ok: registrations bounded, none left" }' "$NET_LOG/counts"
 )
 run registrations_over_ib
+# Several ports per job: two devices the topology does not place (the test provider has no
+# sysfs), so every device is near every rank. One rank per host spreads its channels over both;
+# two ranks per host take one device each (rails), as NCCL's GPUs take their own NICs. The
+# provider counts each process's messages by the device that sent them.
+two_ports() ( # two_ports RANKS_PER_HOST
+  . tests/net/lib.sh
+  trap 'rm -rf "$NET_LOG"' EXIT
+  use_test_ib mlx5_0,mlx5_1 >/dev/null
+  export NCCL_SOCKET_IFNAME=lo WEFT_FAKE_IB_COUNTS="$NET_LOG/counts"
+  run_job 2 "$1" 127.0.0.1 short
+  case " ${RCS[*]} " in *[!0\ ]*) echo "FAILED: statuses ${RCS[*]}"; dump_logs; exit 1 ;; esac
+  cat "$NET_LOG/counts"
+  # pid P reg_mr R dereg_mr D live L messages M by_device M0 M1
+  awk -v ppn="$1" '{ n++; both += ($12 > 0 && $13 > 0); only0 += ($12 > 0 && $13 == 0); only1 += ($12 == 0 && $13 > 0) }
+       END { want = 2 * ppn
+             if (n != want) { print "FAILED: want " want " processes, got " n; exit 1 }
+             if (ppn == 1 && both != 2) { print "FAILED: each rank alone on its host should send over both devices"; exit 1 }
+             if (ppn == 2 && (only0 != 2 || only1 != 2)) { print "FAILED: each of two ranks per host should send over one device of its own"; exit 1 }
+             print "ok: " (ppn == 1 ? "one rank per host sends over both devices" : "two ranks per host send over one device each") }' "$NET_LOG/counts"
+)
+run two_ports 1
+run two_ports 2
+# The topology places the NICs: a file with a 200G mlx5_0 near the ranks' NUMA node (and a
+# slower NIC elsewhere) against two devices, mlx9 (not in the file) and mlx5_0. The model's
+# nearest is mlx5_0, device 1, so each rank sends over it alone, where without the file it would
+# spread its channels over both.
+topology_ports() (
+  . tests/net/lib.sh
+  trap 'rm -rf "$NET_LOG"' EXIT
+  use_test_ib mlx9,mlx5_0 >/dev/null
+  export NCCL_SOCKET_IFNAME=lo WEFT_FAKE_IB_COUNTS="$NET_LOG/counts" NCCL_TOPO_FILE=tests/data/topo/cpu-2numa-2nic.xml
+  run_job 2 1 127.0.0.1 short
+  [ "${RCS[*]}" = "0 0" ] || { echo "FAILED: statuses ${RCS[*]}"; dump_logs; exit 1; }
+  cat "$NET_LOG/counts"
+  awk '{ n++; ok += ($12 == 0 && $13 > 0) }
+       END { if (n != 2 || ok != 2) { print "FAILED: each rank should send over the topology'"'"'s nearest NIC (device 1) alone"; exit 1 }
+             print "ok: each rank sends over the NIC the topology puts nearest" }' "$NET_LOG/counts"
+)
+run topology_ports
 [ $fail = 0 ] && [ $ran = 0 ] && { echo "SKIP: nothing could run"; exit 77; }
 exit $fail

@@ -133,8 +133,8 @@ static void link_peer(const struct tcase* tc, struct weft_bootstrap* bs, struct 
                       struct weft_link_peer* lp) {
   memset(lp, 0, sizeof(*lp));
   int peer = 1 - rank;
-  lp->net =
-      (struct weft_net_peer){bs, rank, peer, e->peers[peer].host_name, &e->abort_flag, &e->async, &e->cause};
+  lp->net = (struct weft_net_peer){bs,        rank, peer, e->peers[peer].host_name, &e->abort_flag, &e->async,
+                                   &e->cause, NULL, 0};
   lp->remote = tc->remote;
   lp->same_process = !tc->procs;
   lp->peer_pid = e->peers[peer].pid;

@@ -114,8 +114,10 @@ static ncclResult_t connect_ring(struct weft_comm_ctx* comm, struct weft_cuda_st
   struct weft_engine_link links[2 * WEFT_CUDA_MAX_CHANNELS];
   int n = 0;
   for (int c = 0; c < s->nchannels; c++) {
-    links[n++] = (struct weft_engine_link){prev, TAG_RING + c, TAG_RING_ACK + c, &s->ring_recv_mem[c], NULL};
-    links[n++] = (struct weft_engine_link){next, TAG_RING + c, TAG_RING_ACK + c, NULL, &s->ring_send_mem[c]};
+    links[n++] =
+        (struct weft_engine_link){prev, TAG_RING + c, TAG_RING_ACK + c, &s->ring_recv_mem[c], NULL, c};
+    links[n++] =
+        (struct weft_engine_link){next, TAG_RING + c, TAG_RING_ACK + c, NULL, &s->ring_send_mem[c], c};
   }
   WEFT_CHECK(weft_engine_connect(comm, links, n, s->simple_bytes, s->ll_bytes, offered));
   for (int c = 0; c < s->nchannels; c++) {
@@ -158,7 +160,7 @@ ncclResult_t weft_cuda_p2p_connect(struct weft_comm_ctx* comm, const uint8_t* se
     struct weft_link_mem** recv = recv_from[p] && s->p2p_recv_mem[p] == NULL ? &s->p2p_recv_mem[p] : NULL;
     struct weft_link_mem** send = send_to[p] && s->p2p_send_mem[p] == NULL ? &s->p2p_send_mem[p] : NULL;
     if (recv != NULL || send != NULL)
-      links[n++] = (struct weft_engine_link){p, TAG_P2P, TAG_P2P_ACK, recv, send};
+      links[n++] = (struct weft_engine_link){p, TAG_P2P, TAG_P2P_ACK, recv, send, 0};
   }
   ncclResult_t res = weft_engine_connect(comm, links, n, s->simple_bytes, s->ll_bytes, offered);
   ncclResult_t pushed = push_connected(s, links, n);
@@ -182,8 +184,8 @@ static ncclResult_t connect_tree_links(struct weft_comm_ctx* comm, struct weft_c
   for (int c = 0; c < s->env.tree_channels; c++)
     for (int k = 0; k < WEFT_TREE_CONNS; k += 2)
       if (tree_peer(m, c, k) >= 0)
-        links[n++] = (struct weft_engine_link){tree_peer(m, c, k), TAG_TREE + c, TAG_TREE_ACK + c,
-                                               &s->tree_mem[c][k + 1], &s->tree_mem[c][k]};
+        links[n++] = (struct weft_engine_link){tree_peer(m, c, k),     TAG_TREE + c,       TAG_TREE_ACK + c,
+                                               &s->tree_mem[c][k + 1], &s->tree_mem[c][k], c};
   return weft_engine_connect(comm, links, n, s->simple_bytes, s->ll_bytes, offered);
 }
 
