@@ -89,7 +89,7 @@ static ncclResult_t make_qp(struct ib_comm* c, const struct weft_ibv_fns* ibv, s
   memset(&qa, 0, sizeof(qa));
   qa.send_cq = qa.recv_cq = c->cq;
   qa.qp_type = IBV_QPT_RC;
-  qa.cap.max_send_wr = 3 * IB_SLOTS;
+  qa.cap.max_send_wr = 4 * IB_SLOTS; /* per request: metadata, data, its immediate (adaptive routing) */
   qa.cap.max_recv_wr = IB_SLOTS;
   qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
   *out = ibv->create_qp(c->pd, &qa);
@@ -108,7 +108,7 @@ static ncclResult_t make_qp(struct ib_comm* c, const struct weft_ibv_fns* ibv, s
 static ncclResult_t make_qps(struct ib_comm* c, const struct weft_ibv_fns* ibv) {
   struct ibv_context* ctx = c->port->ctx;
   c->pd = ibv->alloc_pd(ctx);
-  c->cq = c->pd ? ibv->create_cq(ctx, (4 * IB_SLOTS + 8) * c->nqps, NULL, NULL, 0) : NULL;
+  c->cq = c->pd ? ibv->create_cq(ctx, (5 * IB_SLOTS + 8) * c->nqps, NULL, NULL, 0) : NULL;
   if (c->cq == NULL) return weft_ib_fail(c, ncclSystemError, "cannot allocate a protection domain or CQ");
   for (int i = 0; i < c->nqps; i++) WEFT_CHECK(make_qp(c, ibv, &c->qp[i]));
   return ncclSuccess;
@@ -135,6 +135,7 @@ static void fill_info(struct ib_comm* c, struct ib_info* info) {
   info->magic = IB_MAGIC;
   info->nqps = (uint8_t)c->nqps;
   info->split = (uint8_t)c->split;
+  info->ar = (uint8_t)c->ar;
   for (int i = 0; i < c->nqps; i++) info->qpn[i] = c->qp[i]->qp_num;
   info->mtu = (uint8_t)mtu_enum(c->port->mtu);
   info->lid = c->port->lid;
@@ -276,6 +277,8 @@ static ncclResult_t ib_listen(int dev, const struct weft_auth_key* key, void* ha
     int64_t n = weft_param_int("NCCL_IB_QPS_PER_CONNECTION");
     c->nqps = n < 1 ? 1 : n > IB_MAX_QPS ? IB_MAX_QPS : (int)n;
     c->split = weft_param_int("NCCL_IB_SPLIT_DATA_ON_QPS") == 1;
+    int64_t ar = weft_param_int("NCCL_IB_ADAPTIVE_ROUTING");
+    c->ar = ar == -2 ? !c->port->ethernet : ar == 1; /* NCCL's default: InfiniBand only */
   }
   ncclResult_t res = c ? make_resources(c) : ncclSystemError;
   if (res == ncclSuccess) res = sock->listen(0, key, handle, &l->sock_listen);
@@ -308,6 +311,9 @@ static ncclResult_t ib_connect(int dev, const struct weft_auth_key* key, void* h
   memcpy(&c->peer, (const char*)handle + offsetof(struct ib_handle, info), sizeof(c->peer));
   c->nqps = c->peer.nqps >= 1 && c->peer.nqps <= IB_MAX_QPS ? (int)c->peer.nqps : 1;
   c->split = c->peer.split == 1;
+  c->ar = c->peer.ar == 1;
+  int64_t threshold = weft_param_int("NCCL_IB_AR_THRESHOLD");
+  c->ar_threshold = threshold < 0 ? 0 : (size_t)threshold;
   ncclResult_t res = make_resources(c);
   if (res == ncclSuccess) res = sock->isend(c->ctrl, &c->info, sizeof(c->info), 0, &c->ctrl_req);
   if (res == ncclSuccess && c->ctrl_req == NULL)

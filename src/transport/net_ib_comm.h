@@ -26,7 +26,8 @@
 #define IB_WR_PROBE (1ull << 33)  /* the sender's empty writes that find a receiver gone, */
 #define IB_WR_CLOSE (1ull << 34)  /* and the receiver's word saying it closed, */
 #define IB_WR_REJECT (1ull << 35) /* and the sender's answer to an offer its message fits in no buffer of */
-#define IB_WR_META (1ull << 36)   /* and the sender's write of a message's metadata word */
+#define IB_WR_META (1ull << 36)   /* and the sender's write of a message's metadata word, */
+#define IB_WR_DATA (1ull << 37)   /* and a part's data ahead of its empty write (adaptive routing) */
 /* The FIFO has one slot more: its seq word is set when the receiver closes, so that a send
  * still waiting for an offer fails at once instead of waiting for one forever. */
 #define IB_CLOSED_SLOT IB_SLOTS
@@ -47,7 +48,7 @@ struct ib_cts_slot {
 /* What each side tells the other at setup. */
 struct ib_info {
   uint32_t magic;
-  uint8_t mtu, nqps, split, pad; /* nqps, split: the receiver's choice, which the sender adopts */
+  uint8_t mtu, nqps, split, ar; /* nqps, split, ar: the receiver's choice, which the sender adopts */
   uint32_t qpn[IB_MAX_QPS];
   uint8_t gid[16];
   uint16_t lid, pad2;
@@ -100,8 +101,13 @@ struct ib_comm {
   struct ibv_pd* pd;
   struct ibv_cq* cq;
   struct ibv_qp* qp[IB_MAX_QPS];
-  int nqps;                 /* NCCL_IB_QPS_PER_CONNECTION: messages go round the queue pairs, */
-  int split;                /* or with NCCL_IB_SPLIT_DATA_ON_QPS=1 each is split over all of them */
+  int nqps;  /* NCCL_IB_QPS_PER_CONNECTION: messages go round the queue pairs, */
+  int split; /* or with NCCL_IB_SPLIT_DATA_ON_QPS=1 each is split over all of them */
+  /* Adaptive routing (NCCL_IB_ADAPTIVE_ROUTING): the fabric may deliver a write's packets out of
+   * order, so a part of ar_threshold bytes or more goes as a plain write followed by an empty
+   * write with its immediate, which completes only once the data before it has landed. */
+  int ar;
+  size_t ar_threshold;
   struct ib_cts_slot* fifo; /* sender: written by the receiver; receiver: what it writes from */
   struct ibv_mr* fifo_mr;
   uint64_t seq_out[IB_SLOTS + 1]; /* receiver: the seq words its writes carry, then its closed word */

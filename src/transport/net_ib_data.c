@@ -151,7 +151,8 @@ static ncclResult_t on_completion(struct ib_comm* c, const struct ibv_wc* wc) {
     return ncclSuccess;
   }
   if (wc->wr_id & IB_WR_PROBE) c->probing = 0;
-  if (wc->wr_id & (IB_WR_CTS | IB_WR_PROBE | IB_WR_CLOSE | IB_WR_REJECT | IB_WR_META)) return ncclSuccess;
+  if (wc->wr_id & (IB_WR_CTS | IB_WR_PROBE | IB_WR_CLOSE | IB_WR_REJECT | IB_WR_META | IB_WR_DATA))
+    return ncclSuccess;
   struct ib_req* r = &c->reqs[wc->wr_id % IB_SLOTS];
   if (!c->is_send) {
     uint32_t imm = ntohl(wc->imm_data);
@@ -162,7 +163,9 @@ static ncclResult_t on_completion(struct ib_comm* c, const struct ibv_wc* wc) {
     }
     int index = (int)(imm >> IB_IMM_SIZE_BITS);
     size_t size = imm & (IB_MAX_MESSAGE - 1);
-    if ((r->got_size > 0 && index != r->got_index) || index >= r->nbuf || wc->byte_len != size ||
+    /* Under adaptive routing a part's data came by a plain write and its immediate by an empty one. */
+    int carried = wc->byte_len == size || (c->ar && wc->byte_len == 0);
+    if ((r->got_size > 0 && index != r->got_index) || index >= r->nbuf || !carried ||
         r->got_size + size > r->sizes[index])
       return weft_ib_fail(c, ncclRemoteError, "message does not match the offer (buffer %d, %zu bytes)",
                           index, size);
@@ -207,8 +210,13 @@ static ncclResult_t write_message(struct ib_comm* c, struct ib_req* r, const str
     size_t len = r->size - off < part ? r->size - off : part;
     struct ibv_qp* qp = c->split ? c->qp[q] : c->qp[r->seq % (uint64_t)c->nqps];
     uint32_t imm = (uint32_t)i << IB_IMM_SIZE_BITS | (uint32_t)len;
-    WEFT_CHECK(
-        post_write(c, qp, wr_id, (const char*)r->data + off, len, lkey, e->addr + off, e->rkey, 1, imm));
+    const char* src = (const char*)r->data + off;
+    if (c->ar && len > 0 && len >= c->ar_threshold) {
+      WEFT_CHECK(post_write(c, qp, IB_WR_DATA | wr_id, src, len, lkey, e->addr + off, e->rkey, 0, 0));
+      WEFT_CHECK(post_write(c, qp, wr_id, NULL, 0, 0, e->addr + off, e->rkey, 1, imm));
+    } else {
+      WEFT_CHECK(post_write(c, qp, wr_id, src, len, lkey, e->addr + off, e->rkey, 1, imm));
+    }
   }
   return ncclSuccess;
 }

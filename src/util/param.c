@@ -147,6 +147,11 @@ static const struct weft_param_def params[] = {
      "Queue pairs per IB connection (1 to 4; the receiver's counts)"},
     {"NCCL_IB_SPLIT_DATA_ON_QPS", WEFT_PARAM_INT, "0",
      "1: each IB message is split over all its connection's queue pairs; 0: messages take turns"},
+    {"NCCL_IB_ADAPTIVE_ROUTING", WEFT_PARAM_INT, "-2",
+     "1: large IB messages go as plain RDMA writes then an empty write with immediate (-2: on InfiniBand, "
+     "not RoCE)"},
+    {"NCCL_IB_AR_THRESHOLD", WEFT_PARAM_INT, "8192",
+     "Bytes from which adaptive routing's write pattern is used"},
     {"WEFT_IBVERBS_LIB", WEFT_PARAM_STR, "libibverbs.so.1",
      "verbs library to dlopen (tests name their own verbs provider)"},
     {"WEFT_HWLOC_LIB", WEFT_PARAM_STR, "libhwloc.so.15",

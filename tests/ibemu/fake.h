@@ -29,8 +29,9 @@ static inline struct fake_device* fake_dev_of(struct ibv_context* ctx) {
 static inline struct fake_context* fake_ctx_of(struct ibv_context* ctx) { return (struct fake_context*)ctx; }
 
 /* Test-only, exported (tests find it with dlsym): ibv_reg_mr calls that succeeded, ibv_dereg_mr
- * calls that succeeded, regions registered now, and writes with immediate data that carried
- * bytes (the IB network's messages), in this process so far. */
+ * calls that succeeded, regions registered now, and writes with immediate data other than a
+ * rejection (the IB network's messages: under adaptive routing an empty one follows the data), in
+ * this process so far. */
 #define WEFT_FAKE_NCOUNTS 4
 void weft_fake_verbs_counts(uint64_t out[WEFT_FAKE_NCOUNTS]);
 

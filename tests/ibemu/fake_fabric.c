@@ -70,6 +70,7 @@ static struct fake_qp* qps;
 static uint32_t next_key = 0x1000, next_qpn = 0x100;
 static uint64_t nreg, ndereg, nmessages;           /* weft_fake_verbs_counts */
 static uint64_t device_messages[FAKE_MAX_DEVICES]; /* nmessages by the sending device */
+static uint64_t nempty; /* messages whose write with immediate carried no bytes (adaptive routing) */
 
 void weft_fake_verbs_counts(uint64_t out[WEFT_FAKE_NCOUNTS]) {
   pthread_mutex_lock(&fab_mu);
@@ -88,9 +89,10 @@ __attribute__((destructor)) static void report_counts(void) {
   uint64_t n[WEFT_FAKE_NCOUNTS];
   weft_fake_verbs_counts(n);
   char line[512];
-  int len = snprintf(line, sizeof(line), "pid %d reg_mr %llu dereg_mr %llu live %llu messages %llu by_device",
-                     (int)getpid(), (unsigned long long)n[0], (unsigned long long)n[1],
-                     (unsigned long long)n[2], (unsigned long long)n[3]);
+  int len = snprintf(
+      line, sizeof(line), "pid %d reg_mr %llu dereg_mr %llu live %llu messages %llu empty %llu by_device",
+      (int)getpid(), (unsigned long long)n[0], (unsigned long long)n[1], (unsigned long long)n[2],
+      (unsigned long long)n[3], (unsigned long long)__atomic_load_n(&nempty, __ATOMIC_RELAXED));
   for (int d = 0; d < fake_ndevices(); d++)
     len += snprintf(line + len, sizeof(line) - (size_t)len, " %llu",
                     (unsigned long long)__atomic_load_n(&device_messages[d], __ATOMIC_RELAXED));
@@ -344,9 +346,10 @@ static int post_one(struct fake_qp* q, struct ibv_send_wr* wr) {
     pthread_mutex_unlock(&q->out_mu);
     return 0;
   }
-  if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && len > 0) {
+  if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && wr->imm_data != 0xffffffffu) { /* not a rejection */
     __atomic_add_fetch(&nmessages, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&device_messages[fake_dev_of(q->qp.context)->index], 1, __ATOMIC_RELAXED);
+    if (len == 0) __atomic_add_fetch(&nempty, 1, __ATOMIC_RELAXED);
   }
   uint64_t seq = q->next_seq++;
   q->sends[(q->sends_head + q->nsends) % q->sends_cap] = (struct pending){

@@ -79,8 +79,8 @@ two_ports() ( # two_ports RANKS_PER_HOST
   run_job 2 "$1" 127.0.0.1 short
   case " ${RCS[*]} " in *[!0\ ]*) echo "FAILED: statuses ${RCS[*]}"; dump_logs; exit 1 ;; esac
   cat "$NET_LOG/counts"
-  # pid P reg_mr R dereg_mr D live L messages M by_device M0 M1
-  awk -v ppn="$1" '{ n++; both += ($12 > 0 && $13 > 0); only0 += ($12 > 0 && $13 == 0); only1 += ($12 == 0 && $13 > 0) }
+  # pid P reg_mr R dereg_mr D live L messages M empty E by_device M0 M1
+  awk -v ppn="$1" '{ n++; both += ($14 > 0 && $15 > 0); only0 += ($14 > 0 && $15 == 0); only1 += ($14 == 0 && $15 > 0) }
        END { want = 2 * ppn
              if (n != want) { print "FAILED: want " want " processes, got " n; exit 1 }
              if (ppn == 1 && both != 2) { print "FAILED: each rank alone on its host should send over both devices"; exit 1 }
@@ -101,10 +101,34 @@ topology_ports() (
   run_job 2 1 127.0.0.1 short
   [ "${RCS[*]}" = "0 0" ] || { echo "FAILED: statuses ${RCS[*]}"; dump_logs; exit 1; }
   cat "$NET_LOG/counts"
-  awk '{ n++; ok += ($12 == 0 && $13 > 0) }
+  awk '{ n++; ok += ($14 == 0 && $15 > 0) }
        END { if (n != 2 || ok != 2) { print "FAILED: each rank should send over the topology'"'"'s nearest NIC (device 1) alone"; exit 1 }
              print "ok: each rank sends over the NIC the topology puts nearest" }' "$NET_LOG/counts"
 )
 run topology_ports
+# Adaptive routing (NCCL_IB_ADAPTIVE_ROUTING, on by default over InfiniBand, off over RoCE): a
+# message of NCCL_IB_AR_THRESHOLD bytes or more goes as a plain RDMA write, then an empty write
+# with its immediate. The provider counts messages whose immediate came empty: all of them with
+# the threshold at 0; only the zero-byte ones with adaptive routing off or over RoCE.
+adaptive_routing() ( # adaptive_routing LABEL DEVICE WANT(all|few) [VAR=VALUE...]
+  local label=$1 device=$2 want=$3
+  shift 3
+  . tests/net/lib.sh
+  trap 'rm -rf "$NET_LOG"' EXIT
+  use_test_ib "$device" >/dev/null
+  export NCCL_SOCKET_IFNAME=lo WEFT_FAKE_IB_COUNTS="$NET_LOG/counts" "$@"
+  run_job 2 1 127.0.0.1 short
+  [ "${RCS[*]}" = "0 0" ] || { echo "FAILED: $label: statuses ${RCS[*]}"; dump_logs; exit 1; }
+  cat "$NET_LOG/counts"
+  # pid P reg_mr R dereg_mr D live L messages M empty E ...
+  awk -v want="$want" -v label="$label" '{ n++; if ($10 < 1000) bad++
+         if (want == "all" && $12 != $10) bad++
+         if (want == "few" && $12 * 10 > $10) bad++ }
+       END { if (n != 2 || bad) { print "FAILED: " label ": want " want " of each process'"'"'s 1000+ messages with an empty immediate"; exit 1 }
+             print "ok: " label }' "$NET_LOG/counts"
+)
+run adaptive_routing "InfiniBand, threshold 0: every message" mlx5_0 all NCCL_IB_AR_THRESHOLD=0
+run adaptive_routing "InfiniBand, NCCL_IB_ADAPTIVE_ROUTING=0: none" mlx5_0 few NCCL_IB_ADAPTIVE_ROUTING=0 NCCL_IB_AR_THRESHOLD=0
+run adaptive_routing "RoCE, by default: none" mlx5_0:eth few NCCL_IB_AR_THRESHOLD=0
 [ $fail = 0 ] && [ $ran = 0 ] && { echo "SKIP: nothing could run"; exit 77; }
 exit $fail

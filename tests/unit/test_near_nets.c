@@ -19,8 +19,8 @@ static struct weft_topo_system* load(const char* name) {
 }
 
 /* near[] for GPUs with these bus ids, the devices named as a network would name them. */
-static void near_of_gpus(struct weft_topo_system* sys, const char* const* bus, int n, const char* const* names,
-                         int nnames, struct weft_topo_near_nets* out) {
+static void near_of_gpus(struct weft_topo_system* sys, const char* const* bus, int n,
+                         const char* const* names, int nnames, struct weft_topo_near_nets* out) {
   int64_t ids[MAXR];
   for (int i = 0; i < n; i++) ids[i] = weft_topo_busid_parse(bus[i]);
   EXPECT(weft_topo_near_nets(sys, 0, names, nnames, ids, n, out) == ncclSuccess);
