@@ -236,6 +236,10 @@ static struct ib_comm* comm_new(int is_send, int dev, const struct weft_auth_key
   else
     weft_auth_public_key(&c->key);
   snprintf(c->peer_addr, sizeof(c->peer_addr), "?");
+  /* NCCL_IB_PCI_RELAXED_ORDERING 1 or 2 (NCCL's default: where supported): where the library takes
+   * optional access flags, data buffers are registered for relaxed ordering. */
+  c->relaxed =
+      weft_param_int("NCCL_IB_PCI_RELAXED_ORDERING") != 0 && weft_ibv_load(NULL)->reg_mr_iova2 != NULL;
   for (int i = 0; i < IB_SLOTS; i++) c->reqs[i].c = c;
   weft_ib_regcache_init(c);
   return c;

@@ -108,6 +108,7 @@ struct ib_comm {
    * write with its immediate, which completes only once the data before it has landed. */
   int ar;
   size_t ar_threshold;
+  int relaxed;              /* data buffers registered with IBV_ACCESS_RELAXED_ORDERING */
   struct ib_cts_slot* fifo; /* sender: written by the receiver; receiver: what it writes from */
   struct ibv_mr* fifo_mr;
   uint64_t seq_out[IB_SLOTS + 1]; /* receiver: the seq words its writes carry, then its closed word */

@@ -75,7 +75,12 @@ static int access_of(const struct ib_comm* c) {
 }
 
 static ncclResult_t reg_mr(struct ib_comm* c, void* p, size_t n, struct ibv_mr** out) {
-  *out = weft_ibv_load(NULL)->reg_mr(c->pd, p, n, access_of(c));
+  const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
+  if (c->relaxed)
+    *out = ibv->reg_mr_iova2(c->pd, p, n, (uint64_t)(uintptr_t)p,
+                             (unsigned)access_of(c) | IBV_ACCESS_RELAXED_ORDERING);
+  else
+    *out = ibv->reg_mr(c->pd, p, n, access_of(c));
   if (*out == NULL)
     return weft_ib_fail(c, ncclSystemError, "cannot register %zu bytes at %p: %s", n, p, strerror(errno));
   return ncclSuccess;

@@ -34,6 +34,7 @@ static int load_symbols(void* lib, const char* n) {
          sym(lib, n, "ibv_alloc_pd", (void**)&fns.alloc_pd, 1) &&
          sym(lib, n, "ibv_dealloc_pd", (void**)&fns.dealloc_pd, 1) &&
          sym(lib, n, "ibv_reg_mr", (void**)&fns.reg_mr, 1) &&
+         sym(lib, n, "ibv_reg_mr_iova2", (void**)&fns.reg_mr_iova2, 0) &&
          sym(lib, n, "ibv_reg_dmabuf_mr", (void**)&fns.reg_dmabuf_mr, 0) &&
          sym(lib, n, "ibv_dereg_mr", (void**)&fns.dereg_mr, 1) &&
          sym(lib, n, "ibv_create_cq", (void**)&fns.create_cq, 1) &&

@@ -20,8 +20,8 @@
 #endif
 
 #if WEFT_IBVERBS_HEADERS
-/* The functions Weft calls, as libibverbs exports them. reg_dmabuf_mr and query_gid_ex are NULL in
- * libraries too old to have them (the optional entries). */
+/* The functions Weft calls, as libibverbs exports them. reg_mr_iova2, reg_dmabuf_mr and query_gid_ex
+ * are NULL in libraries too old to have them (the optional entries). */
 struct weft_ibv_fns {
   struct ibv_device** (*get_device_list)(int* num);
   void (*free_device_list)(struct ibv_device** list);
@@ -34,6 +34,9 @@ struct weft_ibv_fns {
   struct ibv_pd* (*alloc_pd)(struct ibv_context* ctx);
   int (*dealloc_pd)(struct ibv_pd* pd);
   struct ibv_mr* (*reg_mr)(struct ibv_pd* pd, void* addr, size_t length, int access);
+  /* rdma-core 28+: takes optional access flags (relaxed ordering); NULL before. */
+  struct ibv_mr* (*reg_mr_iova2)(struct ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                 unsigned access);
   struct ibv_mr* (*reg_dmabuf_mr)(struct ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
                                   int access);
   int (*dereg_mr)(struct ibv_mr* mr);

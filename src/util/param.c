@@ -147,6 +147,8 @@ static const struct weft_param_def params[] = {
      "Queue pairs per IB connection (1 to 4; the receiver's counts)"},
     {"NCCL_IB_SPLIT_DATA_ON_QPS", WEFT_PARAM_INT, "0",
      "1: each IB message is split over all its connection's queue pairs; 0: messages take turns"},
+    {"NCCL_IB_PCI_RELAXED_ORDERING", WEFT_PARAM_INT, "2",
+     "IB data buffers registered for PCIe relaxed ordering: 0 no, 1 or 2 where libibverbs supports it"},
     {"NCCL_IB_ADAPTIVE_ROUTING", WEFT_PARAM_INT, "-2",
      "1: large IB messages go as plain RDMA writes then an empty write with immediate (-2: on InfiniBand, "
      "not RoCE)"},

@@ -70,7 +70,8 @@ static struct fake_qp* qps;
 static uint32_t next_key = 0x1000, next_qpn = 0x100;
 static uint64_t nreg, ndereg, nmessages;           /* weft_fake_verbs_counts */
 static uint64_t device_messages[FAKE_MAX_DEVICES]; /* nmessages by the sending device */
-static uint64_t nempty; /* messages whose write with immediate carried no bytes (adaptive routing) */
+static uint64_t nempty;   /* messages whose write with immediate carried no bytes (adaptive routing) */
+static uint64_t nrelaxed; /* registrations asking for relaxed ordering */
 
 void weft_fake_verbs_counts(uint64_t out[WEFT_FAKE_NCOUNTS]) {
   pthread_mutex_lock(&fab_mu);
@@ -89,10 +90,12 @@ __attribute__((destructor)) static void report_counts(void) {
   uint64_t n[WEFT_FAKE_NCOUNTS];
   weft_fake_verbs_counts(n);
   char line[512];
-  int len = snprintf(
-      line, sizeof(line), "pid %d reg_mr %llu dereg_mr %llu live %llu messages %llu empty %llu by_device",
-      (int)getpid(), (unsigned long long)n[0], (unsigned long long)n[1], (unsigned long long)n[2],
-      (unsigned long long)n[3], (unsigned long long)__atomic_load_n(&nempty, __ATOMIC_RELAXED));
+  int len =
+      snprintf(line, sizeof(line),
+               "pid %d reg_mr %llu dereg_mr %llu live %llu messages %llu empty %llu relaxed %llu by_device",
+               (int)getpid(), (unsigned long long)n[0], (unsigned long long)n[1], (unsigned long long)n[2],
+               (unsigned long long)n[3], (unsigned long long)__atomic_load_n(&nempty, __ATOMIC_RELAXED),
+               (unsigned long long)__atomic_load_n(&nrelaxed, __ATOMIC_RELAXED));
   for (int d = 0; d < fake_ndevices(); d++)
     len += snprintf(line + len, sizeof(line) - (size_t)len, " %llu",
                     (unsigned long long)__atomic_load_n(&device_messages[d], __ATOMIC_RELAXED));
@@ -492,6 +495,19 @@ struct ibv_mr*(ibv_reg_mr)(struct ibv_pd* pd, void* addr, size_t length, int acc
   mrs = m;
   pthread_mutex_unlock(&fab_mu);
   return &m->mr;
+}
+
+/* Optional access flags (relaxed ordering) are accepted and counted; the fabric needs no order. */
+struct ibv_mr*(ibv_reg_mr_iova2)(struct ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                 unsigned access) {
+  if (iova != (uint64_t)(uintptr_t)addr) { /* other virtual addresses are not emulated */
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  struct ibv_mr* mr = (ibv_reg_mr)(pd, addr, length, (int)(access & ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE));
+  if (mr != NULL && (access & IBV_ACCESS_RELAXED_ORDERING))
+    __atomic_add_fetch(&nrelaxed, 1, __ATOMIC_RELAXED);
+  return mr;
 }
 
 struct ibv_mr*(ibv_reg_dmabuf_mr)(struct ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,

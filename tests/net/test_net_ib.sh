@@ -79,8 +79,8 @@ two_ports() ( # two_ports RANKS_PER_HOST
   run_job 2 "$1" 127.0.0.1 short
   case " ${RCS[*]} " in *[!0\ ]*) echo "FAILED: statuses ${RCS[*]}"; dump_logs; exit 1 ;; esac
   cat "$NET_LOG/counts"
-  # pid P reg_mr R dereg_mr D live L messages M empty E by_device M0 M1
-  awk -v ppn="$1" '{ n++; both += ($14 > 0 && $15 > 0); only0 += ($14 > 0 && $15 == 0); only1 += ($14 == 0 && $15 > 0) }
+  # pid P reg_mr R dereg_mr D live L messages M empty E relaxed X by_device M0 M1
+  awk -v ppn="$1" '{ n++; both += ($16 > 0 && $17 > 0); only0 += ($16 > 0 && $17 == 0); only1 += ($16 == 0 && $17 > 0) }
        END { want = 2 * ppn
              if (n != want) { print "FAILED: want " want " processes, got " n; exit 1 }
              if (ppn == 1 && both != 2) { print "FAILED: each rank alone on its host should send over both devices"; exit 1 }
@@ -101,7 +101,7 @@ topology_ports() (
   run_job 2 1 127.0.0.1 short
   [ "${RCS[*]}" = "0 0" ] || { echo "FAILED: statuses ${RCS[*]}"; dump_logs; exit 1; }
   cat "$NET_LOG/counts"
-  awk '{ n++; ok += ($14 == 0 && $15 > 0) }
+  awk '{ n++; ok += ($16 == 0 && $17 > 0) }
        END { if (n != 2 || ok != 2) { print "FAILED: each rank should send over the topology'"'"'s nearest NIC (device 1) alone"; exit 1 }
              print "ok: each rank sends over the NIC the topology puts nearest" }' "$NET_LOG/counts"
 )
@@ -130,5 +130,27 @@ adaptive_routing() ( # adaptive_routing LABEL DEVICE WANT(all|few) [VAR=VALUE...
 run adaptive_routing "InfiniBand, threshold 0: every message" mlx5_0 all NCCL_IB_AR_THRESHOLD=0
 run adaptive_routing "InfiniBand, NCCL_IB_ADAPTIVE_ROUTING=0: none" mlx5_0 few NCCL_IB_ADAPTIVE_ROUTING=0 NCCL_IB_AR_THRESHOLD=0
 run adaptive_routing "RoCE, by default: none" mlx5_0:eth few NCCL_IB_AR_THRESHOLD=0
+# Relaxed ordering (NCCL_IB_PCI_RELAXED_ORDERING, default 2: where libibverbs takes optional
+# access flags, as the test provider does): the data buffers are registered with
+# IBV_ACCESS_RELAXED_ORDERING, the connection's own FIFO and words never; 0 turns it off.
+relaxed_ordering() ( # relaxed_ordering on|off [VAR=VALUE...]
+  local want=$1
+  shift
+  . tests/net/lib.sh
+  trap 'rm -rf "$NET_LOG"' EXIT
+  use_test_ib mlx5_0 >/dev/null
+  export NCCL_SOCKET_IFNAME=lo WEFT_FAKE_IB_COUNTS="$NET_LOG/counts" "$@"
+  run_job 2 1 127.0.0.1 short
+  [ "${RCS[*]}" = "0 0" ] || { echo "FAILED: relaxed ordering $want: statuses ${RCS[*]}"; dump_logs; exit 1; }
+  cat "$NET_LOG/counts"
+  # pid P reg_mr R dereg_mr D live L messages M empty E relaxed X ...
+  awk -v want="$want" '{ n++
+         if (want == "on" && ($14 * 2 < $4 || $14 >= $4)) bad++
+         if (want == "off" && $14 != 0) bad++ }
+       END { if (n != 2 || bad) { print "FAILED: relaxed ordering " want ": want " (want == "on" ? "the data buffers'"'"' registrations (most, not all) with it" : "no registration with it"); exit 1 }
+             print "ok: relaxed ordering " want }' "$NET_LOG/counts"
+)
+run relaxed_ordering on
+run relaxed_ordering off NCCL_IB_PCI_RELAXED_ORDERING=0
 [ $fail = 0 ] && [ $ran = 0 ] && { echo "SKIP: nothing could run"; exit 77; }
 exit $fail
