@@ -73,6 +73,9 @@ struct weft_comm_ctx {
 
   /* Tasks queued by collective/p2p calls of the current group; launched at group end. */
   struct weft_task_queue tasks;
+  /* One task of a launch that ended, kept for the next call (weft_enqueue_free_tasks): an
+   * ungrouped call then allocates nothing. Exchanged atomically: a launch may end on a worker. */
+  struct weft_task* task_spare;
   uint64_t next_seq;
   /* The per-call selection (nccl*Config) every rank last agreed on (collectives/agree.c). */
   uint64_t sel_agreed;

@@ -12,6 +12,7 @@
 #include "collectives/coll.h"
 #include "collectives/context.h"
 #include "collectives/cuda/engine_cuda.h"
+#include "collectives/enqueue.h"
 #include "collectives/executor.h"
 #include "collectives/fingerprint.h"
 #include "collectives/host/call_note.h"
@@ -405,14 +406,6 @@ static ncclResult_t run_coll(struct weft_comm_ctx* comm, struct weft_task* t, st
   return res;
 }
 
-static void free_tasks(struct weft_task* t) {
-  while (t) {
-    struct weft_task* next = t->next;
-    free(t);
-    t = next;
-  }
-}
-
 /* The next non-empty send to self (or receive from self) from t on. */
 static struct weft_task* next_self(struct weft_task* t, enum weft_coll coll, int rank) {
   while (t && !(t->coll == coll && t->root == rank && t->count > 0)) t = t->next;
@@ -500,13 +493,13 @@ ncclResult_t weft_enqueue_launch(struct weft_comm_ctx* comm) {
   if (__atomic_load_n(&comm->suspend_released, __ATOMIC_ACQUIRE)) {
     WEFT_WARN("comm %p rank %d: operations (seq %llu on) launched on a suspended communicator", (void*)comm,
               comm->rank, (unsigned long long)tasks->seq);
-    free_tasks(tasks);
+    weft_enqueue_free_tasks(comm, tasks);
     return ncclInvalidUsage;
   }
   ncclResult_t matched = match_self(comm, tasks);
   if (matched == ncclSuccess) matched = weft_plan_agree_calls(comm, tasks);
   if (matched != ncclSuccess) {
-    free_tasks(tasks);
+    weft_enqueue_free_tasks(comm, tasks);
     return matched;
   }
   return weft_executor_of(comm)->launch(comm, tasks);
@@ -521,7 +514,7 @@ static ncclResult_t cuda_launch(struct weft_comm_ctx* comm, struct weft_task* ta
   prof_cuda(comm->prof, tasks, 0);
   trace_all(comm->trace, tasks, WEFT_TRACE_LAUNCHED, res);
   trace_failed(comm, res);
-  free_tasks(tasks);
+  weft_enqueue_free_tasks(comm, tasks);
   return res;
 }
 
@@ -529,7 +522,7 @@ static ncclResult_t host_launch(struct weft_comm_ctx* comm, struct weft_task* ta
   if (comm->coll == NULL) {
     WEFT_WARN("comm %p rank %d: collectives launched on a communicator that is not initialized", (void*)comm,
               comm->rank);
-    free_tasks(tasks);
+    weft_enqueue_free_tasks(comm, tasks);
     return ncclInvalidUsage;
   }
   int n = 0, np = 0;
@@ -537,7 +530,7 @@ static ncclResult_t host_launch(struct weft_comm_ctx* comm, struct weft_task* ta
   struct weft_task* few[16]; /* most launches: no allocation for the list */
   struct weft_task** p2p = n <= 16 ? few : malloc(n * sizeof(*p2p));
   if (p2p == NULL) {
-    free_tasks(tasks);
+    weft_enqueue_free_tasks(comm, tasks);
     return ncclSystemError;
   }
   struct weft_waiter w;
@@ -574,7 +567,7 @@ static ncclResult_t host_launch(struct weft_comm_ctx* comm, struct weft_task* ta
   if (res != ncclSuccess) weft_coll_publish_cause(comm);
   trace_failed(comm, res);
   if (p2p != few) free(p2p);
-  free_tasks(tasks);
+  weft_enqueue_free_tasks(comm, tasks);
   return res;
 }
 
@@ -615,7 +608,7 @@ ncclResult_t weft_enqueue_simulate(struct weft_comm_ctx* comm, float* time_us) {
 void weft_enqueue_discard(struct weft_comm_ctx* comm) {
   if (comm == NULL) return;
   weft_rma_discard(comm);
-  free_tasks(comm->tasks.head);
+  weft_enqueue_free_tasks(comm, comm->tasks.head);
   memset(&comm->tasks, 0, sizeof(comm->tasks));
 }
 

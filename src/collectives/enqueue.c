@@ -56,8 +56,24 @@ ncclResult_t weft_enqueue_check_overlap(const struct weft_call* call, const void
   return ncclSuccess;
 }
 
+void weft_enqueue_free_tasks(struct weft_comm_ctx* comm, struct weft_task* t) {
+  if (t == NULL) return;
+  struct weft_task* rest = t->next;
+  free(__atomic_exchange_n(&comm->task_spare, t, __ATOMIC_ACQ_REL));
+  while (rest) {
+    struct weft_task* next = rest->next;
+    free(rest);
+    rest = next;
+  }
+}
+
+void weft_enqueue_drop_spare(struct weft_comm_ctx* comm) {
+  free(__atomic_exchange_n(&comm->task_spare, NULL, __ATOMIC_ACQ_REL));
+}
+
 ncclResult_t weft_enqueue_append(struct weft_comm_ctx* comm, const struct weft_task* task) {
-  struct weft_task* t = malloc(sizeof(*t));
+  struct weft_task* t = __atomic_exchange_n(&comm->task_spare, NULL, __ATOMIC_ACQ_REL);
+  if (t == NULL) t = malloc(sizeof(*t));
   if (t == NULL) {
     WEFT_WARN("Failed to allocate a task (%zu bytes) on comm %p rank %d", sizeof(*t), (void*)comm,
               comm->rank);

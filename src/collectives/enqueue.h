@@ -47,5 +47,9 @@ ncclResult_t weft_enqueue_check_overlap(const struct weft_call* call, const void
 ncclResult_t weft_enqueue(const struct weft_call* call, weft_call_check_fn check, weft_call_build_fn build);
 /* Append a copy of task to comm->tasks with the next sequence number. */
 ncclResult_t weft_enqueue_append(struct weft_comm_ctx* comm, const struct weft_task* task);
+/* Frees a list of tasks (NULL-safe), keeping one as comm's spare for the next append. */
+void weft_enqueue_free_tasks(struct weft_comm_ctx* comm, struct weft_task* t);
+/* Frees comm's spare task (communicator destruction). */
+void weft_enqueue_drop_spare(struct weft_comm_ctx* comm);
 
 #endif

@@ -68,6 +68,9 @@ void weft_trace_create(struct weft_comm_ctx* comm) {
               MAX_RECORDS);
     n = MAX_RECORDS;
   }
+  int64_t pow2 = 1;
+  while (pow2 < n) pow2 *= 2; /* a record's slot is its number masked (MAX_RECORDS is one too) */
+  n = pow2;
   struct weft_trace* tr = calloc(1, sizeof(*tr) + (size_t)n * sizeof(tr->ring[0]));
   if (tr == NULL) {
     WEFT_WARN("comm %p rank %d: no memory for a flight recorder of %lld records; recording is off",
@@ -88,7 +91,7 @@ void weft_trace_destroy(struct weft_comm_ctx* comm) {
 }
 
 static struct weft_trace_rec* slot_of(struct weft_trace* tr, uint64_t seq) {
-  struct weft_trace_rec* r = &tr->ring[seq % tr->size];
+  struct weft_trace_rec* r = weft_trace_slot(tr, seq);
   return r->seq == seq && r->state != 0 ? r : NULL;
 }
 
@@ -97,7 +100,7 @@ static int reduces(enum weft_coll coll) {
 }
 
 void weft_trace_enqueue(struct weft_trace* tr, const struct weft_task* t) {
-  struct weft_trace_rec* r = &tr->ring[t->seq % tr->size];
+  struct weft_trace_rec* r = weft_trace_slot(tr, t->seq);
   int p2p = t->coll == WEFT_COLL_SEND || t->coll == WEFT_COLL_RECV;
   r->seq = t->seq;
   r->coll_no = p2p ? 0 : ++tr->colls;

@@ -57,7 +57,7 @@ struct weft_trace_chan {
 
 struct weft_trace {
   struct weft_comm_ctx* comm;
-  uint32_t size;      /* records in ring (a power of two is not required) */
+  uint32_t size;      /* records in ring, a power of two (weft_trace_slot masks, no division) */
   uint64_t colls;     /* collectives queued so far */
   uint64_t inflight;  /* seq of the running operation + 1; 0: none */
   int failure_dumped; /* a dump on failure was written: an async error found later adds none */
@@ -77,6 +77,11 @@ struct weft_trace {
   struct weft_trace* next; /* the signal dumper's list (trace_dump.c) */
   struct weft_trace_rec ring[];
 };
+
+/* Where seq's record goes in the ring. */
+static inline struct weft_trace_rec* weft_trace_slot(const struct weft_trace* tr, uint64_t seq) {
+  return (struct weft_trace_rec*)&tr->ring[seq & (tr->size - 1)];
+}
 
 /* The recorder's clock, in ticks: the TSC where the kernel itself trusts it (its clocksource is
  * tsc), which costs a third of a clock_gettime; else CLOCK_MONOTONIC ns. Three readings per call

@@ -63,7 +63,7 @@ static void put_ops(FILE* f, const struct weft_trace* tr, const struct weft_trac
   int first = 1;
   for (uint64_t k = 0; any && k < tr->size; k++) {
     uint64_t seq = newest + 1 + k; /* walks the ring once from the oldest slot */
-    const struct weft_trace_rec* r = &tr->ring[seq % tr->size];
+    const struct weft_trace_rec* r = weft_trace_slot(tr, seq);
     if (r->state == 0 || r->seq > newest || r->seq + tr->size <= newest) continue;
     fprintf(f, first ? "\n" : ",\n");
     put_rec(f, r, clk);
@@ -79,7 +79,7 @@ static const char* const dev_wait_names[] = {"", "data from the peer", "LL data 
 static uint64_t dev_inflight(const struct weft_trace* tr) {
   uint64_t from = __atomic_load_n(&tr->dev_done, __ATOMIC_ACQUIRE);
   for (uint64_t seq = from; seq < from + tr->size; seq++) {
-    const struct weft_trace_rec* r = &tr->ring[seq % tr->size];
+    const struct weft_trace_rec* r = weft_trace_slot(tr, seq);
     uint8_t st = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
     if (r->seq != seq || st == 0) return 0;
     if (st == WEFT_TRACE_RUNNING || st == WEFT_TRACE_LAUNCHED || st == WEFT_TRACE_FAILED) return seq + 1;

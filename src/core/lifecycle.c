@@ -5,6 +5,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/coll.h"
+#include "collectives/enqueue.h"
 #include "collectives/profiler.h"
 #include "collectives/trace.h"
 #include "collectives/tuner.h"
@@ -97,11 +98,8 @@ void weft_comm_free(struct ncclComm* comm) {
   free(comm->ctx.topo_p2p);
   free(comm->ctx.user_ops);
   free(comm->suspended_usage);
-  for (struct weft_task* t = comm->ctx.tasks.head; t;) {
-    struct weft_task* next = t->next;
-    free(t);
-    t = next;
-  }
+  weft_enqueue_free_tasks(&comm->ctx, comm->ctx.tasks.head);
+  weft_enqueue_drop_spare(&comm->ctx);
   comm->magic = 0;
   free(comm);
 }
