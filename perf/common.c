@@ -11,7 +11,7 @@
 #include "harness.h"
 
 static struct perf_job job_state;
-extern _Atomic double perf_last_progress;
+extern _Atomic uint64_t perf_progress_marks;
 
 void perf_die(struct perf_job* job, int code, const char* file, int line) {
   perf_launch_joined(); /* a rendezvous file of a failed job would only mislead a later one */
@@ -165,12 +165,26 @@ static void* thread_main(void* arg) {
   return NULL;
 }
 
+static double watchdog_clock(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void* watchdog(void* arg) {
   struct perf_job* job = arg;
+  uint64_t seen = atomic_load(&perf_progress_marks);
+  double since = watchdog_clock();
   for (;;) {
     struct timespec ts = {0, 100 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    double idle = perf_progress_clock() - atomic_load(&perf_last_progress);
+    uint64_t now_marks = atomic_load(&perf_progress_marks);
+    if (now_marks != seen) {
+      seen = now_marks;
+      since = watchdog_clock();
+      continue;
+    }
+    double idle = watchdog_clock() - since;
     if (idle > job->args.timeout) {
       printf("%s: Test timeout (%ds) %s:%d\n", job->hostname, job->args.timeout, __FILE__, __LINE__);
       perf_die(job, PERF_TIMEOUT, __FILE__, __LINE__);

@@ -80,7 +80,6 @@ void perf_thread_run_tests(struct perf_thread* t);
 void perf_barrier(struct perf_thread* t);
 void perf_combine(struct perf_thread* t, const double* vals, int nvals, ncclRedOp_t op, double* out);
 void perf_progress(void);
-double perf_progress_clock(void);
 
 /* report.c */
 void perf_print_header(const struct perf_job* job);
