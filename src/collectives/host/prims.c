@@ -3,6 +3,7 @@
  * and bumps tail only as a doorbell; the receiver trusts the flags, never the tail. */
 #include "collectives/host/prims.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,65 @@ static ncclResult_t wait_for(struct weft_prims* p, weft_ready_fn ready, void* ar
                              uint32_t* waiting, int peer, const char* what) {
   if (p->sched) return weft_host_sched_wait(p->sched, ready, arg, doorbell, waiting, peer, what);
   return weft_host_wait(p->waiter, ready, arg, doorbell, waiting, peer, p->channel, what);
+}
+
+/* LL's scratch (a slot's payload, unpacked or to pack) is kept per thread between operations: a
+ * small LL call then allocates nothing (a malloc and a free of two buffers per channel and call
+ * before). Interleaved channels of one thread each take their own. */
+#define SCRATCH_KEEP 8
+struct scratch_pool {
+  int n;
+  void* buf[SCRATCH_KEEP];
+  size_t cap[SCRATCH_KEEP];
+};
+static pthread_key_t scratch_key;
+static int scratch_key_ok;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_pool_free(void* arg) {
+  struct scratch_pool* pool = arg;
+  for (int i = 0; i < pool->n; i++) free(pool->buf[i]);
+  free(pool);
+}
+
+static void scratch_key_make(void) {
+  scratch_key_ok = pthread_key_create(&scratch_key, scratch_pool_free) == 0;
+}
+
+static struct scratch_pool* scratch_pool(int create) {
+  pthread_once(&scratch_once, scratch_key_make);
+  if (!scratch_key_ok) return NULL;
+  struct scratch_pool* pool = pthread_getspecific(scratch_key);
+  if (pool == NULL && create && (pool = calloc(1, sizeof(*pool))) != NULL &&
+      pthread_setspecific(scratch_key, pool) != 0) {
+    free(pool);
+    pool = NULL;
+  }
+  return pool;
+}
+
+static void* scratch_take(size_t bytes) {
+  struct scratch_pool* pool = scratch_pool(0);
+  for (int i = 0; pool && i < pool->n; i++)
+    if (pool->cap[i] >= bytes) {
+      void* b = pool->buf[i];
+      pool->n--;
+      pool->buf[i] = pool->buf[pool->n];
+      pool->cap[i] = pool->cap[pool->n];
+      return b;
+    }
+  return malloc(bytes);
+}
+
+static void scratch_give(void* buf, size_t bytes) {
+  if (buf == NULL) return;
+  struct scratch_pool* pool = scratch_pool(1);
+  if (pool == NULL || pool->n == SCRATCH_KEEP) {
+    free(buf);
+    return;
+  }
+  pool->buf[pool->n] = buf;
+  pool->cap[pool->n++] = bytes;
 }
 
 size_t weft_prims_max_chunk_bytes(int proto, size_t simple_slot, size_t ll_slot) {
@@ -49,9 +109,9 @@ ncclResult_t weft_prims_setup(struct weft_prims* p, struct weft_conn* send, stru
   p->by_ref = proto == WEFT_PROTO_SIMPLE && send != NULL && send->by_ref;
   if (proto == WEFT_PROTO_LL) {
     struct weft_conn* c = send ? send : recv;
-    size_t bytes = c ? weft_prims_max_chunk_bytes(proto, 0, c->ll_slot) : 0;
-    p->tmp_recv = malloc(bytes + 8);
-    p->tmp_send = malloc(bytes + 8);
+    p->tmp_bytes = (c ? weft_prims_max_chunk_bytes(proto, 0, c->ll_slot) : 0) + 8;
+    p->tmp_recv = scratch_take(p->tmp_bytes);
+    p->tmp_send = scratch_take(p->tmp_bytes);
     if (p->tmp_recv == NULL || p->tmp_send == NULL) {
       weft_prims_teardown(p);
       return ncclSystemError;
@@ -76,8 +136,8 @@ ncclResult_t weft_prims_flush(struct weft_prims* p) {
 }
 
 void weft_prims_teardown(struct weft_prims* p) {
-  free(p->tmp_recv);
-  free(p->tmp_send);
+  scratch_give(p->tmp_recv, p->tmp_bytes);
+  scratch_give(p->tmp_send, p->tmp_bytes);
   p->tmp_recv = p->tmp_send = NULL;
 }
 

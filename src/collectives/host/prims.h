@@ -21,8 +21,9 @@ struct weft_prims {
   int reducing; /* apply the pre-op to own input and the post-op to final results */
   const char* in;
   char* out;
-  void* tmp_recv; /* LL: unpacked payload of one slot */
-  void* tmp_send; /* LL: payload to pack into one slot */
+  void* tmp_recv;   /* LL: unpacked payload of one slot */
+  void* tmp_send;   /* LL: payload to pack into one slot */
+  size_t tmp_bytes; /* of each */
   ncclResult_t err;
   int by_ref;    /* Simple sends to a network connector: unchanged data is sent from where it lies */
   int refs_sent; /* some were: the user's buffers are in use until the proxy has sent them */
