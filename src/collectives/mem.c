@@ -15,6 +15,7 @@
 
 #include "collectives/context.h"
 #include "collectives/cuda/engine_cuda.h"
+#include "proxy/proxy.h"
 #include "transport/connector.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -178,6 +179,14 @@ ncclResult_t weft_mem_register(struct weft_comm_ctx* comm, void* buff, size_t si
   reg->buff = buff;
   reg->size = size;
   reg->shared = weft_mem_lookup(buff, size, NULL) == ncclSuccess;
+  /* The network keeps it registered: steps the host backend sends in place from it (the CUDA
+   * backend sends from its connectors only) then cost no registration each. */
+  reg->net_kept = comm->backend == WEFT_BACKEND_HOST;
+  if (reg->net_kept && weft_proxy_keep_registered(&comm->abort_flag, buff, size, 1) != ncclSuccess) {
+    WEFT_WARN("ncclCommRegister: out of memory for the network's registration record");
+    free(reg);
+    return ncclSystemError;
+  }
   pthread_mutex_lock(&mem_lock);
   reg->next = regs;
   regs = reg;
@@ -198,6 +207,7 @@ ncclResult_t weft_mem_deregister(struct weft_comm_ctx* comm, void* handle) {
   WEFT_ARG_CHECK(reg != NULL, "ncclCommDeregister: handle %p is not a registration of comm %p", handle,
                  (void*)comm);
   WEFT_INFO(WEFT_REG, "ncclCommDeregister: comm %p buff %p size %zu", (void*)comm, reg->buff, reg->size);
+  if (reg->net_kept) weft_proxy_keep_registered(&comm->abort_flag, reg->buff, reg->size, 0);
   free(reg);
   return ncclSuccess;
 }
@@ -231,6 +241,7 @@ void weft_mem_comm_fini(struct weft_comm_ctx* comm) {
     if ((*at)->comm == comm) {
       struct weft_mem_reg* r = *at;
       *at = r->next;
+      if (r->net_kept) weft_proxy_keep_registered(&comm->abort_flag, r->buff, r->size, 0);
       free(r);
     } else {
       at = &(*at)->next;

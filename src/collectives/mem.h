@@ -44,7 +44,8 @@ struct weft_mem_reg {
   struct weft_comm_ctx* comm;
   void* buff;
   size_t size;
-  int shared; /* inside memory from ncclMemAlloc */
+  int shared;   /* inside memory from ncclMemAlloc */
+  int net_kept; /* the network connections keep it registered (weft_proxy_keep_registered) */
   struct weft_mem_reg* next;
 };
 

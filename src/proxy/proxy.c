@@ -70,6 +70,29 @@ static struct {
   pthread_once_t atfork_once;
 } px = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, PTHREAD_ONCE_INIT};
 
+/* Ranges a communicator registered (ncclCommRegister), kept registered on each of its send
+ * connections, those made later too; under px.mu, which also serializes every use of a
+ * connection's network comm (the progress loop holds it). */
+struct user_range {
+  volatile uint32_t* owner; /* the communicator's abort flag, which its connections carry */
+  void* data;
+  size_t size;
+  struct user_range* next;
+};
+static struct user_range* user_ranges;
+
+static void keep_on(struct weft_proxy_conn* c, const struct user_range* r, int keep) {
+  const struct weft_net_ops* net = c->d.net;
+  if (!c->d.is_send || c->d.abort_flag != r->owner || !net->keep_registered || !net->drop_registered) return;
+  if (!keep) {
+    net->drop_registered(c->d.net_comm, r->data, r->size);
+    return;
+  }
+  if (net->keep_registered(c->d.net_comm, r->data, r->size) != ncclSuccess)
+    WEFT_INFO(WEFT_PROXY | WEFT_NET, "Rank %d: %zu registered bytes at %p are registered per step to rank %d",
+              c->d.rank, r->size, r->data, c->d.peer);
+}
+
 /* Publish a counter and wake an executor sleeping on it (the executor's doorbell protocol). */
 static void post(uint64_t* counter, uint32_t* waiting, uint64_t value) {
   __atomic_store_n(counter, value, __ATOMIC_RELEASE);
@@ -343,6 +366,7 @@ static void* proxy_main(void* arg) {
 
 /* A forked child has no proxy thread and none of the parent's connections. */
 static void atfork_child(void) {
+  user_ranges = NULL; /* the parent's (its memory, now the child's copy, is left as it is) */
   pthread_mutex_init(&px.mu, NULL);
   pthread_cond_init(&px.cv, NULL);
   px.conns = NULL;
@@ -396,6 +420,7 @@ ncclResult_t weft_proxy_conn_add(const struct weft_proxy_conn_desc* d, struct we
   c->next = px.conns;
   px.conns = c;
   px.nconns++;
+  for (const struct user_range* r = user_ranges; r; r = r->next) keep_on(c, r, 1);
   pthread_cond_signal(&px.cv);
   pthread_mutex_unlock(&px.mu);
   WEFT_INFO(WEFT_PROXY | WEFT_NET, "Rank %d: proxy drives the %s connector %s rank %d (host %s)", d->rank,
@@ -470,6 +495,29 @@ void weft_proxy_conn_remove(struct weft_proxy_conn* c) {
     c->d.net->close_recv(c->d.net_comm);
   free(c->bounce);
   free(c);
+}
+
+ncclResult_t weft_proxy_keep_registered(volatile uint32_t* owner, void* data, size_t size, int keep) {
+  pthread_mutex_lock(&px.mu);
+  struct user_range* r = NULL;
+  if (keep) {
+    if ((r = calloc(1, sizeof(*r))) == NULL) {
+      pthread_mutex_unlock(&px.mu);
+      return ncclSystemError;
+    }
+    *r = (struct user_range){owner, data, size, user_ranges};
+    user_ranges = r;
+  } else {
+    for (struct user_range** at = &user_ranges; *at && r == NULL; at = &(*at)->next)
+      if ((*at)->owner == owner && (*at)->data == data && (*at)->size == size) {
+        r = *at;
+        *at = r->next;
+      }
+  }
+  for (struct weft_proxy_conn* c = px.conns; c && r; c = c->next) keep_on(c, r, keep);
+  pthread_mutex_unlock(&px.mu);
+  if (!keep) free(r);
+  return ncclSuccess;
 }
 
 struct weft_proxy_watchq* weft_proxy_conn_watchq(struct weft_proxy_conn* c) {

@@ -40,6 +40,11 @@ void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause*
  * come. */
 void weft_proxy_announce_mismatch(volatile uint32_t* abort_flag, int finder, const char* host,
                                   const char* what);
+/* ncclCommRegister's ranges for the network: [data, data+size) stays registered on every send
+ * connection of the communicator owning abort_flag (owner), present and future, so steps sent in
+ * place from it cost no registration each; keep=0 (ncclCommDeregister) ends that, and the
+ * registration goes once no send in flight uses it. Networks that register nothing ignore it. */
+ncclResult_t weft_proxy_keep_registered(volatile uint32_t* owner, void* data, size_t size, int keep);
 /* The queue of operations the profiler watches on c (proxy/watch.h). */
 struct weft_proxy_watchq* weft_proxy_conn_watchq(struct weft_proxy_conn* c);
 /* Connections currently driven (tests). */

@@ -74,20 +74,30 @@ static int access_of(const struct ib_comm* c) {
   return c->is_send ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 }
 
-static ncclResult_t reg_mr(struct ib_comm* c, void* p, size_t n, struct ibv_mr** out) {
+static struct ibv_mr* register_range(struct ib_comm* c, void* p, size_t n) {
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
   if (c->relaxed)
-    *out = ibv->reg_mr_iova2(c->pd, p, n, (uint64_t)(uintptr_t)p,
+    return ibv->reg_mr_iova2(c->pd, p, n, (uint64_t)(uintptr_t)p,
                              (unsigned)access_of(c) | IBV_ACCESS_RELAXED_ORDERING);
-  else
-    *out = ibv->reg_mr(c->pd, p, n, access_of(c));
+  return ibv->reg_mr(c->pd, p, n, access_of(c));
+}
+
+/* A request's buffer that cannot be registered fails the connection. */
+static ncclResult_t reg_mr(struct ib_comm* c, void* p, size_t n, struct ibv_mr** out) {
+  *out = register_range(c, p, n);
   if (*out == NULL)
     return weft_ib_fail(c, ncclSystemError, "cannot register %zu bytes at %p: %s", n, p, strerror(errno));
   return ncclSuccess;
 }
 
+/* A range to keep that cannot be registered is only refused (the caller says what follows: a
+ * connector's setup fails, a registered user buffer is registered per request instead). */
 static ncclResult_t kept_reg(void* owner, void* data, size_t size, void** mh) {
-  return reg_mr(owner, data, size, (struct ibv_mr**)mh);
+  struct ib_comm* c = owner;
+  if ((*mh = register_range(c, data, size)) != NULL) return ncclSuccess;
+  WEFT_INFO(WEFT_NET, "NET/IB: %s:%d cannot keep %zu bytes at %p registered: %s", c->port->name,
+            c->port->port, size, data, strerror(errno));
+  return ncclSystemError;
 }
 
 static void kept_dereg(void* owner, void* mh) {

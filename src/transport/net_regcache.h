@@ -11,8 +11,9 @@
 #include "nccl.h"
 
 /* Per comm: a proxy connector declares 3 ranges (its FIFO memory, its LL bounce slots, its
- * notice). Past this a declared range is registered per request, as any other buffer. */
-#define WEFT_NET_REGCACHE_MAX 8
+ * notice), and a sending one each range its communicator registered (ncclCommRegister). Past this
+ * a declared range is registered per request, as any other buffer. */
+#define WEFT_NET_REGCACHE_MAX 32
 
 struct weft_net_kept {
   uintptr_t lo, hi; /* the range registered, exactly as declared (no rounding to pages: on a

@@ -7,7 +7,8 @@
  * all-gathers only (small to larger than the connectors hold), for tests of a network itself. kill:V: rank V
  * SIGKILLs itself inside a large all-reduce; the others must get an error (exit 3) naming rank V within
  * WEFT_TIMEOUT. stall:V: rank V stops (SIGSTOP) so its peers time out. loop:S: all-reduces for S seconds (the
- * script disturbs the network meanwhile); exit 0 when all were right, 3 on an error. */
+ * script disturbs the network meanwhile); exit 0 when all were right, 3 on an error. regloop:S: loop:S
+ * with the buffer registered (ncclCommRegister). */
 #include <signal.h>
 
 #include "check.h"
@@ -158,10 +159,17 @@ static int run_short(ncclComm_t comm, int rank, int n) {
   return problems;
 }
 
-/* Large all-reduces until the deadline (or forever); the victim dies or stops in the third. */
-static int run_loop(ncclComm_t comm, int rank, int victim, int stall, double seconds) {
+/* Large all-reduces until the deadline (or forever); the victim dies or stops in the third.
+ * registered: the buffer is registered with ncclCommRegister for the loop. */
+static int run_loop(ncclComm_t comm, int rank, int victim, int stall, double seconds, int registered) {
   size_t count = 1 << 20;
   float* buf = malloc(count * sizeof(float));
+  void* handle = NULL;
+  if (registered && ncclCommRegister(comm, buf, count * sizeof(float), &handle) != ncclSuccess) {
+    fprintf(stderr, "rank %d: ncclCommRegister failed: %s\n", rank, ncclGetLastError(comm));
+    free(buf);
+    return 1;
+  }
   double t0 = now_s();
   for (int it = 0; seconds <= 0 || now_s() - t0 < seconds; it++) {
     for (size_t i = 0; i < count; i++) buf[i] = (float)((rank + (int)i) % 7);
@@ -185,13 +193,17 @@ static int run_loop(ncclComm_t comm, int rank, int victim, int stall, double sec
       }
     }
   }
+  if (handle != NULL && ncclCommDeregister(comm, handle) != ncclSuccess) {
+    free(buf);
+    return 1;
+  }
   free(buf);
   return 0;
 }
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: net_ranks RANK NRANKS [check|short|kill:V|stall:V|loop:S]\n");
+    fprintf(stderr, "usage: net_ranks RANK NRANKS [check|short|kill:V|stall:V|loop:S|regloop:S]\n");
     return 2;
   }
   int rank = atoi(argv[1]), n = atoi(argv[2]);
@@ -207,12 +219,13 @@ int main(int argc, char** argv) {
     rc = (strcmp(mode, "short") == 0 ? run_short(comm, rank, n) : run_check(comm, rank, n)) ? 1 : 0;
   } else {
     int victim = -1, stall = strncmp(mode, "stall:", 6) == 0;
+    int registered = strncmp(mode, "regloop:", 8) == 0;
     double secs = 0;
-    if (strncmp(mode, "loop:", 5) == 0)
-      secs = atof(mode + 5);
+    if (strncmp(mode, "loop:", 5) == 0 || registered)
+      secs = atof(strchr(mode, ':') + 1);
     else
       victim = atoi(strchr(mode, ':') ? strchr(mode, ':') + 1 : "0");
-    int r = run_loop(comm, rank, victim, stall, secs);
+    int r = run_loop(comm, rank, victim, stall, secs, registered);
     rc = r < 0 ? 3 : r;
   }
   if (rc == 3) {

@@ -152,5 +152,28 @@ relaxed_ordering() ( # relaxed_ordering on|off [VAR=VALUE...]
 )
 run relaxed_ordering on
 run relaxed_ordering off NCCL_IB_PCI_RELAXED_ORDERING=0
+# Buffers registered with ncclCommRegister stay registered with the network: the host backend
+# sends unchanged steps in place from the caller's buffer (WEFT_NET_SEND_BY_REF), each one a
+# registration of its own unless the buffer is registered. A second of in-place 4 MiB
+# all-reduces, the buffer unregistered then registered: about one registration per message,
+# then a bounded number, and every registration released by the end.
+registered_buffers() ( # registered_buffers loop|regloop
+  local mode=$1
+  . tests/net/lib.sh
+  trap 'rm -rf "$NET_LOG"' EXIT
+  use_test_ib mlx5_0 >/dev/null
+  export NCCL_SOCKET_IFNAME=lo WEFT_FAKE_IB_COUNTS="$NET_LOG/counts"
+  run_job 2 1 127.0.0.1 "$mode:1"
+  [ "${RCS[*]}" = "0 0" ] || { echo "FAILED: $mode: statuses ${RCS[*]}"; dump_logs; exit 1; }
+  cat "$NET_LOG/counts"
+  # pid P reg_mr R dereg_mr D live L messages M ...
+  awk -v mode="$mode" '{ n++; if ($10 < 200 || $8 != 0) bad++
+         if (mode == "loop" && $4 * 2 < $10) bad++
+         if (mode == "regloop" && $4 * 20 > $10) bad++ }
+       END { if (n != 2 || bad) { print "FAILED: " mode ": want 200+ messages, " (mode == "loop" ? "about one registration per message" : "fewer than one registration per 20 messages") " and none left"; exit 1 }
+             print "ok: " (mode == "loop" ? "an unregistered buffer: a registration per message" : "a registered buffer: registrations bounded") }' "$NET_LOG/counts"
+)
+run registered_buffers loop
+run registered_buffers regloop
 [ $fail = 0 ] && [ $ran = 0 ] && { echo "SKIP: nothing could run"; exit 77; }
 exit $fail
