@@ -508,11 +508,9 @@ ncclResult_t weft_proxy_keep_registered(volatile uint32_t* owner, void* data, si
     *r = (struct user_range){owner, data, size, user_ranges};
     user_ranges = r;
   } else {
-    for (struct user_range** at = &user_ranges; *at && r == NULL; at = &(*at)->next)
-      if ((*at)->owner == owner && (*at)->data == data && (*at)->size == size) {
-        r = *at;
-        *at = r->next;
-      }
+    struct user_range** at = &user_ranges;
+    while (*at && !((*at)->owner == owner && (*at)->data == data && (*at)->size == size)) at = &(*at)->next;
+    if ((r = *at) != NULL) *at = r->next;
   }
   for (struct weft_proxy_conn* c = px.conns; c && r; c = c->next) keep_on(c, r, keep);
   pthread_mutex_unlock(&px.mu);
