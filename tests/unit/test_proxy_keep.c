@@ -87,8 +87,8 @@ static void side_stop(struct side* sd) {
 static void expect_keeps(const struct side* sd, int r0, int r1, int r2, const char* when) {
   int want[RANGES] = {r0, r1, r2};
   for (int i = 0; i < RANGES; i++)
-    EXPECT_MSG(sd->comm.keeps[i] == want[i], "%s: range %d kept %d times, want %d", when, i, sd->comm.keeps[i],
-               want[i]);
+    EXPECT_MSG(sd->comm.keeps[i] == want[i], "%s: range %d kept %d times, want %d", when, i,
+               sd->comm.keeps[i], want[i]);
 }
 
 int main(void) {

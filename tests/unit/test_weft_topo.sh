@@ -63,6 +63,15 @@ if [ $have_py = 1 ]; then
   [ "$(ring_of "$tmp/h.json")" = "8 48" ] || err "H100 x2 ring: $(ring_of "$tmp/h.json"), expected 8 x 48"
   "$BIN" --xml tests/data/topo/cpu-2numa-2nic.xml --ranks 8 --copy-bw 10 --json >"$tmp/c.json"
   [ "$(ring_of "$tmp/c.json")" = "1 10" ] || err "host ranks ring: $(ring_of "$tmp/c.json"), expected 1 x 10"
+  # The NICs each rank leaves through (tests/unit/test_near_nets.c states the same): H100, one NIC
+  # per GPU; A100, two GPUs take turns on the two NICs of their switch.
+  python3 - "$tmp/h.json" "$tmp/a.json" <<'PY' || err "NICs per rank"
+import json, sys
+h, a = (json.load(open(f))["nics"] for f in sys.argv[1:3])
+assert [(x["nets"], x["turn"], x["sharers"]) for x in h] == [([f"mlx5_{i}:1"], 0, 1) for i in range(8)], h
+assert [(x["nets"], x["turn"], x["sharers"]) for x in a] == \
+    [([f"mlx5_{i - i % 2}:1", f"mlx5_{i - i % 2 + 1}:1"], i % 2, 2) for i in range(8)], a
+PY
 fi
 
 # Bad input: clear error naming the line, exit status 1; bad usage: 2.

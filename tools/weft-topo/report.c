@@ -7,6 +7,73 @@
 #include "report.h"
 #include "util/json.h"
 
+/* The NICs nearest each rank of host 0, as the network connectors choose them (graph/near_nets.c):
+ * the host's NETs named "name:port"; *out NULL when the host has no NET. */
+#define MAX_NAMED_NETS 64
+struct rank_nics {
+  int nnets, nranks;
+  char names[MAX_NAMED_NETS][72];
+  struct weft_topo_near_nets* near; /* [nranks] */
+};
+
+static void rank_nics_free(struct rank_nics* rn) {
+  free(rn->near);
+  free(rn);
+}
+
+static struct rank_nics* rank_nics_of(struct report* r) {
+  struct weft_topo_system* sys = r->sys;
+  struct rank_nics* rn = calloc(1, sizeof(*rn));
+  if (rn == NULL) return NULL;
+  const char* list[MAX_NAMED_NETS];
+  for (int i = 0; i < sys->count[WEFT_NODE_NET] && rn->nnets < MAX_NAMED_NETS; i++) {
+    const struct weft_topo_node* x = &sys->nodes[WEFT_NODE_NET][i];
+    if (x->host != 0) continue;
+    snprintf(rn->names[rn->nnets], sizeof(rn->names[0]), "%.60s:%d", x->name, x->u.net.port);
+    list[rn->nnets] = rn->names[rn->nnets];
+    rn->nnets++;
+  }
+  rn->nranks = weft_topo_nlocal(sys, 0);
+  if (rn->nnets == 0 || rn->nranks < 1 || (rn->near = calloc(rn->nranks, sizeof(*rn->near))) == NULL ||
+      weft_topo_near_nets(sys, 0, list, rn->nnets, NULL, rn->nranks, rn->near) != ncclSuccess) {
+    rank_nics_free(rn);
+    return NULL;
+  }
+  return rn;
+}
+
+static void text_nics(struct report* r, FILE* f) {
+  struct rank_nics* rn = rank_nics_of(r);
+  if (rn == NULL) return;
+  fprintf(f, "NICs per rank (most bandwidth, then the shortest path; turn among the ranks sharing them):\n");
+  int show = rn->nranks < 16 ? rn->nranks : 16;
+  for (int i = 0; i < show; i++) {
+    const struct weft_topo_near_nets* n = &rn->near[i];
+    fprintf(f, "  rank %d:", i);
+    for (int k = 0; k < n->n; k++) fprintf(f, " %s", rn->names[n->dev[k]]);
+    if (n->n == 0) fprintf(f, " none reachable");
+    fprintf(f, " (turn %d of %d)\n", n->rail, n->sharers);
+  }
+  if (show < rn->nranks) fprintf(f, "  ... %d more ranks\n", rn->nranks - show);
+  rank_nics_free(rn);
+}
+
+static void json_nics(struct report* r, FILE* f) {
+  struct rank_nics* rn = rank_nics_of(r);
+  fprintf(f, "  \"nics\": [");
+  for (int i = 0; rn && i < rn->nranks; i++) {
+    const struct weft_topo_near_nets* n = &rn->near[i];
+    fprintf(f, "%s{\"rank\": %d, \"nets\": [", i ? ", " : "", i);
+    for (int k = 0; k < n->n; k++) {
+      if (k) fprintf(f, ", ");
+      weft_json_string(f, rn->names[n->dev[k]]);
+    }
+    fprintf(f, "], \"turn\": %d, \"sharers\": %d}", n->rail, n->sharers);
+  }
+  fprintf(f, "],\n");
+  if (rn) rank_nics_free(rn);
+}
+
 static const char* arch_name(int arch) {
   static const char* n[] = {"host", "volta", "ampere", "hopper", "blackwell"};
   return arch >= 0 && arch <= WEFT_ARCH_BLACKWELL ? n[arch] : "?";
@@ -70,6 +137,7 @@ void report_text(struct report* r, FILE* f) {
     for (int i = 0; i < ch->nranks && i < 64; i++) fprintf(f, " %d", ch->ring[c * ch->nranks + i]);
     fprintf(f, "%s\n", ch->nranks > 64 ? " ..." : "");
   }
+  text_nics(r, f);
   text_tuning(r, f);
 }
 
@@ -168,6 +236,7 @@ void report_json(struct report* r, FILE* f) {
   json_graph(&r->tree, f);
   fprintf(f, "},\n  \"channels\": {\"nranks\": %d, \"nchannels\": %d, \"tree_depth\": %d},\n", r->ch->nranks,
           r->ch->nchannels, r->ch->tree_depth);
+  json_nics(r, f);
   json_tuning(r, f);
   fprintf(f, "}\n");
 }
