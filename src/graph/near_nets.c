@@ -44,14 +44,6 @@ static uint64_t nearest(struct weft_topo_system* sys, const struct weft_topo_nod
   return set;
 }
 
-static struct weft_topo_node* gpu_with_bus(struct weft_topo_system* sys, int host, int64_t bus) {
-  for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
-    struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
-    if (g->host == host && !g->u.gpu.host_rank && g->id == bus) return g;
-  }
-  return NULL;
-}
-
 static int lowest_bit(uint64_t set) { return set ? __builtin_ctzll(set) : -1; }
 
 ncclResult_t weft_topo_near_nets(struct weft_topo_system* sys, int host, const char* const* names, int nnames,
@@ -73,7 +65,7 @@ ncclResult_t weft_topo_near_nets(struct weft_topo_system* sys, int host, const c
   int sharers[64] = {0}; /* ranks whose nearest include name i */
   for (int r = 0; r < nlocal; r++) {
     struct weft_topo_node* node =
-        bus_ids != NULL ? gpu_with_bus(sys, host, bus_ids[r]) : weft_topo_rank_node(sys, host, r);
+        bus_ids != NULL ? weft_topo_gpu_by_busid(sys, host, bus_ids[r]) : weft_topo_rank_node(sys, host, r);
     sets[r] = node != NULL ? nearest(sys, node, net_of, nnames) : 0;
     for (int i = 0; i < nnames; i++) sharers[i] += (int)(sets[r] >> i & 1);
   }

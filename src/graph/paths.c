@@ -396,7 +396,7 @@ int weft_topo_rank_path(struct weft_topo_system* sys, int host, int local_a, int
   return p->type;
 }
 
-static struct weft_topo_node* gpu_by_busid(struct weft_topo_system* sys, int host, int64_t busid) {
+struct weft_topo_node* weft_topo_gpu_by_busid(struct weft_topo_system* sys, int host, int64_t busid) {
   for (int i = 0; i < sys->count[WEFT_NODE_GPU]; i++) {
     struct weft_topo_node* g = &sys->nodes[WEFT_NODE_GPU][i];
     if (g->host == host && !g->u.gpu.host_rank && g->id == busid) return g;
@@ -407,8 +407,8 @@ static struct weft_topo_node* gpu_by_busid(struct weft_topo_system* sys, int hos
 int weft_topo_p2p_between(struct weft_topo_system* sys, int host, int64_t bus_a, int64_t bus_b) {
   if (bus_a < 0 || bus_b < 0 || bus_a == bus_b) return -1;
   if (!sys->paths_ready && weft_topo_compute_paths(sys) != ncclSuccess) return -1;
-  struct weft_topo_node* a = gpu_by_busid(sys, host, bus_a);
-  struct weft_topo_node* b = gpu_by_busid(sys, host, bus_b);
+  struct weft_topo_node* a = weft_topo_gpu_by_busid(sys, host, bus_a);
+  struct weft_topo_node* b = weft_topo_gpu_by_busid(sys, host, bus_b);
   if (a == NULL || b == NULL || a->paths[WEFT_NODE_GPU] == NULL) return -1;
   const struct weft_topo_path* p = &a->paths[WEFT_NODE_GPU][b->index];
   return p->type == WEFT_PATH_DIS ? -1 : p->p2p;

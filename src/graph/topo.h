@@ -119,6 +119,8 @@ ncclResult_t weft_topo_from_xml(struct weft_topo_system* sys);
 
 /* paths.c */
 struct weft_topo_node* weft_topo_rank_node(struct weft_topo_system* sys, int host, int local);
+/* The GPU (not a host rank) of host with this PCI bus id; NULL when the model has none. */
+struct weft_topo_node* weft_topo_gpu_by_busid(struct weft_topo_system* sys, int host, int64_t busid);
 void weft_topo_free_paths(struct weft_topo_system* sys);
 /* The path from a host rank that keeps none of its own (a host with more than
  * WEFT_GRAPH_SEARCH_LOCAL host ranks) to node index of type: its link to its CPU, then the CPU's
