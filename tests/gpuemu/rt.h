@@ -17,6 +17,11 @@
 /* Records err as this thread's last error when it is not cudaSuccess; returns err. */
 cudaError_t rt_error(cudaError_t err);
 
+/* ---- driver API entry points (rt_driver.c) ---- */
+/* The emulated driver function named symbol in its ABI of CUDA version `version` (1000 * major +
+ * 10 * minor); NULL when there is none, *status saying why (symbol not found / version too old). */
+void* rt_driver_symbol(const char* symbol, unsigned version, enum cudaDriverEntryPointQueryResult* status);
+
 /* ---- devices (rt_device.c) ---- */
 int rt_device_count(void);
 int rt_device_valid(int dev);
@@ -26,6 +31,8 @@ int rt_device_physical(int dev);
 int rt_device_from_physical(int phys);
 int rt_physical_peers(int a, int b); /* physical devices a and b can map each other's memory */
 int rt_device_current(void);         /* this host thread's current device (0 until cudaSetDevice) */
+/* cudaDeviceGetAttribute without recording an error as the thread's last (for driver calls). */
+cudaError_t rt_device_attribute(int* value, enum cudaDeviceAttr attr, int dev);
 #define RT_DEVICE_MEM ((size_t)141 * 1000 * 1000 * 1000)
 
 /* ---- time ---- */

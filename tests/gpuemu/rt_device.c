@@ -160,7 +160,8 @@ static void fill_features(struct cudaDeviceProp* p) {
   p->cooperativeLaunch = 1;
   p->hostRegisterSupported = 1;
   p->memoryPoolsSupported = 0;
-  p->gpuDirectRDMASupported = 0;
+  /* NICs may register device memory: the emulated driver exports it as DMA-BUF (rt_driver.c). */
+  p->gpuDirectRDMASupported = 1;
   p->ipcEventSupported = 0;
   p->clusterLaunch = 0;
   p->deviceNumaConfig = 0, p->deviceNumaId = -1, p->hostNumaId = 0;
@@ -276,13 +277,16 @@ static int attr_from_prop(const struct cudaDeviceProp* p, enum cudaDeviceAttr a,
   return 0;
 }
 
-RT_API cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev) {
-  if (!value) return rt_error(cudaErrorInvalidValue);
-  if (!rt_device_valid(dev)) return rt_error(cudaErrorInvalidDevice);
+cudaError_t rt_device_attribute(int* value, enum cudaDeviceAttr attr, int dev) {
+  if (!value) return cudaErrorInvalidValue;
+  if (!rt_device_valid(dev)) return cudaErrorInvalidDevice;
   struct cudaDeviceProp p;
   cudaGetDeviceProperties(&p, dev);
-  if (!attr_from_prop(&p, attr, value)) return rt_error(cudaErrorInvalidValue);
-  return cudaSuccess;
+  return attr_from_prop(&p, attr, value) ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+RT_API cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev) {
+  return rt_error(rt_device_attribute(value, attr, dev));
 }
 
 RT_API cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int dev) {

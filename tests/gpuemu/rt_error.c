@@ -1,5 +1,5 @@
 /* Emulated CUDA runtime: the per-thread last error, error names and strings, versions and the
- * entry points that only report "not supported". */
+ * driver entry points (the few emulated driver functions are in rt_driver.c). */
 #include <stddef.h>
 
 #include "rt.h"
@@ -141,23 +141,33 @@ RT_API cudaError_t cudaRuntimeGetVersion(int* v) {
   return cudaSuccess;
 }
 
-/* There is no driver library behind the emulator: code that would call the driver API directly
- * must take its runtime-only path. */
-static cudaError_t no_entry_point(void** fn, enum cudaDriverEntryPointQueryResult* status) {
-  if (fn) *fn = NULL;
-  if (status) *status = cudaDriverEntryPointSymbolNotFound;
-  return rt_error(cudaErrorNotSupported);
+/* There is no driver library behind the emulator: rt_driver.c emulates the few driver functions
+ * Weft asks for; for any other symbol, code that would call the driver API directly must take its
+ * runtime-only path. */
+static cudaError_t entry_point(const char* symbol, void** fn, unsigned int version,
+                               enum cudaDriverEntryPointQueryResult* status) {
+  enum cudaDriverEntryPointQueryResult st;
+  void* found = rt_driver_symbol(symbol, version, &st);
+  if (status) *status = st;
+  if (st == cudaDriverEntryPointSymbolNotFound) {
+    if (fn) *fn = NULL;
+    return rt_error(cudaErrorNotSupported);
+  }
+  if (!fn) return rt_error(cudaErrorInvalidValue);
+  *fn = found; /* NULL, with cudaSuccess, when the symbol is newer than the version asked for */
+  return cudaSuccess;
 }
 
+/* Without a version: the newest ABI of the symbol, the runtime's own version. */
 RT_API cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** fn, unsigned long long flags,
                                            enum cudaDriverEntryPointQueryResult* status) {
-  (void)symbol, (void)flags;
-  return no_entry_point(fn, status);
+  (void)flags;
+  return entry_point(symbol, fn, CUDART_VERSION, status);
 }
 
 RT_API cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned int version,
                                                     unsigned long long flags,
                                                     enum cudaDriverEntryPointQueryResult* status) {
-  (void)symbol, (void)version, (void)flags;
-  return no_entry_point(fn, status);
+  (void)flags;
+  return entry_point(symbol, fn, version, status);
 }

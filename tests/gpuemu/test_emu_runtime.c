@@ -1,7 +1,9 @@
 /* Tests of the emulated CUDA runtime (libcudart.so.13 built from rt_*.c): memory kinds, pointer
- * checks, stream and event ordering, last-error rules, IPC between processes, capture and graphs.
- * Prints PASS/FAIL per check; exits nonzero when any failed. Kernel launches are tested with grid.c. */
+ * checks, stream and event ordering, last-error rules, IPC between processes, capture and graphs,
+ * the emulated driver entry points (DMA-BUF export for GPUDirect RDMA). Prints PASS/FAIL per check; exits
+ * nonzero when any failed. Kernel launches are tested with grid.c. */
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,6 +12,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "emu_dmabuf.h"
 
 static int failures;
 
@@ -793,6 +797,109 @@ static void test_threads(void) {
   report("concurrent_host_threads", ok);
 }
 
+/* The driver API as cuda.h declares it (CUresult, CUdevice as int; CUdeviceptr as unsigned long
+ * long), with cuda.h's values: the test builds against the runtime headers only. */
+typedef int (*get_handle_fn)(void* handle, unsigned long long dptr, size_t size, int type,
+                             unsigned long long flags);
+typedef int (*get_attribute_fn)(int* pi, int attrib, int dev);
+enum { DRV_SUCCESS = 0, DRV_INVALID_VALUE = 1, DRV_INVALID_DEVICE = 101, DRV_NOT_SUPPORTED = 801 };
+enum { DRV_ATTR_GPU_DIRECT_RDMA = 116, DRV_ATTR_DMA_BUF = 124, DRV_DMA_BUF_FD = 1, DRV_FLAG_PCIE = 1 };
+
+static void* driver_symbol(const char* name, unsigned version, enum cudaDriverEntryPointQueryResult* st) {
+  void* fn = NULL;
+  if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, st) != cudaSuccess) return NULL;
+  return fn;
+}
+
+/* fd is a close-on-exec memfd named WEFT_EMU_DMABUF_NAME whose record names [dptr, dptr+size) of
+ * this process, as the test verbs provider will read it. */
+static int dmabuf_names(int fd, const void* dptr, size_t size) {
+  char link[64], target[128] = "", prefix[64];
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof(target) - 1);
+  if (n > 0) target[n] = 0;
+  snprintf(prefix, sizeof(prefix), "/memfd:%s", WEFT_EMU_DMABUF_NAME);
+  struct weft_emu_dmabuf rec;
+  memset(&rec, 0, sizeof(rec));
+  return pread(fd, &rec, sizeof(rec), 0) == (ssize_t)sizeof(rec) &&
+         memcmp(rec.magic, WEFT_EMU_DMABUF_MAGIC, sizeof(rec.magic)) == 0 && rec.dptr == (uintptr_t)dptr &&
+         rec.size == size && rec.pid == getpid() && rec.pad == 0 &&
+         strncmp(target, prefix, strlen(prefix)) == 0 && (fcntl(fd, F_GETFD) & FD_CLOEXEC);
+}
+
+/* One refused export: the driver's error, and no descriptor written. */
+static int export_refused(get_handle_fn get, const void* p, size_t size, int type, unsigned long long flags) {
+  int fd = -1;
+  int res = get(&fd, (uintptr_t)p, size, type, flags);
+  if (fd >= 0) close(fd);
+  return fd < 0 ? res : -1;
+}
+
+/* GPUDirect RDMA's driver calls: the entry points resolve, the device says it exports DMA-BUF, and
+ * cuMemGetHandleForAddressRange exports whole pages of one cudaMalloc and refuses the rest as the
+ * driver does; none of it touches the runtime's last error. */
+static void test_dmabuf_export(void) {
+  int ok = 1, v = -1;
+  enum cudaDriverEntryPointQueryResult st = cudaDriverEntryPointSymbolNotFound;
+  get_handle_fn get = (get_handle_fn)driver_symbol("cuMemGetHandleForAddressRange", 12000, &st);
+  EXPECT(get && st == cudaDriverEntryPointSuccess, "cuMemGetHandleForAddressRange: status %d", st);
+  get_attribute_fn attr = (get_attribute_fn)driver_symbol("cuDeviceGetAttribute", 12000, &st);
+  EXPECT(attr && st == cudaDriverEntryPointSuccess, "cuDeviceGetAttribute: status %d", st);
+  EXPECT(!driver_symbol("cuMemGetHandleForAddressRange", 11000, &st) &&
+             st == cudaDriverEntryPointVersionNotSufficent,
+         "older than CUDA 11.7: status %d", st);
+  void* fn = (void*)1;
+  EXPECT_ERR(cudaGetDriverEntryPointByVersion("cuMemAlloc", &fn, 12000, cudaEnableDefault, &st),
+             cudaErrorNotSupported);
+  EXPECT(fn == NULL && st == cudaDriverEntryPointSymbolNotFound, "other symbols: status %d", st);
+  cudaGetLastError();
+  if (!get || !attr) {
+    report("dmabuf_export", 0);
+    return;
+  }
+  EXPECT(attr(&v, DRV_ATTR_DMA_BUF, 0) == DRV_SUCCESS && v == 1, "DMA_BUF_SUPPORTED %d", v);
+  EXPECT(attr(&v, DRV_ATTR_GPU_DIRECT_RDMA, 1) == DRV_SUCCESS && v == 1, "GPU_DIRECT_RDMA_SUPPORTED %d", v);
+  EXPECT(attr(&v, cudaDevAttrMultiProcessorCount, 0) == DRV_SUCCESS && v == 132, "SMs through the driver %d",
+         v);
+  EXPECT(attr(&v, DRV_ATTR_DMA_BUF, 7) == DRV_INVALID_DEVICE, "device 7");
+  EXPECT_OK(cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMASupported, 0));
+  EXPECT(v == 1, "cudaDevAttrGPUDirectRDMASupported %d", v);
+
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), len = 2u << 20;
+  char* d = NULL;
+  EXPECT_OK(cudaMalloc((void**)&d, len));
+  EXPECT((uintptr_t)d % page == 0, "cudaMalloc %p is not page aligned", (void*)d);
+  int fd = -1;
+  EXPECT(get(&fd, (uintptr_t)d, len, DRV_DMA_BUF_FD, 0) == DRV_SUCCESS && fd >= 0, "export all: fd %d", fd);
+  EXPECT(fd >= 0 && dmabuf_names(fd, d, len), "record of the whole allocation");
+  if (fd >= 0) close(fd);
+  fd = -1;
+  EXPECT(get(&fd, (uintptr_t)(d + page), 2 * page, DRV_DMA_BUF_FD, 0) == DRV_SUCCESS && fd >= 0, "sub-range");
+  EXPECT(fd >= 0 && dmabuf_names(fd, d + page, 2 * page), "record of pages 1-2");
+  if (fd >= 0) close(fd);
+
+  EXPECT(export_refused(get, d + 256, page, DRV_DMA_BUF_FD, 0) == DRV_INVALID_VALUE, "unaligned start");
+  EXPECT(export_refused(get, d, page + 256, DRV_DMA_BUF_FD, 0) == DRV_INVALID_VALUE, "unaligned size");
+  EXPECT(export_refused(get, d, 0, DRV_DMA_BUF_FD, 0) == DRV_INVALID_VALUE, "empty range");
+  EXPECT(export_refused(get, d + len - page, 2 * page, DRV_DMA_BUF_FD, 0) == DRV_INVALID_VALUE,
+         "range past the allocation's end");
+  EXPECT(export_refused(get, d, page, 2, 0) == DRV_INVALID_VALUE, "handle type 2");
+  EXPECT(export_refused(get, d, page, DRV_DMA_BUF_FD, DRV_FLAG_PCIE) == DRV_NOT_SUPPORTED, "PCIe mapping");
+  EXPECT(export_refused(get, d, page, DRV_DMA_BUF_FD, 4) == DRV_INVALID_VALUE, "unknown flag");
+  /* page aligned, so that only its being host memory refuses it */
+  void *host = NULL, *pinned = NULL;
+  EXPECT(posix_memalign(&host, page, 2 * page) == 0, "posix_memalign");
+  EXPECT(export_refused(get, host, page, DRV_DMA_BUF_FD, 0) == DRV_INVALID_VALUE, "malloc memory");
+  free(host);
+  EXPECT_OK(cudaMallocHost(&pinned, 2 * page));
+  EXPECT(export_refused(get, pinned, page, DRV_DMA_BUF_FD, 0) == DRV_INVALID_VALUE, "pinned host memory");
+  EXPECT_OK(cudaFreeHost(pinned));
+  EXPECT_OK(cudaFree(d));
+  EXPECT(export_refused(get, d, page, DRV_DMA_BUF_FD, 0) == DRV_INVALID_VALUE, "freed device memory");
+  EXPECT_OK(cudaGetLastError()); /* driver errors are not the runtime's */
+  report("dmabuf_export", ok);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   test_devices();
@@ -814,6 +921,7 @@ int main(void) {
   test_capture_invalidation();
   test_free_syncs_and_destroy();
   test_threads();
+  test_dmabuf_export();
   printf("%d failed\n", failures);
   return failures ? 1 : 0;
 }
