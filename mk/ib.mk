@@ -5,7 +5,7 @@ ifneq ($(wildcard /usr/include/infiniband/verbs.h),)
 tests: $(FAKE_VERBS)
 $(BUILD)/tests/unit/test_ib_devices: $(FAKE_VERBS)
 endif
-$(FAKE_VERBS): $(wildcard tests/ibemu/*.c tests/ibemu/*.h)
+$(FAKE_VERBS): $(wildcard tests/ibemu/*.c tests/ibemu/*.h) tests/gpuemu/emu_dmabuf.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(OPT) -Wall -Wextra -fPIC -shared -pthread $(SANFLAGS) -o $@ $(filter %.c,$^)
 ifneq ($(wildcard /usr/include/infiniband/verbs.h),)

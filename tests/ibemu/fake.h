@@ -8,6 +8,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "../gpuemu/emu_dmabuf.h" /* the emulated CUDA runtime's DMA-BUF records */
+
 struct fake_device {
   struct ibv_device dev; /* first: the library hands out &dev */
   int index, ethernet, ports, down;
@@ -28,11 +30,12 @@ static inline struct fake_device* fake_dev_of(struct ibv_context* ctx) {
 }
 static inline struct fake_context* fake_ctx_of(struct ibv_context* ctx) { return (struct fake_context*)ctx; }
 
-/* Test-only, exported (tests find it with dlsym): ibv_reg_mr calls that succeeded, ibv_dereg_mr
- * calls that succeeded, regions registered now, and writes with immediate data other than a
- * rejection (the IB network's messages: under adaptive routing an empty one follows the data), in
- * this process so far. */
-#define WEFT_FAKE_NCOUNTS 4
+/* Test-only, exported (tests find it with dlsym): registrations that succeeded (ibv_reg_mr and
+ * the calls that come down to it, ibv_reg_dmabuf_mr included), ibv_dereg_mr calls that succeeded,
+ * regions registered now, writes with immediate data other than a rejection (the IB network's
+ * messages: under adaptive routing an empty one follows the data), and the registrations made
+ * through ibv_reg_dmabuf_mr (GPU memory), in this process so far. */
+#define WEFT_FAKE_NCOUNTS 5
 void weft_fake_verbs_counts(uint64_t out[WEFT_FAKE_NCOUNTS]);
 
 /* fake_verbs.c: how many devices WEFT_FAKE_IB_DEVICES describes (at most FAKE_MAX_DEVICES). */

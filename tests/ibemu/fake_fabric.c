@@ -6,7 +6,11 @@
  * data is in the peer's memory. Errors complete as hardware does: a bad lkey with a local
  * protection error, a bad rkey or range with a remote access error (both queue pairs enter the
  * error state), a write with immediate that finds no receive with an RNR error, a peer that is
- * gone with "retry exceeded"; after an error every outstanding request is flushed. */
+ * gone with "retry exceeded"; after an error every outstanding request is flushed. A write of
+ * whole 8-byte words to an aligned address lands word by word, never torn, as GPU pollers of flag
+ * words need. Memory regions are ordinary memory, or the emulated CUDA runtime's device memory
+ * registered through ibv_reg_dmabuf_mr: its DMA-BUF fds are not real dma-bufs but memfds holding
+ * a record that names the range (tests/gpuemu/emu_dmabuf.h), and the region is that memory. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -68,7 +72,7 @@ static pthread_mutex_t fab_mu = PTHREAD_MUTEX_INITIALIZER; /* the lists and coun
 static struct fake_mr* mrs;
 static struct fake_qp* qps;
 static uint32_t next_key = 0x1000, next_qpn = 0x100;
-static uint64_t nreg, ndereg, nmessages;           /* weft_fake_verbs_counts */
+static uint64_t nreg, ndereg, nmessages, ndmabuf;  /* weft_fake_verbs_counts */
 static uint64_t device_messages[FAKE_MAX_DEVICES]; /* nmessages by the sending device */
 static uint64_t nempty;   /* messages whose write with immediate carried no bytes (adaptive routing) */
 static uint64_t nrelaxed; /* registrations asking for relaxed ordering */
@@ -79,11 +83,13 @@ void weft_fake_verbs_counts(uint64_t out[WEFT_FAKE_NCOUNTS]) {
   out[1] = ndereg;
   out[2] = nreg - ndereg;
   out[3] = __atomic_load_n(&nmessages, __ATOMIC_RELAXED);
+  out[4] = ndmabuf;
   pthread_mutex_unlock(&fab_mu);
 }
 
 /* WEFT_FAKE_IB_COUNTS=FILE: each process appends its counts at exit, one line (the tests of
- * whole jobs read them there). */
+ * whole jobs read them there, by field number: new counts go before by_device, whose list of one
+ * count per device stays last). */
 __attribute__((destructor)) static void report_counts(void) {
   const char* path = getenv("WEFT_FAKE_IB_COUNTS");
   if (path == NULL || path[0] == 0) return;
@@ -92,10 +98,11 @@ __attribute__((destructor)) static void report_counts(void) {
   char line[512];
   int len =
       snprintf(line, sizeof(line),
-               "pid %d reg_mr %llu dereg_mr %llu live %llu messages %llu empty %llu relaxed %llu by_device",
+               "pid %d reg_mr %llu dereg_mr %llu live %llu messages %llu empty %llu relaxed %llu dmabuf %llu "
+               "by_device",
                (int)getpid(), (unsigned long long)n[0], (unsigned long long)n[1], (unsigned long long)n[2],
                (unsigned long long)n[3], (unsigned long long)__atomic_load_n(&nempty, __ATOMIC_RELAXED),
-               (unsigned long long)__atomic_load_n(&nrelaxed, __ATOMIC_RELAXED));
+               (unsigned long long)__atomic_load_n(&nrelaxed, __ATOMIC_RELAXED), (unsigned long long)n[4]);
   for (int d = 0; d < fake_ndevices(); d++)
     len += snprintf(line + len, sizeof(line) - (size_t)len, " %llu",
                     (unsigned long long)__atomic_load_n(&device_messages[d], __ATOMIC_RELAXED));
@@ -211,6 +218,28 @@ static void fail_qp(struct fake_qp* q, enum ibv_wc_status status) {
 
 /* ---- the responder: the peer's writes ---- */
 
+/* How much of a word-by-word write is staged at a time: bounded memory on the responder's stack. */
+enum { BOUNCE_WORDS = 2048 }; /* 16 KiB */
+
+/* Lands nwords words at to, each with one 8-byte atomic store, as hardware lands an aligned
+ * write: a GPU polling a flag word inside a longer write (the LL protocol) with 8-byte loads sees
+ * it old or new, never half of each, and ThreadSanitizer sees no race with those loads. The data
+ * goes through a bounce buffer because recv() into the target would store bytes. The last word is
+ * a release store: whoever reads it with acquire sees everything this write (and every write
+ * before it) put in memory. -1 when the connection breaks (some words may have landed). */
+static int place_words(int fd, uint64_t* to, uint64_t nwords) {
+  uint64_t bounce[BOUNCE_WORDS];
+  while (nwords > 0) {
+    uint64_t n = nwords < BOUNCE_WORDS ? nwords : BOUNCE_WORDS;
+    if (recv_all(fd, bounce, n * sizeof(*bounce)) != 0) return -1;
+    nwords -= n;
+    uint64_t relaxed = nwords == 0 ? n - 1 : n; /* all but the write's last word */
+    for (uint64_t i = 0; i < relaxed; i++) __atomic_store_n(to++, bounce[i], __ATOMIC_RELAXED);
+    if (relaxed < n) __atomic_store_n(to, bounce[relaxed], __ATOMIC_RELEASE);
+  }
+  return 0;
+}
+
 static enum ibv_wc_status place_write(struct fake_qp* q, const struct wire_op* op) {
   pthread_mutex_lock(&fab_mu);
   struct fake_mr* m = find_mr(op->rkey, 1);
@@ -221,16 +250,10 @@ static enum ibv_wc_status place_write(struct fake_qp* q, const struct wire_op* o
   pthread_mutex_unlock(&fab_mu);
   /* The region could be deregistered while the data lands; tests never do that. */
   if (!ok) return drain(q->in_fd, op->len) == 0 ? IBV_WC_REM_ACCESS_ERR : IBV_WC_RETRY_EXC_ERR;
-  if (op->len == 8 && op->addr % 8 == 0) {
-    /* An aligned 8-byte write lands whole, as on hardware: the flag words pollers read while
-     * it lands (and it orders the writes before it for them, under ThreadSanitizer too). */
-    uint64_t word;
-    if (recv_all(q->in_fd, &word, sizeof(word)) != 0) return IBV_WC_RETRY_EXC_ERR;
-    __atomic_store_n((uint64_t*)(uintptr_t)op->addr, word, __ATOMIC_RELEASE);
-    return IBV_WC_SUCCESS;
-  }
-  if (recv_all(q->in_fd, (void*)(uintptr_t)op->addr, op->len) != 0) return IBV_WC_RETRY_EXC_ERR;
-  return IBV_WC_SUCCESS;
+  int whole_words = op->addr % 8 == 0 && op->len % 8 == 0; /* other writes have no word to keep */
+  int broken = whole_words ? place_words(q->in_fd, (uint64_t*)(uintptr_t)op->addr, op->len / 8)
+                           : recv_all(q->in_fd, (void*)(uintptr_t)op->addr, op->len);
+  return broken ? IBV_WC_RETRY_EXC_ERR : IBV_WC_SUCCESS;
 }
 
 /* A write with immediate consumes the oldest posted receive. */
@@ -478,7 +501,9 @@ int(ibv_dealloc_pd)(struct ibv_pd* pd) {
   return 0;
 }
 
-struct ibv_mr*(ibv_reg_mr)(struct ibv_pd* pd, void* addr, size_t length, int access) {
+/* What every registration comes down to: keys, the list of regions, the counts. dmabuf: made
+ * through ibv_reg_dmabuf_mr (counted apart too). */
+static struct ibv_mr* register_region(struct ibv_pd* pd, void* addr, size_t length, int access, int dmabuf) {
   struct fake_mr* m = calloc(1, sizeof(*m));
   if (m == NULL || pd == NULL || (addr == NULL && length > 0)) {
     free(m);
@@ -491,10 +516,20 @@ struct ibv_mr*(ibv_reg_mr)(struct ibv_pd* pd, void* addr, size_t length, int acc
   m->mr.lkey = next_key++;
   m->mr.rkey = next_key++;
   nreg++;
+  ndmabuf += dmabuf != 0;
   m->next = mrs;
   mrs = m;
   pthread_mutex_unlock(&fab_mu);
   return &m->mr;
+}
+
+struct ibv_mr*(ibv_reg_mr)(struct ibv_pd* pd, void* addr, size_t length, int access) {
+  return register_region(pd, addr, length, access, 0);
+}
+
+static void count_relaxed(const struct ibv_mr* mr, unsigned access) {
+  if (mr != NULL && (access & IBV_ACCESS_RELAXED_ORDERING))
+    __atomic_add_fetch(&nrelaxed, 1, __ATOMIC_RELAXED);
 }
 
 /* Optional access flags (relaxed ordering) are accepted and counted; the fabric needs no order. */
@@ -505,16 +540,39 @@ struct ibv_mr*(ibv_reg_mr_iova2)(struct ibv_pd* pd, void* addr, size_t length, u
     return NULL;
   }
   struct ibv_mr* mr = (ibv_reg_mr)(pd, addr, length, (int)(access & ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE));
-  if (mr != NULL && (access & IBV_ACCESS_RELAXED_ORDERING))
-    __atomic_add_fetch(&nrelaxed, 1, __ATOMIC_RELAXED);
+  count_relaxed(mr, access);
   return mr;
 }
 
+/* The memory [offset, offset + length) of an emulated DMA-BUF stands for: 0 with *start set, or
+ * EINVAL for what a real provider could not register either (not a dma-buf of this process, a
+ * range outside it, nothing). fd is the emulated CUDA runtime's memfd; its record names device
+ * memory of the process that made it, so another process's record names nothing here. */
+static int dmabuf_range(int fd, uint64_t offset, size_t length, uint64_t* start) {
+  struct weft_emu_dmabuf rec;
+  if (fd < 0 || pread(fd, &rec, sizeof(rec), 0) != (ssize_t)sizeof(rec)) return EINVAL;
+  if (memcmp(rec.magic, WEFT_EMU_DMABUF_MAGIC, sizeof(rec.magic)) != 0 || rec.pid != (int32_t)getpid() ||
+      rec.dptr == 0)
+    return EINVAL;
+  if (length == 0 || offset > rec.size || length > rec.size - offset) return EINVAL;
+  *start = rec.dptr + offset;
+  return 0;
+}
+
+/* GPU memory, as GPUDirect RDMA registers it; optional access flags as in ibv_reg_mr_iova2. */
 struct ibv_mr*(ibv_reg_dmabuf_mr)(struct ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
                                   int access) {
-  (void)pd, (void)offset, (void)length, (void)iova, (void)fd, (void)access;
-  errno = EOPNOTSUPP; /* no GPU memory here */
-  return NULL;
+  uint64_t start = 0;
+  int err = pd == NULL ? EINVAL : dmabuf_range(fd, offset, length, &start);
+  if (err == 0 && iova != start) err = EOPNOTSUPP; /* peers address the memory as it is mapped here */
+  if (err != 0) {
+    errno = err;
+    return NULL;
+  }
+  struct ibv_mr* mr = register_region(pd, (void*)(uintptr_t)iova, length,
+                                      (int)((unsigned)access & ~(unsigned)IBV_ACCESS_OPTIONAL_RANGE), 1);
+  count_relaxed(mr, (unsigned)access);
+  return mr;
 }
 
 int(ibv_dereg_mr)(struct ibv_mr* mr) {

@@ -79,8 +79,8 @@ two_ports() ( # two_ports RANKS_PER_HOST
   run_job 2 "$1" 127.0.0.1 short
   case " ${RCS[*]} " in *[!0\ ]*) echo "FAILED: statuses ${RCS[*]}"; dump_logs; exit 1 ;; esac
   cat "$NET_LOG/counts"
-  # pid P reg_mr R dereg_mr D live L messages M empty E relaxed X by_device M0 M1
-  awk -v ppn="$1" '{ n++; both += ($16 > 0 && $17 > 0); only0 += ($16 > 0 && $17 == 0); only1 += ($16 == 0 && $17 > 0) }
+  # pid P reg_mr R dereg_mr D live L messages M empty E relaxed X dmabuf G by_device M0 M1
+  awk -v ppn="$1" '{ n++; both += ($18 > 0 && $19 > 0); only0 += ($18 > 0 && $19 == 0); only1 += ($18 == 0 && $19 > 0) }
        END { want = 2 * ppn
              if (n != want) { print "FAILED: want " want " processes, got " n; exit 1 }
              if (ppn == 1 && both != 2) { print "FAILED: each rank alone on its host should send over both devices"; exit 1 }
@@ -101,7 +101,8 @@ topology_ports() (
   run_job 2 1 127.0.0.1 short
   [ "${RCS[*]}" = "0 0" ] || { echo "FAILED: statuses ${RCS[*]}"; dump_logs; exit 1; }
   cat "$NET_LOG/counts"
-  awk '{ n++; ok += ($16 == 0 && $17 > 0) }
+  # pid P reg_mr R dereg_mr D live L messages M empty E relaxed X dmabuf G by_device M0 M1
+  awk '{ n++; ok += ($18 == 0 && $19 > 0) }
        END { if (n != 2 || ok != 2) { print "FAILED: each rank should send over the topology'"'"'s nearest NIC (device 1) alone"; exit 1 }
              print "ok: each rank sends over the NIC the topology puts nearest" }' "$NET_LOG/counts"
 )

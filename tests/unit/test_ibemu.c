@@ -2,7 +2,9 @@
  * to catch a transfer that strays: an RDMA write lands only inside a region registered for
  * remote writes in the receiving queue pair's protection domain, and reads only from a region of
  * the sending queue pair's own domain; anything else fails (remote access or local protection
- * error) and leaves memory untouched. Also its registration counts. */
+ * error) and leaves memory untouched. Also its registration counts, its emulated DMA-BUF regions
+ * (the emulated CUDA runtime's device memory, registered as GPUDirect RDMA does) and its writes of
+ * whole words, which land word by word. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +16,11 @@
 
 #if WEFT_IBVERBS_HEADERS
 #include <dlfcn.h>
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../ibemu/fake.h" /* WEFT_FAKE_NCOUNTS, struct weft_emu_dmabuf */
 
 static const struct weft_ibv_fns* ibv;
 static const struct weft_ib_port* port;
@@ -90,10 +97,159 @@ static int all(const unsigned char* p, size_t n, unsigned char v) {
   return 1;
 }
 
+/* An emulated DMA-BUF fd as the emulated CUDA runtime makes one: a memfd holding the record
+ * (tests/gpuemu/emu_dmabuf.h), of which only the first bytes are written (a short one when fewer
+ * than the record's). -1 when it cannot be made. */
+static int make_dmabuf(const char* magic, const void* dptr, uint64_t size, pid_t pid, size_t bytes) {
+  struct weft_emu_dmabuf rec;
+  memset(&rec, 0, sizeof(rec));
+  memcpy(rec.magic, magic, sizeof(rec.magic));
+  rec.dptr = (uint64_t)(uintptr_t)dptr;
+  rec.size = size;
+  rec.pid = (int32_t)pid;
+  int fd = memfd_create(WEFT_EMU_DMABUF_NAME, MFD_CLOEXEC);
+  if (fd >= 0 && write(fd, &rec, bytes) != (ssize_t)bytes) {
+    close(fd);
+    fd = -1;
+  }
+  EXPECT(fd >= 0);
+  return fd;
+}
+
+/* Registrations the provider must refuse, as a real one refuses a dma-buf it cannot use: each
+ * fails with its errno and registers nothing. fd's record names gpu (4 pages) of this process. */
+static void check_dmabuf_refusals(struct ibv_pd* pd, int fd, unsigned char* gpu, void (*counts)(uint64_t*)) {
+  enum { PAGE = 4096 };
+  const uint64_t base = (uint64_t)(uintptr_t)gpu, wrap = UINT64_MAX - PAGE + 1;
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  int short_fd =
+      make_dmabuf(WEFT_EMU_DMABUF_MAGIC, gpu, 4 * PAGE, getpid(), sizeof(struct weft_emu_dmabuf) - 1);
+  int magic_fd = make_dmabuf("WEFTDMAX", gpu, 4 * PAGE, getpid(), sizeof(struct weft_emu_dmabuf));
+  int other_fd = make_dmabuf(WEFT_EMU_DMABUF_MAGIC, gpu, 4 * PAGE, getppid(), sizeof(struct weft_emu_dmabuf));
+  struct {
+    const char* what;
+    int fd;
+    uint64_t offset;
+    size_t length;
+    uint64_t iova;
+    int want;
+  } cases[] = {
+      {"no fd", -1, 0, PAGE, base, EINVAL},
+      {"a record cut short", short_fd, 0, PAGE, base, EINVAL},
+      {"a wrong magic", magic_fd, 0, PAGE, base, EINVAL},
+      {"another process's record", other_fd, 0, PAGE, base, EINVAL},
+      {"a range past the record's end", fd, 3 * PAGE, 2 * PAGE, base + 3 * PAGE, EINVAL},
+      {"an offset past the record's end", fd, 5 * PAGE, PAGE, base + 5 * PAGE, EINVAL},
+      {"a range whose end wraps around", fd, wrap, 2 * PAGE, base + wrap, EINVAL},
+      {"length 0", fd, PAGE, 0, base + PAGE, EINVAL},
+      {"an IOVA other than the memory's address", fd, PAGE, PAGE, base, EOPNOTSUPP},
+  };
+  uint64_t before[WEFT_FAKE_NCOUNTS], after[WEFT_FAKE_NCOUNTS];
+  if (counts) counts(before);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    errno = 0;
+    struct ibv_mr* mr =
+        ibv->reg_dmabuf_mr(pd, cases[i].offset, cases[i].length, cases[i].iova, cases[i].fd, access);
+    int err = errno;
+    EXPECT_MSG(mr == NULL && err == cases[i].want, "dmabuf registration with %s: %s, errno %d (%s), want %s",
+               cases[i].what, mr ? "registered" : "refused", err, strerror(err), strerror(cases[i].want));
+    if (mr) ibv->dereg_mr(mr);
+  }
+  if (counts) {
+    counts(after);
+    EXPECT_MSG(after[0] == before[0] && after[4] == before[4],
+               "refused dmabuf registrations counted: %llu, %llu", (unsigned long long)(after[0] - before[0]),
+               (unsigned long long)(after[4] - before[4]));
+  }
+  int fds[] = {short_fd, magic_fd, other_fd};
+  for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+    if (fds[i] >= 0) close(fds[i]);
+}
+
+/* GPU memory registered as GPUDirect RDMA registers it, through a DMA-BUF fd of the emulated CUDA
+ * runtime: the region is the memory the record names, takes and gives RDMA writes like any other
+ * (the data lands there and nowhere else), and is counted apart. src (0xab) is in a region of
+ * pd_s with key src_lkey. */
+static void check_dmabuf(struct ibv_pd* pd_s, struct ibv_pd* pd_r, const unsigned char* src,
+                         uint32_t src_lkey, void (*counts)(uint64_t*)) {
+  enum { PAGE = 4096 };
+  static unsigned char gpu[4 * PAGE] __attribute__((aligned(PAGE))); /* "device memory" */
+  static unsigned char host[PAGE];
+  EXPECT_MSG(ibv->reg_dmabuf_mr != NULL, "the test verbs provider has no ibv_reg_dmabuf_mr");
+  int fd = make_dmabuf(WEFT_EMU_DMABUF_MAGIC, gpu, sizeof(gpu), getpid(), sizeof(struct weft_emu_dmabuf));
+  if (ibv->reg_dmabuf_mr == NULL || fd < 0) return;
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  uint64_t before[WEFT_FAKE_NCOUNTS], after[WEFT_FAKE_NCOUNTS];
+  if (counts) counts(before);
+  /* The receiver's region is gpu's second page; the sender's its last (with an optional flag). */
+  struct ibv_mr* in = ibv->reg_dmabuf_mr(pd_r, PAGE, PAGE, (uint64_t)(uintptr_t)(gpu + PAGE), fd, access);
+  struct ibv_mr* out = ibv->reg_dmabuf_mr(pd_s, 3 * PAGE, PAGE, (uint64_t)(uintptr_t)(gpu + 3 * PAGE), fd,
+                                          access | IBV_ACCESS_RELAXED_ORDERING);
+  struct ibv_mr* to_host = ibv->reg_mr(pd_r, host, sizeof(host), access);
+  EXPECT_MSG(in && out && to_host, "dmabuf registrations: errno %d (%s)", errno, strerror(errno));
+  if (counts) {
+    counts(after);
+    EXPECT_MSG(after[4] - before[4] == 2 && after[0] - before[0] == 3 && after[2] - before[2] == 3,
+               "2 dmabuf registrations and 1 other: counted %llu dmabuf, %llu in all, %llu live",
+               (unsigned long long)(after[4] - before[4]), (unsigned long long)(after[0] - before[0]),
+               (unsigned long long)(after[2] - before[2]));
+  }
+  if (in && out && to_host) {
+    EXPECT(in->addr == gpu + PAGE && in->length == PAGE);
+    memset(gpu, 0, sizeof(gpu));
+    EXPECT(write_once(pd_s, pd_r, src, src_lkey, PAGE, gpu + PAGE, in->rkey) == IBV_WC_SUCCESS);
+    EXPECT_MSG(all(gpu + PAGE, PAGE, 0xab) && all(gpu, PAGE, 0) && all(gpu + 2 * PAGE, 2 * PAGE, 0),
+               "a write into a dmabuf region: memory not as written");
+    EXPECT(write_once(pd_s, pd_r, src, src_lkey, 16, gpu + 2 * PAGE - 8, in->rkey) == IBV_WC_REM_ACCESS_ERR);
+    memset(gpu + 3 * PAGE, 0xcd, PAGE);
+    memset(host, 0, sizeof(host));
+    EXPECT(write_once(pd_s, pd_r, gpu + 3 * PAGE, out->lkey, PAGE, host, to_host->rkey) == IBV_WC_SUCCESS);
+    EXPECT_MSG(all(host, PAGE, 0xcd), "a write from a dmabuf region: memory not as written");
+  }
+  check_dmabuf_refusals(pd_r, fd, gpu, counts);
+  struct ibv_mr* mrs[] = {in, out, to_host};
+  for (size_t i = 0; i < sizeof(mrs) / sizeof(mrs[0]); i++)
+    if (mrs[i]) EXPECT(ibv->dereg_mr(mrs[i]) == 0);
+  close(fd);
+}
+
+/* A write of whole aligned 8-byte words lands word by word, through a bounce buffer a chunk at a
+ * time (16 KiB in tests/ibemu/fake_fabric.c): a long one still lands exactly, every chunk in its
+ * place and nothing around it; so do the writes that keep the byte path. That no word is torn
+ * while a poller reads is not seen here. */
+static void check_long_writes(struct ibv_pd* pd_s, struct ibv_pd* pd_r) {
+  enum { LEN = 40 * 1024 + 8, GUARD = 64 };
+  static uint64_t src[LEN / 8], dst[(LEN + 2 * GUARD) / 8];
+  for (size_t i = 0; i < LEN / 8; i++) src[i] = (i + 1) * 0x9e3779b97f4a7c15ull;
+  struct ibv_mr* from = ibv->reg_mr(pd_s, src, sizeof(src), 0);
+  struct ibv_mr* to = ibv->reg_mr(pd_r, dst, sizeof(dst), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  EXPECT(from && to);
+  struct {
+    const char* what;
+    size_t offset, len;
+  } cases[] = {
+      {"whole words, longer than the bounce buffer", GUARD, LEN},
+      {"one word", GUARD, 8},
+      {"whole words at an address not aligned", GUARD + 4, LEN - 8},
+      {"an odd length at an odd address", GUARD + 3, LEN - 13},
+  };
+  for (size_t i = 0; from && to && i < sizeof(cases) / sizeof(cases[0]); i++) {
+    unsigned char* at = (unsigned char*)dst + cases[i].offset;
+    memset(dst, 0, sizeof(dst));
+    enum ibv_wc_status got = write_once(pd_s, pd_r, src, from->lkey, cases[i].len, at, to->rkey);
+    EXPECT_MSG(got == IBV_WC_SUCCESS, "a write of %s: status %d", cases[i].what, (int)got);
+    EXPECT_MSG(memcmp(at, src, cases[i].len) == 0 && all((unsigned char*)dst, cases[i].offset, 0) &&
+                   all(at + cases[i].len, sizeof(dst) - cases[i].offset - cases[i].len, 0),
+               "a write of %s: memory not as written", cases[i].what);
+  }
+  if (from) EXPECT(ibv->dereg_mr(from) == 0);
+  if (to) EXPECT(ibv->dereg_mr(to) == 0);
+}
+
 static void run(void) {
   enum { PAGE = 4096 };
   static unsigned char src[2 * PAGE], dst[3 * PAGE];
-  uint64_t before[4], after[4]; /* weft_fake_verbs_counts (tests/ibemu/fake.h) */
+  uint64_t before[WEFT_FAKE_NCOUNTS], after[WEFT_FAKE_NCOUNTS];
   void (*counts)(uint64_t*) = NULL;
   void* lib = dlopen(getenv("WEFT_IBVERBS_LIB"), RTLD_NOW | RTLD_NOLOAD);
   if (lib) counts = (void (*)(uint64_t*))dlsym(lib, "weft_fake_verbs_counts");
@@ -115,10 +271,11 @@ static void run(void) {
   if (test_failures) return;
   if (counts) {
     counts(after);
-    EXPECT_MSG(after[0] - before[0] == 6 && after[1] - before[1] == 1 && after[2] - before[2] == 5,
-               "6 registrations, 1 deregistration: counted %llu, %llu, %llu live",
+    EXPECT_MSG(after[0] - before[0] == 6 && after[1] - before[1] == 1 && after[2] - before[2] == 5 &&
+                   after[4] == before[4],
+               "6 registrations, 1 deregistration, no dmabuf: counted %llu, %llu, %llu live, %llu dmabuf",
                (unsigned long long)(after[0] - before[0]), (unsigned long long)(after[1] - before[1]),
-               (unsigned long long)(after[2] - before[2]));
+               (unsigned long long)(after[2] - before[2]), (unsigned long long)(after[4] - before[4]));
   }
 
   struct {
@@ -156,6 +313,8 @@ static void run(void) {
                "write with %s: memory %s", cases[i].what,
                cases[i].want == IBV_WC_SUCCESS ? "not as written" : "changed by a failed write");
   }
+  check_dmabuf(pd_s, pd_r, src, out->lkey, counts);
+  check_long_writes(pd_s, pd_r);
   struct ibv_mr* mrs[] = {in, out, other_pd, local_only, recv_side};
   for (size_t i = 0; i < sizeof(mrs) / sizeof(mrs[0]); i++) EXPECT(ibv->dereg_mr(mrs[i]) == 0);
   EXPECT(ibv->dealloc_pd(pd_s) == 0 && ibv->dealloc_pd(pd_r) == 0);

@@ -127,15 +127,17 @@ static void case_inflight(void* s, void* r) {
   }
 }
 
-/* The test verbs provider's counts (reg_mr, dereg_mr, live, messages) while the IB network runs
- * on it; NULL for other networks. */
-static void (*verbs_counts)(uint64_t out[4]);
+/* The test verbs provider's counts (reg_mr, dereg_mr, live, messages, dmabuf) while the IB network
+ * runs on it; NULL for other networks. NCOUNTS is WEFT_FAKE_NCOUNTS (tests/ibemu/fake.h, which
+ * needs verbs' header): the provider fills that many. */
+enum { NCOUNTS = 5 };
+static void (*verbs_counts)(uint64_t out[NCOUNTS]);
 
-static void counts(uint64_t out[4]) {
+static void counts(uint64_t out[NCOUNTS]) {
   if (verbs_counts)
     verbs_counts(out);
   else
-    memset(out, 0, 4 * sizeof(*out));
+    memset(out, 0, NCOUNTS * sizeof(*out));
 }
 
 /* One message from src into dst (the receive offers dst alone); 0 when it arrived intact. */
@@ -156,7 +158,7 @@ static int kept_message(void* s, void* r, unsigned char* src, unsigned char* dst
  * the test verbs provider). */
 static uint64_t kept_round(void* s, void* r, unsigned char* src, unsigned char* dst, size_t len, int n,
                            const char* phase) {
-  uint64_t before[4], after[4];
+  uint64_t before[NCOUNTS], after[NCOUNTS];
   int bad = 0;
   counts(before);
   for (int i = 0; i < n && !bad; i++) {
@@ -175,7 +177,7 @@ static uint64_t kept_round(void* s, void* r, unsigned char* src, unsigned char* 
 static void case_kept(void* s, void* r) {
   enum { LEN = 8192, N = 100 };
   static unsigned char src[LEN], dst[LEN + 64];
-  uint64_t c0[4], c1[4];
+  uint64_t c0[NCOUNTS], c1[NCOUNTS];
   counts(c0);
   EXPECT(net->keep_registered(s, src, LEN) == ncclSuccess &&
          net->keep_registered(r, dst, LEN) == ncclSuccess);
@@ -343,7 +345,7 @@ int main(void) {
     verbs_counts = lib ? (void (*)(uint64_t*))dlsym(lib, "weft_fake_verbs_counts") : NULL;
     EXPECT_MSG(verbs_counts != NULL, "the test verbs provider has no weft_fake_verbs_counts");
     run_suite();
-    uint64_t n[4];
+    uint64_t n[NCOUNTS];
     counts(n);
     EXPECT_MSG(n[2] == 0, "IB: %llu registrations left after every comm closed", (unsigned long long)n[2]);
     verbs_counts = NULL;
