@@ -116,9 +116,11 @@ ncclResult_t weft_peers_map_hosts(struct ncclComm* comm) {
     comm->ctx.local_ranks[comm->ctx.local_nranks++] = r;
   }
   /* Until the topology model says which NICs are near: every device, taken in turn by the
-   * host's ranks (core/topology.c replaces it). */
-  comm->ctx.net_near =
-      (struct weft_net_near){.rail = comm->ctx.local_rank, .sharers = comm->ctx.local_nranks};
+   * host's ranks (core/topology.c replaces it), as if hung under the CPU (NCCL's place for a
+   * NIC it cannot place), so GPUDirect RDMA only where NCCL_NET_GDR_LEVEL reaches PHB. */
+  comm->ctx.net_near = (struct weft_net_near){.rail = comm->ctx.local_rank,
+                                              .sharers = comm->ctx.local_nranks,
+                                              .gdr_unplaced = weft_topo_gdr_level() >= WEFT_PATH_PHB};
   return ncclSuccess;
 }
 

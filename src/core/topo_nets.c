@@ -65,11 +65,13 @@ void weft_topo_nets_keep(struct ncclComm* comm, const struct weft_topo_nets* tn)
   memcpy(out->dev, m->dev, sizeof(int) * (size_t)out->n);
   out->rail = m->rail;
   out->sharers = m->sharers;
+  out->gdr = m->gdr;
   char text[256];
   int len = 0;
   for (int i = 0; i < out->n && len < (int)sizeof(text) - 8; i++)
     len += snprintf(text + len, sizeof(text) - (size_t)len, " %d", out->dev[i]);
   WEFT_INFO(WEFT_INIT | WEFT_NET | WEFT_GRAPH,
-            "comm %p rank %d: nearest network devices%s (turn %d of %d ranks sharing them)", (void*)comm,
-            comm->ctx.rank, text, out->rail, out->sharers);
+            "comm %p rank %d: nearest network devices%s (turn %d of %d ranks sharing them; GPUDirect RDMA "
+            "mask %#x)",
+            (void*)comm, comm->ctx.rank, text, out->rail, out->sharers, (unsigned)out->gdr);
 }

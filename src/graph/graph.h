@@ -179,6 +179,7 @@ struct weft_topo_near_nets {
   int dev[WEFT_TOPO_MAX_NEAR_NETS]; /* indexes into names, all equally near, in names' order */
   int rail;                         /* this rank's turn among the ranks whose nearest start alike */
   int sharers;                      /* how many ranks those are */
+  uint32_t gdr;                     /* bit i: dev[i] takes the rank's GPU memory directly (GDR) */
 };
 /* For each of nlocal ranks of host (by bus id when bus_ids is given, GPU ranks; else host ranks
  * by local index), the network devices named names[0..nnames) (the network's own names, "mlx5_0:1"
@@ -186,6 +187,8 @@ struct weft_topo_near_nets {
  * best path type (NCCL's rule). A device the topology lacks is near no rank. Computes paths. */
 ncclResult_t weft_topo_near_nets(struct weft_topo_system* sys, int host, const char* const* names, int nnames,
                                  const int64_t* bus_ids, int nlocal, struct weft_topo_near_nets* out);
+/* NCCL_NET_GDR_LEVEL: the farthest GPU-NIC path type GPUDirect RDMA takes (default PXB). */
+int weft_topo_gdr_level(void);
 
 /* ---- Search ---- */
 

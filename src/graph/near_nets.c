@@ -44,6 +44,17 @@ static uint64_t nearest(struct weft_topo_system* sys, const struct weft_topo_nod
   return set;
 }
 
+static struct weft_topo_node* rank_node(struct weft_topo_system* sys, int host, const int64_t* bus_ids,
+                                        int r) {
+  return bus_ids != NULL ? weft_topo_gpu_by_busid(sys, host, bus_ids[r]) : weft_topo_rank_node(sys, host, r);
+}
+
+static int rank_gdr(struct weft_topo_system* sys, const struct weft_topo_node* rank, int net) {
+  struct weft_topo_path p;
+  return rank != NULL && rank_net_path(sys, rank, net, &p) &&
+         weft_topo_net_gdr(rank, &sys->nodes[WEFT_NODE_NET][net], &p);
+}
+
 static int lowest_bit(uint64_t set) { return set ? __builtin_ctzll(set) : -1; }
 
 ncclResult_t weft_topo_near_nets(struct weft_topo_system* sys, int host, const char* const* names, int nnames,
@@ -64,8 +75,7 @@ ncclResult_t weft_topo_near_nets(struct weft_topo_system* sys, int host, const c
   if (sets == NULL) return ncclSystemError;
   int sharers[64] = {0}; /* ranks whose nearest include name i */
   for (int r = 0; r < nlocal; r++) {
-    struct weft_topo_node* node =
-        bus_ids != NULL ? weft_topo_gpu_by_busid(sys, host, bus_ids[r]) : weft_topo_rank_node(sys, host, r);
+    struct weft_topo_node* node = rank_node(sys, host, bus_ids, r);
     sets[r] = node != NULL ? nearest(sys, node, net_of, nnames) : 0;
     for (int i = 0; i < nnames; i++) sharers[i] += (int)(sets[r] >> i & 1);
   }
@@ -74,7 +84,10 @@ ncclResult_t weft_topo_near_nets(struct weft_topo_system* sys, int host, const c
     int first = lowest_bit(sets[r]);
     if (first < 0) continue;
     for (int i = 0; i < nnames; i++)
-      if (sets[r] >> i & 1 && out[r].n < WEFT_TOPO_MAX_NEAR_NETS) out[r].dev[out[r].n++] = i;
+      if (sets[r] >> i & 1 && out[r].n < WEFT_TOPO_MAX_NEAR_NETS) {
+        if (rank_gdr(sys, rank_node(sys, host, bus_ids, r), net_of[i])) out[r].gdr |= 1u << out[r].n;
+        out[r].dev[out[r].n++] = i;
+      }
     out[r].rail = seen[first];
     out[r].sharers = sharers[first];
     for (int i = 0; i < nnames; i++) seen[i] += (int)(sets[r] >> i & 1);

@@ -199,6 +199,20 @@ static void apply_p2p_level(struct weft_topo_system* sys) {
   }
 }
 
+int weft_topo_gdr_level(void) { return level_param("NCCL_NET_GDR_LEVEL", WEFT_PATH_PXB, 0); }
+
+static int gdr_allowed(const struct weft_topo_node* g, const struct weft_topo_node* n, int type, int level) {
+  return !g->u.gpu.host_rank && g->u.gpu.gdr && n->u.net.gdr && type <= level;
+}
+
+/* Once paths are computed a path beyond the level has gone through the CPU (apply_gdr), and a
+ * path through the CPU is never within a level below PHB: the rule reads the same either way. */
+int weft_topo_net_gdr(const struct weft_topo_node* rank, const struct weft_topo_node* net,
+                      const struct weft_topo_path* p) {
+  if (rank->type != WEFT_NODE_GPU || p->type == WEFT_PATH_DIS || p->type == WEFT_PATH_PXN) return 0;
+  return gdr_allowed(rank, net, p->type, weft_topo_gdr_level());
+}
+
 /* GPU<->NIC traffic without GPUDirect RDMA is staged in the GPU's local CPU memory. */
 static void apply_gdr(struct weft_topo_system* sys) {
   int level = level_param("NCCL_NET_GDR_LEVEL", WEFT_PATH_PXB, 1);
@@ -212,8 +226,7 @@ static void apply_gdr(struct weft_topo_system* sys) {
       struct weft_topo_path* p =
           g->paths[WEFT_NODE_NET] ? &g->paths[WEFT_NODE_NET][j] : &n->paths[WEFT_NODE_GPU][i];
       if (p->type == WEFT_PATH_DIS || p->type == WEFT_PATH_PXN) continue; /* the peer does GDR */
-      int gdr = !g->u.gpu.host_rank && g->u.gpu.gdr && n->u.net.gdr && p->type <= level;
-      if (gdr) continue;
+      if (gdr_allowed(g, n, p->type, level)) continue;
       if (g->paths[WEFT_NODE_NET]) route_via(sys, p, g, cpu, n, 1);
       route_via(sys, &n->paths[WEFT_NODE_GPU][i], n, cpu, g, 1);
     }

@@ -121,6 +121,10 @@ ncclResult_t weft_topo_from_xml(struct weft_topo_system* sys);
 struct weft_topo_node* weft_topo_rank_node(struct weft_topo_system* sys, int host, int local);
 /* The GPU (not a host rank) of host with this PCI bus id; NULL when the model has none. */
 struct weft_topo_node* weft_topo_gpu_by_busid(struct weft_topo_system* sys, int host, int64_t busid);
+/* Whether GPU rank (not a host rank) and NET net may use GPUDirect RDMA over path p (paths
+ * computed): both support it and p is within NCCL_NET_GDR_LEVEL. */
+int weft_topo_net_gdr(const struct weft_topo_node* rank, const struct weft_topo_node* net,
+                      const struct weft_topo_path* p);
 void weft_topo_free_paths(struct weft_topo_system* sys);
 /* The path from a host rank that keeps none of its own (a host with more than
  * WEFT_GRAPH_SEARCH_LOCAL host ranks) to node index of type: its link to its CPU, then the CPU's

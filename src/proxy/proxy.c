@@ -268,10 +268,13 @@ static int progress_recv(struct weft_proxy_conn* c) {
   int moved = 0;
   uint64_t head = __atomic_load_n(&v->ctrl->head, __ATOMIC_ACQUIRE);
   ncclResult_t post_err = ncclSuccess;
-  while (c->posted < head + WEFT_NSTEPS) {
+  /* An executor may take a step before its request is done here (LL lines a NIC wrote straight
+   * into GPU memory), so head alone does not bound the requests in flight. */
+  while (c->posted < head + WEFT_NSTEPS && c->posted < c->done + WEFT_NSTEPS) {
     int slot = (int)(c->posted % WEFT_NSTEPS);
-    void* bufs[4] = {v->simple + (size_t)slot * v->simple_slot, c->bounce + (size_t)slot * v->ll_slot,
-                     &c->notice, &c->notice};
+    char* ll = c->bounce != NULL ? c->bounce : (char*)v->ll;
+    void* bufs[4] = {v->simple + (size_t)slot * v->simple_slot, ll + (size_t)slot * v->ll_slot, &c->notice,
+                     &c->notice};
     size_t sizes[4] = {v->simple_slot, v->ll_slot, 0, sizeof(c->notice)};
     int tags[4] = {TAG_SIMPLE, TAG_LL, TAG_BYE, TAG_NOTICE};
     void* req = NULL;
@@ -304,7 +307,7 @@ static int progress_recv(struct weft_proxy_conn* c) {
       __atomic_store_n(&v->ctrl->step_tag[slot], step_tag, __ATOMIC_RELAXED);
       __atomic_thread_fence(__ATOMIC_RELEASE);
     }
-    if (got[1] != SIZE_MAX) store_ll(c, slot, got[1]);
+    if (got[1] != SIZE_MAX && c->bounce != NULL) store_ll(c, slot, got[1]);
     c->done++;
     post(&v->ctrl->tail, &v->ctrl->tail_waiting, c->done);
     moved = 1;
@@ -381,7 +384,10 @@ ncclResult_t weft_proxy_conn_add(const struct weft_proxy_conn_desc* d, struct we
   if (c == NULL) return ncclSystemError;
   c->d = *d;
   weft_conn_bind(&c->view, d->mem, d->peer);
-  if (!d->is_send && (c->bounce = malloc(WEFT_NSTEPS * c->view.ll_slot + 8)) == NULL) {
+  /* FIFOs in GPU memory (GPUDirect RDMA) take LL lines straight from the NIC, which writes them
+   * whole 8-byte words at a time; host FIFOs take them through a bounce buffer (store_ll). */
+  int gpu_fifo = d->mem->fifo != NULL;
+  if (!d->is_send && !gpu_fifo && (c->bounce = malloc(WEFT_NSTEPS * c->view.ll_slot + 8)) == NULL) {
     free(c);
     return ncclSystemError;
   }
@@ -389,7 +395,9 @@ ncclResult_t weft_proxy_conn_add(const struct weft_proxy_conn_desc* d, struct we
    * registers memory; the steps a sender leaves in the caller's buffer are not among them. */
   const struct weft_net_ops* net = d->net;
   ncclResult_t res = ncclSuccess;
-  if (net->keep_registered) {
+  if (gpu_fifo)
+    res = net->keep_registered_gpu(d->net_comm, d->mem->fifo, d->mem->fifo_size, d->mem->fifo_dmabuf);
+  if (net->keep_registered && res == ncclSuccess) {
     res = net->keep_registered(d->net_comm, d->mem->base, d->mem->size);
     if (res == ncclSuccess && c->bounce)
       res = net->keep_registered(d->net_comm, c->bounce, WEFT_NSTEPS * c->view.ll_slot);

@@ -148,9 +148,10 @@ size_t weft_conn_slot_bytes(size_t fifo_bytes) { return round_up(fifo_bytes, 409
 void weft_conn_bind(struct weft_conn* conn, struct weft_conn_mem* m, int peer) {
   memset(conn, 0, sizeof(*conn));
   char* base = m->base;
+  char* fifo = m->fifo != NULL ? m->fifo : base + WEFT_CTRL_BYTES;
   conn->ctrl = (struct weft_conn_ctrl*)base;
-  conn->simple = base + WEFT_CTRL_BYTES;
-  conn->ll = (struct weft_ll_line*)(base + WEFT_CTRL_BYTES + m->simple_bytes);
+  conn->simple = fifo;
+  conn->ll = (struct weft_ll_line*)(fifo + m->simple_bytes);
   conn->simple_slot = m->simple_bytes / WEFT_NSTEPS;
   conn->ll_slot = m->ll_bytes / WEFT_NSTEPS;
   conn->peer = peer;

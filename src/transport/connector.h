@@ -92,6 +92,15 @@ struct weft_conn_mem {
   /* Transport-owned connectors (network): state and the function that releases everything. */
   void* transport;
   void (*release)(struct weft_conn_mem* mem);
+  /* Network receivers with GPUDirect RDMA (transport/gpu_link.c): the FIFOs, Simple then LL, in
+   * GPU memory, where the NIC writes them; the control page stays at base. fifo_dmabuf: a DMA-BUF
+   * of [fifo, fifo + fifo_size) for the network, -1 when it registers GPU addresses as they are.
+   * fifo_free gives it all back once the proxy is done with it. NULL: the FIFOs follow the
+   * control page. */
+  char* fifo;
+  size_t fifo_size;
+  int fifo_dmabuf;
+  void (*fifo_free)(struct weft_conn_mem* mem);
 };
 
 /* What the owner sends its peer so the peer can attach (fixed size, no pointers across hosts). */

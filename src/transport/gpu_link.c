@@ -4,6 +4,7 @@
  * Without the CUDA backend P2P never connects and there is nothing to map. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
 #include "transport/transport.h"
@@ -113,6 +114,76 @@ void weft_gpu_link_unmap(struct weft_link_mem* m) {
   m->registered = 0;
 }
 
+/* ---- GPUDirect RDMA: a network connector's FIFOs in the receiving GPU's memory ---- */
+
+#define GDR_ALIGN (2u << 20) /* a whole allocation of its own, page aligned, for its DMA-BUF */
+
+static void gdr_free(struct weft_conn_mem* h) {
+  if (h->fifo_dmabuf >= 0) close(h->fifo_dmabuf);
+  if (cudaFree(h->fifo) != cudaSuccess) cudaGetLastError();
+  h->fifo = NULL;
+  h->fifo_free = NULL;
+}
+
+/* Why this GPU cannot take the NIC's writes, NULL when it can. The NIC's writes reach a GPU
+ * before Hopper in no guaranteed order with what follows, so NCCL reads them back (a flush)
+ * before the GPU may look; Weft has no flush yet and keeps those GPUs on host memory. */
+static const char* gdr_refusal(int dev, int how) {
+  int rdma = 0, major = 0;
+  if (cudaDeviceGetAttribute(&rdma, cudaDevAttrGPUDirectRDMASupported, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return "its attributes cannot be read";
+  }
+  if (!rdma) return "it does not support GPUDirect RDMA";
+  if (major < 9) return "it is older than Hopper and would need a flush of the NIC's writes";
+  if (!(how & WEFT_NET_GPU_PEERMEM) && !weft_cuda_dmabuf_supported(dev))
+    return "it exports no DMA-BUF and the network has no peer memory";
+  return NULL;
+}
+
+static int gdr_alloc(struct weft_conn_mem* h, int dev, int how, void* stream) {
+  size_t size = (h->simple_bytes + h->ll_bytes + GDR_ALIGN - 1) / GDR_ALIGN * GDR_ALIGN;
+  void* fifo = NULL;
+  if (cudaMalloc(&fifo, size) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  h->fifo = fifo;
+  h->fifo_size = size;
+  h->fifo_dmabuf = -1;
+  h->fifo_free = gdr_free;
+  /* Zeroed LL flags: step 0 waits for flag 1, which stale zeros never match. */
+  if (cudaMemsetAsync(fifo, 0, size, (cudaStream_t)stream) != cudaSuccess ||
+      cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess || (uintptr_t)fifo % 4096 != 0) {
+    cudaGetLastError();
+    gdr_free(h);
+    return 0;
+  }
+  if (how & WEFT_NET_GPU_DMABUF && weft_cuda_dmabuf_supported(dev))
+    h->fifo_dmabuf = weft_cuda_dmabuf_fd(fifo, size);
+  if (h->fifo_dmabuf < 0 && !(how & WEFT_NET_GPU_PEERMEM)) {
+    gdr_free(h);
+    return 0;
+  }
+  return 1;
+}
+
+int weft_gpu_link_gdr(const struct weft_link_peer* p, struct weft_link_mem* m, int how) {
+  const char* why = gdr_refusal(p->my_dev, how);
+  if (why == NULL && !gdr_alloc(m->host, p->my_dev, how, p->stream))
+    why = "its memory for the FIFOs could not be allocated or exported";
+  if (why != NULL) {
+    WEFT_INFO(WEFT_INIT | WEFT_NET, "Rank %d: connector from rank %d in host memory, not GPU %d's: %s",
+              p->net.rank, p->net.peer, p->my_dev, why);
+    return 0;
+  }
+  WEFT_INFO(WEFT_INIT | WEFT_NET,
+            "Rank %d: connector from rank %d received into GPU %d's memory (GPUDirect RDMA, %s)", p->net.rank,
+            p->net.peer, p->my_dev, m->host->fifo_dmabuf >= 0 ? "DMA-BUF" : "peer memory");
+  return 1;
+}
+
 #else /* no CUDA backend in this build: P2P never connects (no peer offers it either) */
 
 static int p2p_can_connect(const struct weft_link_peer* p) {
@@ -147,4 +218,8 @@ ncclResult_t weft_gpu_link_map(struct weft_link_mem* m) {
   return no_cuda();
 }
 void weft_gpu_link_unmap(struct weft_link_mem* m) { (void)m; }
+int weft_gpu_link_gdr(const struct weft_link_peer* p, struct weft_link_mem* m, int how) {
+  (void)p, (void)m, (void)how;
+  return 0;
+}
 #endif

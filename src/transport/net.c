@@ -78,6 +78,14 @@ int weft_net_near_dev(const struct weft_net_near* near, int ndev, int channel) {
   return dev < ndev ? dev : 0;
 }
 
+int weft_net_near_gdr(const struct weft_net_near* near, int dev) {
+  if (near == NULL) return 0;
+  if (near->n == 0) return near->gdr_unplaced;
+  for (int i = 0; i < near->n; i++)
+    if (near->dev[i] == dev) return (int)(near->gdr >> i & 1);
+  return 0;
+}
+
 /* This side's device for p's connector, and its name for the log. */
 static int device_for(const struct weft_net_ops* net, const struct weft_net_peer* p) {
   int ndev = 0;
@@ -138,6 +146,7 @@ static void net_release(struct weft_conn_mem* m) {
     if (st->listen_comm) st->net->close_listen(st->listen_comm);
     free(st);
   }
+  if (m->fifo_free != NULL) m->fifo_free(m); /* the proxy no longer receives into it */
   weft_conn_mem_free_base(m);
   free(m);
 }
@@ -296,6 +305,16 @@ ncclResult_t weft_net_finish_offer(const struct weft_net_peer* p, int ack_tag, s
   st->net->close_listen(st->listen_comm);
   st->listen_comm = NULL;
   return start_proxy(p, 0, m, comm);
+}
+
+int weft_net_gpu_direct(const struct weft_net_peer* p) {
+  const struct weft_net_ops* net;
+  int ndev = 0;
+  if (weft_net_get(&net) != ncclSuccess || net->gpu_direct == NULL || net->keep_registered_gpu == NULL ||
+      net->devices(&ndev) != ncclSuccess)
+    return 0;
+  int dev = weft_net_near_dev(p->near, ndev, p->channel);
+  return weft_net_near_gdr(p->near, dev) ? net->gpu_direct(dev) : 0;
 }
 
 struct weft_proxy_conn* weft_net_proxy_conn(const struct weft_conn_mem* mem) {

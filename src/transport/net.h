@@ -64,7 +64,16 @@ struct weft_net_ops {
   ncclResult_t (*isend_meta)(void* send_comm, const void* data, size_t size, int tag, uint64_t meta,
                              void** request);
   ncclResult_t (*test_meta)(void* request, int* done, size_t* sizes, uint64_t* meta);
+  /* Optional (NULL: host memory only): how device dev can reach GPU memory directly (GPUDirect
+   * RDMA): WEFT_NET_GPU_DMABUF, WEFT_NET_GPU_PEERMEM, or both (bits); 0 when it cannot. */
+  int (*gpu_direct)(int dev);
+  /* With gpu_direct: keep_registered for GPU memory. dmabuf_fd is a DMA-BUF of exactly [data,
+   * data+size) (the caller closes it), or -1: peer memory, registered by its address. Dropped
+   * with drop_registered. */
+  ncclResult_t (*keep_registered_gpu)(void* comm, void* data, size_t size, int dmabuf_fd);
 };
+#define WEFT_NET_GPU_DMABUF 1  /* registers a DMA-BUF of GPU memory (ibv_reg_dmabuf_mr) */
+#define WEFT_NET_GPU_PEERMEM 2 /* registers GPU addresses as they are (nvidia-peermem) */
 
 extern const struct weft_net_ops weft_net_socket_ops;
 extern const struct weft_net_ops weft_net_ib_ops; /* InfiniBand / RoCE verbs (net_ib.c) */
@@ -87,11 +96,19 @@ struct weft_net_near {
   int n;
   int dev[WEFT_NET_MAX_NEAR];
   int rail, sharers;
+  /* GPUDirect RDMA as the topology allows it (NCCL_NET_GDR_LEVEL, the GPU's and the NIC's gdr):
+   * bit i for dev[i]; gdr_unplaced for every device when the topology placed none (n == 0), as
+   * NICs hung under the CPU (path PHB). */
+  uint32_t gdr;
+  int gdr_unplaced;
 };
 /* The device channel's connectors use, of the network's ndev: dev[(rail * spread + channel %
  * spread) % n] with spread = ceil(n / sharers), so ranks sharing NICs take one each (or a share of
  * as many), and a rank's channels spread over its share. */
 int weft_net_near_dev(const struct weft_net_near* near, int ndev, int channel);
+/* Whether the topology lets the GPU of near's rank and device dev (of those near placed, or any
+ * when it placed none) use GPUDirect RDMA. */
+int weft_net_near_gdr(const struct weft_net_near* near, int dev);
 
 /* Who is at the other end of a connector, and where errors go. */
 struct weft_net_peer {
@@ -114,6 +131,11 @@ ncclResult_t weft_net_offer(const struct weft_net_peer* p, size_t simple, size_t
 ncclResult_t weft_net_take(const struct weft_net_peer* p, const void* handle, int ack_tag,
                            struct weft_conn_mem** mem);
 ncclResult_t weft_net_finish_offer(const struct weft_net_peer* p, int ack_tag, struct weft_conn_mem* mem);
+
+/* How the receiving side of p's connector may take it in GPU memory (WEFT_NET_GPU_* bits of the
+ * network's device for it), 0 when the topology (NCCL_NET_GDR_LEVEL) or the network says no. The
+ * GPU's side (transport/gpu_link.c) decides the rest. */
+int weft_net_gpu_direct(const struct weft_net_peer* p);
 
 struct weft_proxy_conn;
 /* The proxy connection that drives a network connector, NULL for any other (profiler watches). */

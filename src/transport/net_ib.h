@@ -1,6 +1,5 @@
 /* InfiniBand / RoCE network: the ports it may use (discovery, NCCL_IB_HCA, the GID each uses).
- * The data path (RC queue pairs, RDMA write with immediate) is not written yet, so the network
- * is not among the built-ins that NCCL_NET chooses from. */
+ * Connections and the data path: net_ib_comm.h. */
 #ifndef WEFT_TRANSPORT_NET_IB_H
 #define WEFT_TRANSPORT_NET_IB_H
 

@@ -145,6 +145,11 @@ void weft_ib_req_release(struct ib_req* r);
 /* keep_registered / drop_registered, and the cache's registration of a kept range. */
 ncclResult_t weft_ib_keep_registered(void* comm, void* data, size_t size);
 void weft_ib_drop_registered(void* comm, void* data, size_t size);
+/* GPUDirect RDMA (net_ib_gdr.c): what port dev can register of GPU memory (WEFT_NET_GPU_*), the
+ * proxy's keep of a GPU range, and the cache's registration of one. */
+int weft_ib_gpu_direct(int dev);
+ncclResult_t weft_ib_keep_registered_gpu(void* comm, void* data, size_t size, int dmabuf_fd);
+ncclResult_t weft_ib_reg_gpu(void* owner, void* data, size_t size, int dmabuf_fd, void** mh);
 void weft_ib_regcache_init(struct ib_comm* c);
 
 /* net_ib.c: moves c's setup on; ncclSuccess while it is still under way. */

@@ -105,7 +105,10 @@ static void kept_dereg(void* owner, void* mh) {
   weft_ibv_load(NULL)->dereg_mr(mh);
 }
 
-void weft_ib_regcache_init(struct ib_comm* c) { weft_net_regcache_init(&c->regs, c, kept_reg, kept_dereg); }
+void weft_ib_regcache_init(struct ib_comm* c) {
+  weft_net_regcache_init(&c->regs, c, kept_reg, kept_dereg);
+  c->regs.reg_gpu = weft_ib_reg_gpu;
+}
 
 ncclResult_t weft_ib_keep_registered(void* comm, void* data, size_t size) {
   struct ib_comm* c = comm;

@@ -177,7 +177,8 @@ SLOT(8) SLOT(9) SLOT(10) SLOT(11) SLOT(12) SLOT(13) SLOT(14) SLOT(15)
 #define OPS(i) {NULL, plug_noop_init, devices_##i, props_##i, listen_##i, connect_##i, weft_plugin_accept, \
                 weft_plugin_isend, weft_plugin_irecv, weft_plugin_test, weft_plugin_close_send,            \
                 weft_plugin_close_recv, weft_plugin_close_listen, weft_plugin_keep_registered,            \
-                weft_plugin_drop_registered, weft_plugin_isend_meta, weft_plugin_test_meta}
+                weft_plugin_drop_registered, weft_plugin_isend_meta, weft_plugin_test_meta,               \
+                NULL /* gpu_direct: host memory only, so far */, NULL}
 static const struct weft_net_ops slot_ops[WEFT_NET_MAX_PLUGINS] = {
     OPS(0), OPS(1), OPS(2), OPS(3), OPS(4), OPS(5), OPS(6), OPS(7),
     OPS(8), OPS(9), OPS(10), OPS(11), OPS(12), OPS(13), OPS(14), OPS(15)};

@@ -30,7 +30,8 @@ static void unref(struct weft_net_regcache* rc, struct weft_net_kept* k) {
   memset(k, 0, sizeof(*k));
 }
 
-ncclResult_t weft_net_regcache_keep(struct weft_net_regcache* rc, void* data, size_t size) {
+/* gpu: GPU memory, registered through rc->reg_gpu with dmabuf_fd; else host memory (rc->reg). */
+static ncclResult_t keep(struct weft_net_regcache* rc, void* data, size_t size, int gpu, int dmabuf_fd) {
   uintptr_t lo = (uintptr_t)data, hi = lo + size;
   if (size == 0) return ncclSuccess;
   struct weft_net_kept* k = covering(rc, lo, hi);
@@ -44,13 +45,24 @@ ncclResult_t weft_net_regcache_keep(struct weft_net_regcache* rc, void* data, si
     return ncclSuccess;
   }
   if (k->refs == 0) {
-    WEFT_CHECK(rc->reg(rc->owner, data, size, &k->mh));
+    WEFT_CHECK(gpu ? rc->reg_gpu(rc->owner, data, size, dmabuf_fd, &k->mh)
+                   : rc->reg(rc->owner, data, size, &k->mh));
     k->lo = lo;
     k->hi = hi;
   }
   k->keeps++;
   k->refs++;
   return ncclSuccess;
+}
+
+ncclResult_t weft_net_regcache_keep(struct weft_net_regcache* rc, void* data, size_t size) {
+  return keep(rc, data, size, 0, -1);
+}
+
+ncclResult_t weft_net_regcache_keep_gpu(struct weft_net_regcache* rc, void* data, size_t size,
+                                        int dmabuf_fd) {
+  if (rc->reg_gpu == NULL) return ncclInternalError;
+  return keep(rc, data, size, 1, dmabuf_fd);
 }
 
 void weft_net_regcache_drop(struct weft_net_regcache* rc, void* data, size_t size) {

@@ -27,6 +27,9 @@ struct weft_net_regcache {
   void* owner; /* the comm, passed to reg and dereg (one protection domain each) */
   ncclResult_t (*reg)(void* owner, void* data, size_t size, void** mh);
   void (*dereg)(void* owner, void* mh);
+  /* GPU memory, where the network takes it (GPUDirect RDMA; NULL: it does not): dmabuf_fd is a
+   * DMA-BUF of exactly the range, or -1 to register the GPU addresses as they are. */
+  ncclResult_t (*reg_gpu)(void* owner, void* data, size_t size, int dmabuf_fd, void** mh);
   struct weft_net_kept e[WEFT_NET_REGCACHE_MAX];
   uint64_t hits; /* requests that found a registration here */
 };
@@ -38,6 +41,9 @@ void weft_net_regcache_init(struct weft_net_regcache* rc, void* owner,
  * reference taken on a kept range that covers it. A full cache is no error (INFO): the range is
  * then registered per request. */
 ncclResult_t weft_net_regcache_keep(struct weft_net_regcache* rc, void* data, size_t size);
+/* The same for GPU memory (rc->reg_gpu); a GPU range is never found for host memory because the
+ * two never overlap in one address space. */
+ncclResult_t weft_net_regcache_keep_gpu(struct weft_net_regcache* rc, void* data, size_t size, int dmabuf_fd);
 /* Ends one keep of the range: a kept range covering it loses a reference, and its registration
  * goes as soon as neither keeps nor requests hold it. A range never kept is ignored. */
 void weft_net_regcache_drop(struct weft_net_regcache* rc, void* data, size_t size);

@@ -75,9 +75,13 @@ static int net_can_connect(const struct weft_link_peer* p) {
   (void)p;
   return 1;
 }
+/* A GPU receives into its own memory where the topology and the network allow (NCCL's GDR). */
 static ncclResult_t net_offer(const struct weft_link_peer* p, size_t simple, size_t ll,
                               struct weft_link_mem* m, void* handle) {
-  return weft_net_offer(&p->net, simple, ll, &m->host, handle);
+  WEFT_CHECK(weft_net_offer(&p->net, simple, ll, &m->host, handle));
+  int how = p->gpu ? weft_net_gpu_direct(&p->net) : 0;
+  if (how) weft_gpu_link_gdr(p, m, how);
+  return ncclSuccess;
 }
 static ncclResult_t net_take(const struct weft_link_peer* p, const void* handle, int ack_tag,
                              struct weft_link_mem* m) {

@@ -25,6 +25,11 @@ int64_t weft_cuda_device_busid(int dev);
  * host: CUDA_VISIBLE_DEVICES may number it differently, or hide it); -1 when not visible here. */
 int weft_cuda_device_by_busid(int64_t busid);
 
+/* DMA-BUF of GPU memory (util/cuda_dmabuf.c): whether device dev can export it, and a new
+ * descriptor for [ptr, ptr+size) (page aligned, inside one allocation); -1 when it cannot. */
+int weft_cuda_dmabuf_supported(int dev);
+int weft_cuda_dmabuf_fd(void* ptr, size_t size);
+
 /* Whether WEFT_BACKEND selects the CUDA backend: "cuda", or "auto" with a usable device. */
 int weft_cuda_selected(void);
 

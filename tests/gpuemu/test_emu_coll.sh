@@ -89,6 +89,30 @@ WANT_LOG="INIT connector from rank [0-9]+ over NET"
 run devthreads 2 1000 $NOP2P NCCL_SHM_DISABLE=1
 run hosts 3 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=2
 run hosts 4 3000 NCCL_PROTO=Simple $SMALL
+# The network between emulated hosts over IB (the test verbs provider, tests/ibemu), with
+# GPUDirect RDMA: the receiving FIFOs in GPU memory, registered through the emulator's DMA-BUF
+# records, the NIC writing LL lines straight into them. The provider places no device in the
+# topology, so GDR takes NCCL_NET_GDR_LEVEL=PHB (a NIC under the CPU), or a topology file that
+# places it; at the default (PXB) the FIFOs stay in host memory, as without DMA-BUF export.
+FAKE_VERBS=$PWD/${BUILD:-build}/tests/lib/libweft_fake_verbs.so
+if [ -r "$FAKE_VERBS" ]; then
+  IB="NCCL_NET=IB WEFT_IBVERBS_LIB=$FAKE_VERBS WEFT_FAKE_IB_DEVICES=mlx5_0 NCCL_IB_TIMEOUT=14"
+  WANT_LOG="NET connector from rank [0-9]+ received into GPU [0-9]+'s memory \(GPUDirect RDMA, DMA-BUF\)"
+  BAN_LOG="in host memory, not GPU"
+  run hosts 2 3000 NCCL_PROTO=LL $SMALL $IB NCCL_NET_GDR_LEVEL=PHB
+  run hosts 3 3000 NCCL_PROTO=Simple $SMALL $IB NCCL_NET_GDR_LEVEL=PHB NCCL_MIN_NCHANNELS=2
+  # The topology placing the NIC behind the GPUs' switch (PIX): GDR at the default level, not at LOC.
+  NIC=NCCL_TOPO_FILE=tests/data/topo/emu-2gpu-1switch-nic.xml
+  run hosts 2 1000 NCCL_PROTO=LL $SMALL $IB $NIC
+  WANT_LOG="INIT connector from rank [0-9]+ over NET" BAN_LOG="received into GPU"
+  run hosts 2 1000 $SMALL $IB $NIC NCCL_NET_GDR_LEVEL=LOC
+  run hosts 2 1000 $SMALL $IB
+  WANT_LOG="NET connector from rank [0-9]+ in host memory, not GPU [0-9]+'s: it exports no DMA-BUF"
+  run hosts 2 1000 $SMALL $IB NCCL_NET_GDR_LEVEL=PHB WEFT_EMU_NO_DMABUF=1
+else
+  echo "SKIP: the IB runs (no test verbs provider $FAKE_VERBS)"
+fi
+BAN_LOG=
 # Tree all-reduce (every type and op): across emulated hosts, and as chains inside one host.
 WANT_LOG="TUNING AllReduce seq [0-9]+: .*algo Tree" COLL=AllReduce
 run hosts 4 3000 NCCL_ALGO=Tree NCCL_PROTO=Simple $SMALL NCCL_MIN_NCHANNELS=2

@@ -1,6 +1,7 @@
 /* Which NICs each rank leaves through: the topology's nearest (graph/near_nets.c) on fixtures
  * with one NIC per GPU, two GPUs per pair of NICs, four GPUs on one NIC and host ranks on two
  * NUMA nodes; and the device each channel's connectors take (weft_net_near_dev). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -70,8 +71,14 @@ static void two_gpus_two_nics(void) {
   EXPECT_EQ_INT(near[2].n, 2);
   EXPECT_EQ_INT(near[2].dev[0], 2);
   EXPECT_EQ_INT(near[2].rail, 0);
-  struct weft_net_near a = {near[0].n, {near[0].dev[0], near[0].dev[1]}, near[0].rail, near[0].sharers};
-  struct weft_net_near b = {near[1].n, {near[1].dev[0], near[1].dev[1]}, near[1].rail, near[1].sharers};
+  struct weft_net_near a = {.n = near[0].n,
+                            .dev = {near[0].dev[0], near[0].dev[1]},
+                            .rail = near[0].rail,
+                            .sharers = near[0].sharers};
+  struct weft_net_near b = {.n = near[1].n,
+                            .dev = {near[1].dev[0], near[1].dev[1]},
+                            .rail = near[1].rail,
+                            .sharers = near[1].sharers};
   for (int c = 0; c < 4; c++) {
     EXPECT_EQ_INT(weft_net_near_dev(&a, 4, c), 0);
     EXPECT_EQ_INT(weft_net_near_dev(&b, 4, c), 1);
@@ -122,31 +129,75 @@ static void host_ranks_two_numa(void) {
 /* The device per channel: ranks take turns over their near devices, channels spread over a
  * rank's share; without the topology (n == 0) every device of the network is near. */
 static void device_per_channel(void) {
-  struct weft_net_near alone = {0, {0}, 0, 1}; /* one rank on its host, 2 devices */
+  struct weft_net_near alone = {
+      .n = 0, .dev = {0}, .rail = 0, .sharers = 1}; /* one rank on its host, 2 devices */
   for (int c = 0; c < 4; c++) EXPECT_EQ_INT(weft_net_near_dev(&alone, 2, c), c % 2);
-  struct weft_net_near r0 = {0, {0}, 0, 2}, r1 = {0, {0}, 1, 2}; /* two ranks, 2 devices */
+  struct weft_net_near r0 = {.n = 0, .dev = {0}, .rail = 0, .sharers = 2},
+                       r1 = {.n = 0, .dev = {0}, .rail = 1, .sharers = 2}; /* two ranks, 2 devices */
   for (int c = 0; c < 4; c++) {
     EXPECT_EQ_INT(weft_net_near_dev(&r0, 2, c), 0);
     EXPECT_EQ_INT(weft_net_near_dev(&r1, 2, c), 1);
   }
-  struct weft_net_near q0 = {0, {0}, 0, 2}, q1 = {0, {0}, 1, 2}; /* two ranks, 4 devices: 2 each */
+  struct weft_net_near q0 = {.n = 0, .dev = {0}, .rail = 0, .sharers = 2},
+                       q1 = {.n = 0, .dev = {0}, .rail = 1, .sharers = 2}; /* two ranks, 4 devices: 2 each */
   int used[4] = {0};
   for (int c = 0; c < 4; c++) {
     used[weft_net_near_dev(&q0, 4, c)] |= 1;
     used[weft_net_near_dev(&q1, 4, c)] |= 2;
   }
   EXPECT(used[0] == 1 && used[1] == 1 && used[2] == 2 && used[3] == 2);
-  struct weft_net_near eight = {0, {0}, 5, 8}; /* 8 ranks on 2 devices: alternate */
+  struct weft_net_near eight = {
+      .n = 0, .dev = {0}, .rail = 5, .sharers = 8}; /* 8 ranks on 2 devices: alternate */
   EXPECT_EQ_INT(weft_net_near_dev(&eight, 2, 3), 1);
-  struct weft_net_near listed = {2, {3, 1}, 0, 1}; /* the topology's two, of 4 */
+  struct weft_net_near listed = {
+      .n = 2, .dev = {3, 1}, .rail = 0, .sharers = 1}; /* the topology's two, of 4 */
   EXPECT_EQ_INT(weft_net_near_dev(&listed, 4, 0), 3);
   EXPECT_EQ_INT(weft_net_near_dev(&listed, 4, 1), 1);
   EXPECT_EQ_INT(weft_net_near_dev(NULL, 4, 3), 0);
-  struct weft_net_near gone = {1, {5}, 0, 1}; /* a device the network no longer has */
+  struct weft_net_near gone = {
+      .n = 1, .dev = {5}, .rail = 0, .sharers = 1}; /* a device the network no longer has */
   EXPECT_EQ_INT(weft_net_near_dev(&gone, 4, 0), 0);
 }
 
+/* GPUDirect RDMA by the topology: a GPU and its NIC behind one switch may (within the default
+ * PXB), not with NCCL_NET_GDR_LEVEL=LOC, nor host ranks; the connector's device decides. */
+static void gdr_by_topology(void) {
+  const char* bus[2] = {"0000:19:00.0", "0000:39:00.0"};
+  const char* names[2] = {"mlx5_0:1", "mlx5_1:1"};
+  struct weft_topo_near_nets near[2];
+  struct weft_topo_system* sys = load("h100-nvswitch-8gpu-8nic.xml");
+  if (!sys) return;
+  near_of_gpus(sys, bus, 2, names, 2, near);
+  EXPECT_EQ_INT((int)near[0].gdr, 1);
+  EXPECT_EQ_INT((int)near[1].gdr, 1);
+  weft_topo_system_destroy(sys);
+  setenv("NCCL_NET_GDR_LEVEL", "LOC", 1);
+  if ((sys = load("h100-nvswitch-8gpu-8nic.xml")) != NULL) {
+    near_of_gpus(sys, bus, 2, names, 2, near);
+    EXPECT_EQ_INT((int)near[0].gdr, 0);
+    weft_topo_system_destroy(sys);
+  }
+  unsetenv("NCCL_NET_GDR_LEVEL");
+  if ((sys = load("cpu-2numa-2nic.xml")) != NULL) { /* host ranks never */
+    int numa[1] = {0};
+    const char* nic[1] = {"mlx5_0:1"};
+    EXPECT(weft_topo_add_host_ranks(sys, 0, 1, numa, 10.0f) == ncclSuccess);
+    EXPECT(weft_topo_near_nets(sys, 0, nic, 1, NULL, 1, near) == ncclSuccess);
+    EXPECT_EQ_INT(near[0].n, 1);
+    EXPECT_EQ_INT((int)near[0].gdr, 0);
+    weft_topo_system_destroy(sys);
+  }
+  struct weft_net_near two = {.n = 2, .dev = {3, 1}, .sharers = 1, .gdr = 2};
+  EXPECT_EQ_INT(weft_net_near_gdr(&two, 1), 1);
+  EXPECT_EQ_INT(weft_net_near_gdr(&two, 3), 0);
+  EXPECT_EQ_INT(weft_net_near_gdr(&two, 0), 0);
+  struct weft_net_near unplaced = {.sharers = 1, .gdr_unplaced = 1};
+  EXPECT_EQ_INT(weft_net_near_gdr(&unplaced, 2), 1);
+  EXPECT_EQ_INT(weft_net_near_gdr(NULL, 0), 0);
+}
+
 int main(void) {
+  gdr_by_topology();
   one_nic_per_gpu();
   two_gpus_two_nics();
   four_gpus_one_nic();

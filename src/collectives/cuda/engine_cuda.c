@@ -43,13 +43,16 @@
  * counters of its control page (start_ctrl). A network connector's two FIFOs are counted from 0
  * by the proxies that join them. */
 static void bind(struct weft_cuda_conn* c, const struct weft_link_mem* m, uint64_t step_base, int is_send) {
+  /* A NET receiver with GPUDirect RDMA has its FIFOs in this GPU's memory, apart from the page. */
+  char* fifo = m->host != NULL && m->host->fifo != NULL ? m->host->fifo : m->base + WEFT_CTRL_BYTES;
   c->ctrl = (struct weft_conn_ctrl*)m->base;
-  c->simple = m->base + WEFT_CTRL_BYTES;
-  c->ll = (struct weft_ll_line*)(m->base + WEFT_CTRL_BYTES + m->simple_bytes);
+  c->simple = fifo;
+  c->ll = (struct weft_ll_line*)(fifo + m->simple_bytes);
   c->simple_slot = m->simple_bytes / WEFT_NSTEPS;
   c->ll_slot = m->ll_bytes / WEFT_NSTEPS;
   c->step = m->tr == &weft_transport_net ? 0 : step_base;
   c->proxied = is_send && m->tr == &weft_transport_net;
+  c->tag_late = !is_send && m->host != NULL && m->host->fifo != NULL;
 }
 
 ncclResult_t weft_cuda_copy_now(struct weft_cuda_state* s, void* dev_dst, const void* src, size_t bytes) {

@@ -36,7 +36,9 @@ struct weft_cuda_conn {
   /* A send connector whose FIFO a proxy thread forwards over the network: the sender notes what
    * each step carries (step_info) and fences LL lines ahead of the tail it then publishes. */
   uint32_t proxied;
-  uint32_t pad;
+  /* A receive connector whose FIFO the NIC writes directly (GPUDirect RDMA): LL lines may land
+   * before the proxy has written their step's tag, which comes before its tail. */
+  uint32_t tag_late;
 };
 
 /* Kernel errors reported back to the host (devcomm.error). */

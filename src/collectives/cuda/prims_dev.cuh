@@ -194,14 +194,23 @@ __device__ __noinline__ int weft_tag_mismatch(struct weft_prims* p, uint64_t the
   return 0;
 }
 
+/* Spin until *ctr >= need (thread 0 only); 0 when given up. */
+__device__ __forceinline__ int weft_wait_ge(struct weft_prims* p, const uint64_t* ctr, uint64_t need,
+                                            int peer, int what);
+
 /* Thread 0, once the first step of this call from the peer is visible: do our calls agree? */
 __device__ __forceinline__ int weft_tag_ok(struct weft_prims* p) {
-  uint64_t theirs = weft_ld_acquire(&p->recv.ctrl->step_tag[p->recv.step % WEFT_NSTEPS]);
+  const uint64_t* tag = &p->recv.ctrl->step_tag[p->recv.step % WEFT_NSTEPS];
+  uint64_t theirs = weft_ld_acquire(tag);
   if (theirs == p->step_tag || theirs == 0) return 1; /* 0: the sender does not check */
+  if (p->recv.tag_late) { /* the tag may not be there yet: it is once the proxy's tail is */
+    if (!weft_wait_ge(p, &p->recv.ctrl->tail, p->recv.step + 1, p->recv_peer, WEFT_PROGRESS_DATA)) return 0;
+    theirs = weft_ld_acquire(tag);
+    if (theirs == p->step_tag || theirs == 0) return 1;
+  }
   return weft_tag_mismatch(p, theirs);
 }
 
-/* Spin until *ctr >= need (thread 0 only); 0 when given up. */
 __device__ __forceinline__ int weft_wait_ge(struct weft_prims* p, const uint64_t* ctr, uint64_t need,
                                             int peer, int what) {
   uint64_t clk[2] = {0, 0};

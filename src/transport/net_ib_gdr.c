@@ -1,0 +1,86 @@
+/* GPUDirect RDMA over the IB network: whether a port's device can register GPU memory (a
+ * DMA-BUF of it, or its addresses through the nvidia-peermem kernel module), and registering the
+ * GPU ranges the proxy keeps (a receiving connector's FIFOs in GPU memory). */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "transport/net_ib_comm.h"
+#include "util/log.h"
+#include "util/param.h"
+
+#if WEFT_IBVERBS_HEADERS
+
+/* The module that lets a verbs device register GPU addresses, under its names old and new. */
+static int peermem_loaded(void) {
+  static const char* const paths[] = {"/sys/kernel/mm/memory_peers/nv_mem/version",
+                                      "/sys/module/nvidia_peermem/version",
+                                      "/sys/module/nv_peer_mem/version"};
+  for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+    if (access(paths[i], F_OK) == 0) return 1;
+  return 0;
+}
+
+/* A provider without DMA-BUF answers an empty registration with "not supported"; one with it
+ * refuses the bad descriptor instead (NCCL's probe). */
+static int dmabuf_probe(const struct weft_ibv_fns* ibv, struct ibv_context* ctx) {
+  if (ibv->reg_dmabuf_mr == NULL || !weft_param_int("NCCL_DMABUF_ENABLE")) return 0;
+  struct ibv_pd* pd = ibv->alloc_pd(ctx);
+  if (pd == NULL) return 0;
+  errno = 0;
+  struct ibv_mr* mr = ibv->reg_dmabuf_mr(pd, 0, 0, 0, -1, 0);
+  int supported = errno != EOPNOTSUPP && errno != EPROTONOSUPPORT;
+  if (mr != NULL) ibv->dereg_mr(mr);
+  ibv->dealloc_pd(pd);
+  return supported;
+}
+
+static int answers[WEFT_IB_MAX_PORTS];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void probe_all(void) {
+  const struct weft_ib_port* ports;
+  int n = 0;
+  const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
+  if (ibv == NULL || weft_ib_ports(&ports, &n) != ncclSuccess) return;
+  int peermem = peermem_loaded();
+  for (int i = 0; i < n && i < WEFT_IB_MAX_PORTS; i++) {
+    answers[i] =
+        (dmabuf_probe(ibv, ports[i].ctx) ? WEFT_NET_GPU_DMABUF : 0) | (peermem ? WEFT_NET_GPU_PEERMEM : 0);
+    WEFT_INFO(WEFT_INIT | WEFT_NET, "NET/IB: %s:%d GPUDirect RDMA:%s%s%s", ports[i].name, ports[i].port,
+              answers[i] & WEFT_NET_GPU_DMABUF ? " DMA-BUF" : "",
+              answers[i] & WEFT_NET_GPU_PEERMEM ? " peermem" : "", answers[i] ? "" : " none");
+  }
+}
+
+int weft_ib_gpu_direct(int dev) {
+  pthread_once(&once, probe_all);
+  return dev >= 0 && dev < WEFT_IB_MAX_PORTS ? answers[dev] : 0;
+}
+
+/* A GPU range is only ever written by the peer (a receiving connector's FIFOs). */
+ncclResult_t weft_ib_reg_gpu(void* owner, void* data, size_t size, int dmabuf_fd, void** mh) {
+  struct ib_comm* c = owner;
+  const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
+  int access =
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | (c->relaxed ? IBV_ACCESS_RELAXED_ORDERING : 0);
+  struct ibv_mr* mr;
+  if (dmabuf_fd >= 0)
+    mr = ibv->reg_dmabuf_mr(c->pd, 0, size, (uint64_t)(uintptr_t)data, dmabuf_fd, access);
+  else if (c->relaxed)
+    mr = ibv->reg_mr_iova2(c->pd, data, size, (uint64_t)(uintptr_t)data, (unsigned)access);
+  else
+    mr = ibv->reg_mr(c->pd, data, size, access);
+  if ((*mh = mr) != NULL) return ncclSuccess;
+  WEFT_WARN("NET/IB: %s:%d cannot register %zu bytes of GPU memory at %p (%s): %s", c->port->name,
+            c->port->port, size, data, dmabuf_fd >= 0 ? "DMA-BUF" : "peer memory", strerror(errno));
+  return ncclSystemError;
+}
+
+ncclResult_t weft_ib_keep_registered_gpu(void* comm, void* data, size_t size, int dmabuf_fd) {
+  struct ib_comm* c = comm;
+  return weft_net_regcache_keep_gpu(&c->regs, data, size, dmabuf_fd);
+}
+
+#endif
