@@ -180,7 +180,7 @@ int weft_gpu_link_gdr(const struct weft_link_peer* p, struct weft_link_mem* m, i
   }
   WEFT_INFO(WEFT_INIT | WEFT_NET,
             "Rank %d: connector from rank %d received into GPU %d's memory (GPUDirect RDMA, %s)", p->net.rank,
-            p->net.peer, p->my_dev, m->host->fifo_dmabuf >= 0 ? "DMA-BUF" : "peer memory");
+            p->net.peer, p->my_dev, m->host->fifo_dmabuf >= 0 ? "DMA-BUF" : "registered by address");
   return 1;
 }
 

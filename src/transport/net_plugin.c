@@ -56,10 +56,11 @@ ncclResult_t weft_plugin_call_accept(struct weft_plugin* p, void* lc, void** rc)
   return p->version >= 7 ? p->t->accept.v7(lc, rc, &dh) : p->t->accept.v6(lc, rc);
 }
 
-ncclResult_t weft_plugin_call_reg(struct weft_plugin* p, void* comm, void* data, size_t size, void** mh) {
-  if (p->version >= 8) return p->t->reg_mr.v8(comm, data, size, WEFT_PLUGIN_PTR_HOST, mh);
+ncclResult_t weft_plugin_call_reg(struct weft_plugin* p, void* comm, void* data, size_t size, int type,
+                                  void** mh) {
+  if (p->version >= 8) return p->t->reg_mr.v8(comm, data, size, type, mh);
   if (size > INT32_MAX) return ncclInvalidArgument;
-  return p->t->reg_mr.v6(comm, data, (int)size, WEFT_PLUGIN_PTR_HOST, mh);
+  return p->t->reg_mr.v6(comm, data, (int)size, type, mh);
 }
 
 ncclResult_t weft_plugin_call_isend(struct weft_plugin* p, void* comm, void* data, size_t size, void* mh,
@@ -103,6 +104,19 @@ static ncclResult_t call_props(struct weft_plugin* p, int dev, struct weft_plugi
   out->latency = p->version == 8 ? u.v8.latency : u.v6.latency;
   out->max_comms = p->version == 8 ? u.v8.max_comms : u.v6.max_comms;
   return ncclSuccess;
+}
+
+/* GPUDirect RDMA as the plugin's properties offer it: GPU memory by address (NCCL_PTR_CUDA) or
+ * as a DMA-BUF (NCCL_PTR_DMABUF, with regMrDmaBuf and NCCL_DMABUF_ENABLE). A device that asks
+ * for flushes (forceFlush, v9 and later) is left on host memory: Weft does not flush. */
+static int plug_gpu_direct(struct weft_plugin* p, int dev) {
+  struct weft_plugin_props_v9 pp;
+  if (call_props(p, dev, &pp) != ncclSuccess || pp.force_flush) return 0;
+  int how = pp.ptr_support & WEFT_PLUGIN_PTR_CUDA ? WEFT_NET_GPU_PEERMEM : 0;
+  if (pp.ptr_support & WEFT_PLUGIN_PTR_DMABUF && p->t->reg_mr_dmabuf != NULL &&
+      weft_param_int("NCCL_DMABUF_ENABLE"))
+    how |= WEFT_NET_GPU_DMABUF;
+  return how;
 }
 
 /* ---- The ops table of each plugin ---- */
@@ -170,7 +184,8 @@ static ncclResult_t plug_noop_init(void) { return ncclSuccess; } /* initialized 
   }                                                                                                        \
   static ncclResult_t connect_##i(int d, const struct weft_auth_key* k, void* h, void** s) {               \
     return plug_connect(&plugs[i], d, k, h, s);                                                            \
-  }
+  }                                                                                                        \
+  static int gpu_direct_##i(int d) { return plug_gpu_direct(&plugs[i], d); }
 // clang-format off
 SLOT(0) SLOT(1) SLOT(2) SLOT(3) SLOT(4) SLOT(5) SLOT(6) SLOT(7)
 SLOT(8) SLOT(9) SLOT(10) SLOT(11) SLOT(12) SLOT(13) SLOT(14) SLOT(15)
@@ -178,7 +193,7 @@ SLOT(8) SLOT(9) SLOT(10) SLOT(11) SLOT(12) SLOT(13) SLOT(14) SLOT(15)
                 weft_plugin_isend, weft_plugin_irecv, weft_plugin_test, weft_plugin_close_send,            \
                 weft_plugin_close_recv, weft_plugin_close_listen, weft_plugin_keep_registered,            \
                 weft_plugin_drop_registered, weft_plugin_isend_meta, weft_plugin_test_meta,               \
-                NULL /* gpu_direct: host memory only, so far */, NULL}
+                gpu_direct_##i, weft_plugin_keep_registered_gpu}
 static const struct weft_net_ops slot_ops[WEFT_NET_MAX_PLUGINS] = {
     OPS(0), OPS(1), OPS(2), OPS(3), OPS(4), OPS(5), OPS(6), OPS(7),
     OPS(8), OPS(9), OPS(10), OPS(11), OPS(12), OPS(13), OPS(14), OPS(15)};

@@ -39,10 +39,13 @@ ncclResult_t weft_plugin_close_recv(void* recv_comm);
 ncclResult_t weft_plugin_close_listen(void* listen_comm);
 ncclResult_t weft_plugin_keep_registered(void* comm, void* data, size_t size);
 void weft_plugin_drop_registered(void* comm, void* data, size_t size);
+ncclResult_t weft_plugin_keep_registered_gpu(void* comm, void* data, size_t size, int dmabuf_fd);
 
 /* Version shims (net_plugin.c): each call with the argument list the plugin's version has. */
 ncclResult_t weft_plugin_call_accept(struct weft_plugin* p, void* listen_comm, void** recv_comm);
-ncclResult_t weft_plugin_call_reg(struct weft_plugin* p, void* comm, void* data, size_t size, void** mh);
+/* type: WEFT_PLUGIN_PTR_HOST or WEFT_PLUGIN_PTR_CUDA (NCCL_PTR_*). */
+ncclResult_t weft_plugin_call_reg(struct weft_plugin* p, void* comm, void* data, size_t size, int type,
+                                  void** mh);
 ncclResult_t weft_plugin_call_isend(struct weft_plugin* p, void* comm, void* data, size_t size, void* mh,
                                     void** req);
 ncclResult_t weft_plugin_call_irecv(struct weft_plugin* p, void* comm, void* data, size_t size, void* mh,

@@ -15,6 +15,7 @@
 #define WEFT_PLUGIN_MAX_REQUESTS 32  /* NCCL_NET_MAX_REQUESTS: requests in flight a plugin must take */
 #define WEFT_PLUGIN_PTR_HOST 0x1     /* NCCL_PTR_HOST: regMr type and ptrSupport bit */
 #define WEFT_PLUGIN_PTR_CUDA 0x2
+#define WEFT_PLUGIN_PTR_DMABUF 0x4 /* ptrSupport: regMrDmaBuf takes a DMA-BUF of GPU memory */
 #define WEFT_PLUGIN_VERSION_MIN 6
 #define WEFT_PLUGIN_VERSION_MAX 12
 
@@ -104,7 +105,9 @@ struct weft_plugin_net {
     ncclResult_t (*v6)(void* comm, void* data, int size, int type, void** mhandle);
     ncclResult_t (*v8)(void* comm, void* data, size_t size, int type, void** mhandle);
   } reg_mr;
-  void* reg_mr_dmabuf; /* GPU memory only: never called */
+  /* GPU memory (GPUDirect RDMA), the same in every version. */
+  ncclResult_t (*reg_mr_dmabuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                                void** mhandle);
   ncclResult_t (*dereg_mr)(void* comm, void* mhandle);
   union {
     ncclResult_t (*v6)(void* send_comm, void* data, int size, int tag, void* mhandle, void** request);
@@ -120,7 +123,7 @@ struct weft_plugin_net {
     ncclResult_t (*v10)(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                         void** phandles, void** request);
   } irecv;
-  void* iflush; /* GPU memory only: never called */
+  void* iflush; /* never called: GPU memory that needs a flush is not used (plug_gpu_direct) */
   ncclResult_t (*test)(void* request, int* done, int* sizes);
   ncclResult_t (*close_send)(void* send_comm);
   ncclResult_t (*close_recv)(void* recv_comm);

@@ -6,7 +6,8 @@
  * at most one header posted ahead of the payloads; senders post header and payload back to back.
  * Memory is host memory, registered with regMr: the connector's buffers once, for the comm's
  * life (the proxy announces them; net_regcache.h keeps them), any other buffer for the one
- * request that uses it. */
+ * request that uses it; and a receiving connector's FIFOs in GPU memory (GPUDirect RDMA), with
+ * regMrDmaBuf or regMr of type NCCL_PTR_CUDA, once. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,7 @@ static void close_plugin_comm(struct weft_plugin* p, void* comm, int is_send) {
 }
 
 static ncclResult_t kept_reg(void* owner, void* data, size_t size, void** mh);
+static ncclResult_t kept_reg_gpu(void* owner, void* data, size_t size, int dmabuf_fd, void** mh);
 static void kept_dereg(void* owner, void* mh);
 
 ncclResult_t weft_plugin_wrap_comm(struct weft_plugin* p, void* comm, int is_send, void** out) {
@@ -95,7 +97,9 @@ ncclResult_t weft_plugin_wrap_comm(struct weft_plugin* p, void* comm, int is_sen
   c->comm = comm;
   c->is_send = is_send;
   weft_net_regcache_init(&c->regs, c, kept_reg, kept_dereg);
-  ncclResult_t res = weft_plugin_call_reg(p, comm, c->reqs, sizeof(c->reqs), &c->reqs_mh);
+  c->regs.reg_gpu = kept_reg_gpu;
+  ncclResult_t res =
+      weft_plugin_call_reg(p, comm, c->reqs, sizeof(c->reqs), WEFT_PLUGIN_PTR_HOST, &c->reqs_mh);
   if (res != ncclSuccess) {
     WEFT_WARN("NET/Plugin %s: regMr of %zu bytes of host memory failed: %s", p->t->name, sizeof(c->reqs),
               ncclGetErrorString(res));
@@ -143,8 +147,25 @@ void weft_plugin_drop_registered(void* comm, void* data, size_t size) {
   weft_net_regcache_drop(&c->regs, data, size);
 }
 
+ncclResult_t weft_plugin_keep_registered_gpu(void* comm, void* data, size_t size, int dmabuf_fd) {
+  struct pcomm* c = comm;
+  return weft_net_regcache_keep_gpu(&c->regs, data, size, dmabuf_fd);
+}
+
+/* GPU memory (GPUDirect RDMA): a receiving connector's FIFOs, the whole range its DMA-BUF covers. */
+static ncclResult_t kept_reg_gpu(void* owner, void* data, size_t size, int dmabuf_fd, void** mh) {
+  struct pcomm* c = owner;
+  ncclResult_t res = dmabuf_fd >= 0
+                         ? c->p->t->reg_mr_dmabuf(c->comm, data, size, WEFT_PLUGIN_PTR_CUDA, 0, dmabuf_fd, mh)
+                         : weft_plugin_call_reg(c->p, c->comm, data, size, WEFT_PLUGIN_PTR_CUDA, mh);
+  if (res != ncclSuccess)
+    WEFT_WARN("NET/Plugin %s: %s of %zu bytes of GPU memory at %p failed: %s", c->p->t->name,
+              dmabuf_fd >= 0 ? "regMrDmaBuf" : "regMr", size, data, ncclGetErrorString(res));
+  return res;
+}
+
 static ncclResult_t mr_reg(struct pcomm* c, void* data, size_t size, void** mh) {
-  ncclResult_t res = weft_plugin_call_reg(c->p, c->comm, data, size, mh);
+  ncclResult_t res = weft_plugin_call_reg(c->p, c->comm, data, size, WEFT_PLUGIN_PTR_HOST, mh);
   if (res != ncclSuccess)
     WEFT_WARN("NET/Plugin %s: regMr of %zu bytes of host memory at %p failed: %s", c->p->t->name, size, data,
               ncclGetErrorString(res));

@@ -112,6 +112,16 @@ if [ -r "$FAKE_VERBS" ]; then
 else
   echo "SKIP: the IB runs (no test verbs provider $FAKE_VERBS)"
 fi
+# The same over an external net plugin (tests/net/plugin, told to take GPU memory): regMrDmaBuf
+# (v12), regMr of NCCL_PTR_CUDA (v8); a device that asks for flushes (forceFlush) stays on host.
+PLUG=${BUILD:-build}/tests/net/plugin
+WANT_LOG="NET connector from rank [0-9]+ received into GPU [0-9]+'s memory \(GPUDirect RDMA, DMA-BUF\)"
+BAN_LOG="in host memory, not GPU"
+run hosts 2 3000 NCCL_PROTO=LL $SMALL NCCL_NET_PLUGIN=$PLUG/libnccl-net-tcptest12.so TCPTEST_GPU=dmabuf NCCL_NET_GDR_LEVEL=PHB
+WANT_LOG="NET connector from rank [0-9]+ received into GPU [0-9]+'s memory \(GPUDirect RDMA, registered by address\)"
+run hosts 2 3000 NCCL_PROTO=Simple $SMALL NCCL_NET_PLUGIN=$PLUG/libnccl-net-tcptest8.so TCPTEST_GPU=cuda NCCL_NET_GDR_LEVEL=PHB
+WANT_LOG="INIT connector from rank [0-9]+ over NET" BAN_LOG="received into GPU"
+run hosts 2 1000 $SMALL NCCL_NET_PLUGIN=$PLUG/libnccl-net-tcptest9.so TCPTEST_GPU=dmabuf TCPTEST_FORCE_FLUSH=1 NCCL_NET_GDR_LEVEL=PHB
 BAN_LOG=
 # Tree all-reduce (every type and op): across emulated hosts, and as chains inside one host.
 WANT_LOG="TUNING AllReduce seq [0-9]+: .*algo Tree" COLL=AllReduce

@@ -5,7 +5,12 @@
  * must come with an mhandle this comm registered that covers the buffer, only host memory may
  * be registered, receives have one buffer. It counts the bytes it sends and logs them when a
  * send comm closes ("tcptest: ... bytes sent"), so scripts can tell it really carried data, and
- * WARNs when a comm closes with memory still registered. */
+ * WARNs when a comm closes with memory still registered.
+ * TCPTEST_GPU=cuda or dmabuf: it also takes GPU memory of the emulated CUDA runtime (which is this
+ * process's memory), registered by address (NCCL_PTR_CUDA) or, with dmabuf, also through
+ * regMrDmaBuf with the emulator's DMA-BUF records (tests/gpuemu/emu_dmabuf.h); a message received
+ * into GPU memory lands whole 8-byte words at a time, as a NIC's writes do. TCPTEST_FORCE_FLUSH=1
+ * (v9 and later): the device says GPU memory it writes needs a flush. */
 #define _GNU_SOURCE /* accept4 */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +22,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "../../gpuemu/emu_dmabuf.h"
 
 #ifndef TCPTEST_VERSION
 #define TCPTEST_VERSION 8
@@ -32,6 +39,8 @@ typedef void (*logger_t)(int level, unsigned long flags, const char* file, int l
 #define LOG_INFO 3
 #define SUBSYS_NET 0x10
 #define PTR_HOST 1
+#define PTR_CUDA 2
+#define PTR_DMABUF 4
 #define MAX_REQS 32
 #define MAGIC 0x74637074u
 
@@ -53,6 +62,7 @@ struct mr {
   uint32_t magic;
   void* comm;
   uintptr_t lo, hi;
+  int gpu;
 };
 struct comm;
 struct req {
@@ -61,6 +71,7 @@ struct req {
   uint64_t len; /* the message's length: header on the wire */
   size_t cap, off;
   char* data;
+  char* bounce; /* a receive into GPU memory: the bytes land here, then word by word in data */
 };
 struct comm {
   int fd, is_send;
@@ -141,17 +152,38 @@ static res_t tt_accept(void* listen_comm, void** recv_comm) {
   return OK;
 }
 
+/* TCPTEST_GPU: 0 host memory only, 1 ("cuda") GPU memory by address too, 2 ("dmabuf") and DMA-BUFs. */
+static int gpu_mode(void) {
+  const char* v = getenv("TCPTEST_GPU");
+  if (v == NULL) return 0;
+  return strcmp(v, "dmabuf") == 0 ? 2 : strcmp(v, "cuda") == 0;
+}
+
 static res_t tt_reg(void* comm, void* data, size_t size, int type, void** mhandle) {
-  if (type != PTR_HOST) {
+  if (type != PTR_HOST && !(type == PTR_CUDA && gpu_mode() >= 1)) {
     SAY(LOG_WARN, "tcptest: regMr of memory type %d; only host memory is supported", type);
     return BAD_ARG;
   }
   struct mr* m = malloc(sizeof(*m));
-  *m = (struct mr){MAGIC, comm, (uintptr_t)data, (uintptr_t)data + size};
+  *m = (struct mr){MAGIC, comm, (uintptr_t)data, (uintptr_t)data + size, type == PTR_CUDA};
   ((struct comm*)comm)->nreg++;
   *mhandle = m;
   return OK;
 }
+/* The emulator's record must name this process's memory, and [data, data+size) lie at offset in it. */
+static res_t tt_reg_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                           void** mh) {
+  struct weft_emu_dmabuf rec;
+  if (gpu_mode() < 2 || type != PTR_CUDA || pread(fd, &rec, sizeof(rec), 0) != (ssize_t)sizeof(rec) ||
+      memcmp(rec.magic, WEFT_EMU_DMABUF_MAGIC, 8) != 0 || rec.pid != getpid() || offset > rec.size ||
+      size > rec.size - offset || (uintptr_t)data != rec.dptr + offset) {
+    SAY(LOG_WARN, "tcptest: regMrDmaBuf of %zu bytes at %p (type %d, offset %llu, fd %d) refused", size, data,
+        type, (unsigned long long)offset, fd);
+    return BAD_ARG;
+  }
+  return tt_reg(comm, data, size, PTR_CUDA, mh);
+}
+
 static res_t tt_dereg(void* comm, void* mhandle) {
   struct mr* m = mhandle;
   if (m == NULL || m->magic != MAGIC || m->comm != comm) return BAD_ARG;
@@ -172,10 +204,27 @@ static res_t post(struct comm* c, void* data, size_t size, void* mhandle, void**
   }
   struct req* r = &c->reqs[c->posted % MAX_REQS];
   if (r->used) return OK; /* full: NULL request */
-  *r = (struct req){c, 1, 0, c->is_send ? size : 0, size, 0, data};
+  *r = (struct req){c, 1, 0, c->is_send ? size : 0, size, 0, data, NULL};
+  if (!c->is_send && m->gpu && (r->bounce = malloc(size + 1)) == NULL) return SYS_ERR;
   c->posted++;
   *request = r;
   return OK;
+}
+
+/* A received message into GPU memory: whole 8-byte words where it is aligned, for the LL
+ * protocol's flag words that the GPU polls while it lands. */
+static void land_words(struct req* r) {
+  size_t n = (size_t)r->len, i = 0;
+  if ((uintptr_t)r->data % 8 == 0)
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      memcpy(&w, r->bounce + i, 8);
+      __atomic_store_n((uint64_t*)(r->data + i), w, __ATOMIC_RELAXED);
+    }
+  memcpy(r->data + i, r->bounce + i, n - i);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  free(r->bounce);
+  r->bounce = NULL;
 }
 
 /* Move the oldest requests along; 0, or an error once the connection broke. */
@@ -190,7 +239,7 @@ static res_t progress(struct comm* c) {
         p = (char*)&r->len + r->off;
         want = sizeof(r->len) - r->off;
       } else {
-        p = r->data + (r->off - sizeof(r->len));
+        p = (r->bounce ? r->bounce : r->data) + (r->off - sizeof(r->len));
         want = sizeof(r->len) + r->len - r->off;
       }
       ssize_t n = c->is_send ? send(c->fd, p, want, MSG_NOSIGNAL) : recv(c->fd, p, want, 0);
@@ -205,6 +254,7 @@ static res_t progress(struct comm* c) {
       }
       total = sizeof(r->len) + r->len;
     }
+    if (r->bounce) land_words(r);
     r->done = 1;
     c->completed++;
   }
@@ -233,6 +283,7 @@ static res_t tt_close(void* comm) {
   if (c->nreg)
     SAY(LOG_WARN, "tcptest: a %s comm closed with %d registrations left", c->is_send ? "send" : "receive",
         c->nreg);
+  for (int i = 0; i < MAX_REQS; i++) free(c->reqs[i].bounce);
   close(c->fd);
   free(c);
   return OK;
@@ -291,7 +342,10 @@ static res_t tt_props(int dev, struct props* p) {
   if (dev != 0) return BAD_ARG;
   memset(p, 0, sizeof(*p));
   p->name = "lo";
-  p->ptr_support = PTR_HOST;
+  p->ptr_support = PTR_HOST | (gpu_mode() >= 1 ? PTR_CUDA : 0) | (gpu_mode() >= 2 ? PTR_DMABUF : 0);
+#if V >= 9
+  p->force_flush = getenv("TCPTEST_FORCE_FLUSH") != NULL && getenv("TCPTEST_FORCE_FLUSH")[0] == '1';
+#endif
   p->speed = 10000;
   p->max_comms = 65536;
   p->max_recvs = 1;
@@ -400,7 +454,7 @@ struct {
   __typeof__(vn_connect)* connect;
   __typeof__(vn_accept)* accept;
   __typeof__(vn_reg)* reg_mr;
-  void* reg_mr_dmabuf;
+  __typeof__(tt_reg_dmabuf)* reg_mr_dmabuf;
   res_t (*dereg_mr)(void*, void*);
   __typeof__(vn_isend)* isend;
   __typeof__(vn_irecv)* irecv;
@@ -428,7 +482,7 @@ struct {
   vn_connect,
   vn_accept,
   vn_reg,
-  NULL,
+  tt_reg_dmabuf,
   tt_dereg,
   vn_isend,
   vn_irecv,
