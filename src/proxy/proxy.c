@@ -19,6 +19,7 @@
 #include "proxy/watch.h"
 #include "transport/connector.h"
 #include "transport/net.h"
+#include "util/cuda.h"
 #include "util/log.h"
 #include "util/param.h"
 #include "util/time.h"
@@ -52,7 +53,8 @@ struct weft_proxy_conn {
   struct weft_conn view;
   uint64_t posted, done; /* steps handed to the network / completed */
   void* reqs[WEFT_NSTEPS];
-  char* bounce; /* receive: LL steps land here, then are stored word by word */
+  char* bounce;     /* receive: LL steps land here, then are stored word by word */
+  uint64_t flushes; /* receive into GPU memory: steps whose NIC writes were flushed (INFO at the end) */
   int failed, closed;
   struct notice notice;           /* outgoing or incoming */
   void* notice_req;               /* send: the notice relayed to this peer, while in flight */
@@ -308,6 +310,10 @@ static int progress_recv(struct weft_proxy_conn* c) {
       __atomic_thread_fence(__ATOMIC_RELEASE);
     }
     if (got[1] != SIZE_MAX && c->bounce != NULL) store_ll(c, slot, got[1]);
+    if (got[0] != SIZE_MAX && c->d.mem->fifo_flush) { /* LL lines need none: their flags order them */
+      if (weft_cuda_gdr_flush(c->d.mem->fifo_dev) != 0) return fail(c, ncclUnhandledCudaError), 0;
+      c->flushes++;
+    }
     c->done++;
     post(&v->ctrl->tail, &v->ctrl->tail_waiting, c->done);
     moved = 1;
@@ -497,6 +503,9 @@ void weft_proxy_conn_remove(struct weft_proxy_conn* c) {
     }
   pthread_mutex_unlock(&px.mu);
   weft_proxy_watch_flush(&c->watch); /* off the list: the proxy thread no longer sweeps it */
+  if (c->d.mem->fifo_flush && c->done > 0)
+    WEFT_INFO(WEFT_NET, "Rank %d: connector from rank %d: %llu of %llu steps flushed to GPU %d", c->d.rank,
+              c->d.peer, (unsigned long long)c->flushes, (unsigned long long)c->done, c->d.mem->fifo_dev);
   if (c->d.is_send)
     c->d.net->close_send(c->d.net_comm);
   else

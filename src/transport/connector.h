@@ -100,6 +100,8 @@ struct weft_conn_mem {
   char* fifo;
   size_t fifo_size;
   int fifo_dmabuf;
+  int fifo_flush, fifo_dev; /* flush the NIC's writes to CUDA device fifo_dev before a Simple step
+                               is published (GPUs that do not order them, NCCL_NET_FORCE_FLUSH) */
   void (*fifo_free)(struct weft_conn_mem* mem);
 };
 

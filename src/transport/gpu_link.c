@@ -11,6 +11,7 @@
 #include "util/check.h"
 #include "util/cuda.h"
 #include "util/log.h"
+#include "util/param.h"
 
 #if WEFT_CUDA
 #include "util/cuda_check.h"
@@ -125,18 +126,23 @@ static void gdr_free(struct weft_conn_mem* h) {
   h->fifo_free = NULL;
 }
 
-/* Why this GPU cannot take the NIC's writes, NULL when it can. The NIC's writes reach a GPU
- * before Hopper in no guaranteed order with what follows, so NCCL reads them back (a flush)
- * before the GPU may look; Weft has no flush yet and keeps those GPUs on host memory. */
+/* Whether the NIC's writes must be flushed before a kernel may read what they carry: on GPUs
+ * that do not order them for their own kernels (before Hopper), or when NCCL_NET_FORCE_FLUSH says
+ * so. NCCL flushes with an RDMA read; Weft with cudaDeviceFlushGPUDirectRDMAWrites. */
+static int gdr_needs_flush(int dev) {
+  return weft_param_int("NCCL_NET_FORCE_FLUSH") || !weft_cuda_gdr_ordered(dev);
+}
+
+/* Why this GPU cannot take the NIC's writes, NULL when it can. */
 static const char* gdr_refusal(int dev, int how) {
-  int rdma = 0, major = 0;
-  if (cudaDeviceGetAttribute(&rdma, cudaDevAttrGPUDirectRDMASupported, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+  int rdma = 0;
+  if (cudaDeviceGetAttribute(&rdma, cudaDevAttrGPUDirectRDMASupported, dev) != cudaSuccess) {
     cudaGetLastError();
     return "its attributes cannot be read";
   }
   if (!rdma) return "it does not support GPUDirect RDMA";
-  if (major < 9) return "it is older than Hopper and would need a flush of the NIC's writes";
+  if (gdr_needs_flush(dev) && !weft_cuda_gdr_can_flush(dev))
+    return "its kernels may see the NIC's writes out of order and it cannot flush them";
   if (!(how & WEFT_NET_GPU_PEERMEM) && !weft_cuda_dmabuf_supported(dev))
     return "it exports no DMA-BUF and the network has no peer memory";
   return NULL;
@@ -153,6 +159,8 @@ static int gdr_alloc(struct weft_conn_mem* h, int dev, int how, void* stream) {
   h->fifo_size = size;
   h->fifo_dmabuf = -1;
   h->fifo_free = gdr_free;
+  h->fifo_flush = gdr_needs_flush(dev);
+  h->fifo_dev = dev;
   /* Zeroed LL flags: step 0 waits for flag 1, which stale zeros never match. */
   if (cudaMemsetAsync(fifo, 0, size, (cudaStream_t)stream) != cudaSuccess ||
       cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess || (uintptr_t)fifo % 4096 != 0) {
@@ -179,8 +187,10 @@ int weft_gpu_link_gdr(const struct weft_link_peer* p, struct weft_link_mem* m, i
     return 0;
   }
   WEFT_INFO(WEFT_INIT | WEFT_NET,
-            "Rank %d: connector from rank %d received into GPU %d's memory (GPUDirect RDMA, %s)", p->net.rank,
-            p->net.peer, p->my_dev, m->host->fifo_dmabuf >= 0 ? "DMA-BUF" : "registered by address");
+            "Rank %d: connector from rank %d received into GPU %d's memory (GPUDirect RDMA, %s%s)",
+            p->net.rank, p->net.peer, p->my_dev,
+            m->host->fifo_dmabuf >= 0 ? "DMA-BUF" : "registered by address",
+            m->host->fifo_flush ? ", flushed" : "");
   return 1;
 }
 

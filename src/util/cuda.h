@@ -25,10 +25,15 @@ int64_t weft_cuda_device_busid(int dev);
  * host: CUDA_VISIBLE_DEVICES may number it differently, or hide it); -1 when not visible here. */
 int weft_cuda_device_by_busid(int64_t busid);
 
-/* DMA-BUF of GPU memory (util/cuda_dmabuf.c): whether device dev can export it, and a new
- * descriptor for [ptr, ptr+size) (page aligned, inside one allocation); -1 when it cannot. */
+/* GPUDirect RDMA (util/cuda_gdr.c). DMA-BUF of GPU memory: whether device dev can export it, and
+ * a new descriptor for [ptr, ptr+size) (page aligned, inside one allocation); -1 when it cannot.
+ * A NIC's writes to dev: whether its kernels see them in order (Hopper and later), else whether
+ * the host can flush them, and the flush (0 when done; blocks; sets dev current). */
 int weft_cuda_dmabuf_supported(int dev);
 int weft_cuda_dmabuf_fd(void* ptr, size_t size);
+int weft_cuda_gdr_ordered(int dev);
+int weft_cuda_gdr_can_flush(int dev);
+int weft_cuda_gdr_flush(int dev);
 
 /* Whether WEFT_BACKEND selects the CUDA backend: "cuda", or "auto" with a usable device. */
 int weft_cuda_selected(void);

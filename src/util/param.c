@@ -119,6 +119,8 @@ static const struct weft_param_def params[] = {
     {"NCCL_NET_GDR_LEVEL", WEFT_PARAM_STR, NULL,
      "Farthest GPU-NIC path type for GPUDirect RDMA (default PXB): receiving FIFOs in GPU memory"},
     {"NCCL_DMABUF_ENABLE", WEFT_PARAM_INT, "1", "GPU memory registered with the NIC through DMA-BUF"},
+    {"NCCL_NET_FORCE_FLUSH", WEFT_PARAM_INT, "0",
+     "1: flush a NIC's writes to GPU memory before each Simple step even on GPUs that order them"},
     {"NCCL_CROSS_NIC", WEFT_PARAM_INT, "2",
      "Rings may enter and leave a node on different NICs (0,1,2=auto)"},
     {"NCCL_NVB_DISABLE", WEFT_PARAM_INT, "0",

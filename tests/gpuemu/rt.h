@@ -33,6 +33,10 @@ int rt_physical_peers(int a, int b); /* physical devices a and b can map each ot
 int rt_device_current(void);         /* this host thread's current device (0 until cudaSetDevice) */
 /* cudaDeviceGetAttribute without recording an error as the thread's last (for driver calls). */
 cudaError_t rt_device_attribute(int* value, enum cudaDeviceAttr attr, int dev);
+/* WEFT_EMU_GDR_UNORDERED=1: NIC writes to device memory are not ordered for its kernels
+ * (rt_driver.c); cudaDeviceFlushGPUDirectRDMAWrites is then what orders them (returns 1);
+ * =noflush: nor can they be flushed (returns 2). */
+int rt_gdr_unordered(void);
 #define RT_DEVICE_MEM ((size_t)141 * 1000 * 1000 * 1000)
 
 /* ---- time ---- */

@@ -162,6 +162,12 @@ static void fill_features(struct cudaDeviceProp* p) {
   p->memoryPoolsSupported = 0;
   /* NICs may register device memory: the emulated driver exports it as DMA-BUF (rt_driver.c). */
   p->gpuDirectRDMASupported = 1;
+  /* A NIC's writes: ordered for the owning GPU's kernels as on Hopper, or, with
+   * WEFT_EMU_GDR_UNORDERED=1, not (as on A100): then cudaDeviceFlushGPUDirectRDMAWrites; =noflush:
+   * not, and no flush either. */
+  p->gpuDirectRDMAFlushWritesOptions = rt_gdr_unordered() == 2 ? 0 : cudaFlushGPUDirectRDMAWritesOptionHost;
+  p->gpuDirectRDMAWritesOrdering =
+      rt_gdr_unordered() ? cudaGPUDirectRDMAWritesOrderingNone : cudaGPUDirectRDMAWritesOrderingOwner;
   p->ipcEventSupported = 0;
   p->clusterLaunch = 0;
   p->deviceNumaConfig = 0, p->deviceNumaId = -1, p->hostNumaId = 0;
@@ -239,6 +245,8 @@ static const struct attr_entry attrs[] = {
     F(cudaDevAttrHostRegisterSupported, hostRegisterSupported),
     F(cudaDevAttrMemoryPoolsSupported, memoryPoolsSupported),
     F(cudaDevAttrGPUDirectRDMASupported, gpuDirectRDMASupported),
+    F(cudaDevAttrGPUDirectRDMAFlushWritesOptions, gpuDirectRDMAFlushWritesOptions),
+    F(cudaDevAttrGPUDirectRDMAWritesOrdering, gpuDirectRDMAWritesOrdering),
     F(cudaDevAttrIpcEventSupport, ipcEventSupported),
     F(cudaDevAttrNumaConfig, deviceNumaConfig),
     F(cudaDevAttrNumaId, deviceNumaId),

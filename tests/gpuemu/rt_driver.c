@@ -120,3 +120,22 @@ void* rt_driver_symbol(const char* symbol, unsigned version, enum cudaDriverEntr
   }
   return NULL;
 }
+
+/* ---- GPUDirect RDMA writes ---- */
+
+int rt_gdr_unordered(void) {
+  const char* v = getenv("WEFT_EMU_GDR_UNORDERED");
+  if (v && strcmp(v, "noflush") == 0) return 2;
+  return v && v[0] == '1';
+}
+
+/* The emulated NIC (tests/ibemu) stores into device memory with the CPU, so a fence is all a
+ * flush can be; what it checks is that callers pass what the runtime takes. */
+RT_API cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(enum cudaFlushGPUDirectRDMAWritesTarget target,
+                                                      enum cudaFlushGPUDirectRDMAWritesScope scope) {
+  if (target != cudaFlushGPUDirectRDMAWritesTargetCurrentDevice ||
+      (scope != cudaFlushGPUDirectRDMAWritesToOwner && scope != cudaFlushGPUDirectRDMAWritesToAllDevices))
+    return rt_error(cudaErrorInvalidValue);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  return cudaSuccess;
+}

@@ -109,6 +109,14 @@ if [ -r "$FAKE_VERBS" ]; then
   run hosts 2 1000 $SMALL $IB
   WANT_LOG="NET connector from rank [0-9]+ in host memory, not GPU [0-9]+'s: it exports no DMA-BUF"
   run hosts 2 1000 $SMALL $IB NCCL_NET_GDR_LEVEL=PHB WEFT_EMU_NO_DMABUF=1
+  # A GPU whose kernels may see the NIC's writes out of order (before Hopper): every Simple step is
+  # flushed before it is published (the log counts them); NCCL_NET_FORCE_FLUSH=1 flushes on any
+  # GPU; a GPU that can neither order nor flush stays on host memory.
+  WANT_LOG="NET connector from rank [0-9]+: [1-9][0-9]* of [0-9]+ steps flushed to GPU" BAN_LOG=
+  run hosts 2 3000 NCCL_PROTO=Simple $SMALL $IB NCCL_NET_GDR_LEVEL=PHB WEFT_EMU_GDR_UNORDERED=1
+  run hosts 3 1000 NCCL_PROTO=Simple $SMALL $IB NCCL_NET_GDR_LEVEL=PHB NCCL_NET_FORCE_FLUSH=1
+  WANT_LOG="NET connector from rank [0-9]+ in host memory, not GPU [0-9]+'s: its kernels may see"
+  run hosts 2 1000 $SMALL $IB NCCL_NET_GDR_LEVEL=PHB WEFT_EMU_GDR_UNORDERED=noflush
 else
   echo "SKIP: the IB runs (no test verbs provider $FAKE_VERBS)"
 fi

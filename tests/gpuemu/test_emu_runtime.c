@@ -900,6 +900,31 @@ static void test_dmabuf_export(void) {
   report("dmabuf_export", ok);
 }
 
+/* A NIC's writes to device memory: ordered for the owner as on Hopper, or not (and then flushed)
+ * with WEFT_EMU_GDR_UNORDERED=1, neither with =noflush; the flush takes only the runtime's values. */
+static void test_gdr_flush(void) {
+  int ok = 1, v = -1;
+  EXPECT_ERR(cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMAWritesOrdering, 0), cudaSuccess);
+  EXPECT(v == cudaGPUDirectRDMAWritesOrderingOwner, "ordering %d, want owner", v);
+  EXPECT_ERR(cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMAFlushWritesOptions, 0), cudaSuccess);
+  EXPECT(v == cudaFlushGPUDirectRDMAWritesOptionHost, "flush options %d, want host", v);
+  setenv("WEFT_EMU_GDR_UNORDERED", "1", 1);
+  EXPECT_ERR(cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMAWritesOrdering, 0), cudaSuccess);
+  EXPECT(v == cudaGPUDirectRDMAWritesOrderingNone, "unordered: ordering %d, want none", v);
+  setenv("WEFT_EMU_GDR_UNORDERED", "noflush", 1);
+  EXPECT_ERR(cudaDeviceGetAttribute(&v, cudaDevAttrGPUDirectRDMAFlushWritesOptions, 0), cudaSuccess);
+  EXPECT(v == 0, "noflush: flush options %d, want 0", v);
+  unsetenv("WEFT_EMU_GDR_UNORDERED");
+  EXPECT_ERR(cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                                cudaFlushGPUDirectRDMAWritesToOwner),
+             cudaSuccess);
+  EXPECT_ERR(cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                                (enum cudaFlushGPUDirectRDMAWritesScope)7),
+             cudaErrorInvalidValue);
+  cudaGetLastError();
+  report("gdr_flush", ok);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   test_devices();
@@ -922,6 +947,7 @@ int main(void) {
   test_free_syncs_and_destroy();
   test_threads();
   test_dmabuf_export();
+  test_gdr_flush();
   printf("%d failed\n", failures);
   return failures ? 1 : 0;
 }

@@ -1,6 +1,7 @@
-/* DMA-BUF handles of GPU memory, for networks that register it (GPUDirect RDMA through
- * ibv_reg_dmabuf_mr). The driver API calls are found through the runtime
- * (cudaGetDriverEntryPointByVersion), so the library links against the runtime alone. */
+/* GPUDirect RDMA's CUDA side: DMA-BUF handles of GPU memory, for networks that register it
+ * (ibv_reg_dmabuf_mr; the driver API calls are found through the runtime,
+ * cudaGetDriverEntryPointByVersion, so the library links against the runtime alone), and whether
+ * a NIC's writes reach the GPU's kernels in order or need a flush first. */
 #include <pthread.h>
 
 #include "util/cuda.h"
@@ -58,7 +59,48 @@ int weft_cuda_dmabuf_fd(void* ptr, size_t size) {
   return fd;
 }
 
+int weft_cuda_gdr_ordered(int dev) {
+  int ordering = 0;
+  if (cudaDeviceGetAttribute(&ordering, cudaDevAttrGPUDirectRDMAWritesOrdering, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return ordering >= cudaGPUDirectRDMAWritesOrderingOwner;
+}
+
+int weft_cuda_gdr_can_flush(int dev) {
+  int options = 0;
+  if (cudaDeviceGetAttribute(&options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return (options & cudaFlushGPUDirectRDMAWritesOptionHost) != 0;
+}
+
+int weft_cuda_gdr_flush(int dev) {
+  cudaError_t err = cudaSetDevice(dev);
+  if (err == cudaSuccess)
+    err = cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                             cudaFlushGPUDirectRDMAWritesToOwner);
+  if (err == cudaSuccess) return 0;
+  cudaGetLastError();
+  WEFT_WARN("Flushing GPUDirect RDMA writes to device %d failed: %s", dev, cudaGetErrorString(err));
+  return -1;
+}
+
 #else
+int weft_cuda_gdr_ordered(int dev) {
+  (void)dev;
+  return 0;
+}
+int weft_cuda_gdr_can_flush(int dev) {
+  (void)dev;
+  return 0;
+}
+int weft_cuda_gdr_flush(int dev) {
+  (void)dev;
+  return -1;
+}
 int weft_cuda_dmabuf_supported(int dev) {
   (void)dev;
   return 0;
