@@ -418,13 +418,21 @@ ncclResult_t weft_ib_test(void* request, int* done, size_t* sizes) {
   return weft_ib_test_meta(request, done, sizes, NULL);
 }
 
+/* A sender whose receiver said it closed (its word in our FIFO) lost its writes to the receiver
+ * leaving, as a goodbye sent while the peer tears down does: INFO, as a closed socket is. */
+static ncclResult_t broken(struct ib_comm* c) {
+  if (c->is_send && __atomic_load_n(&c->fifo[IB_CLOSED_SLOT].seq, __ATOMIC_ACQUIRE) != 0)
+    return peer_left(c, c->broken_why);
+  return weft_ib_fail(c, ncclRemoteError, "%s", c->broken_why);
+}
+
 ncclResult_t weft_ib_test_meta(void* request, int* done, size_t* sizes, uint64_t* meta) {
   struct ib_req* r = request;
   struct ib_comm* c = r->c;
   *done = 0;
   if (c->error != ncclSuccess) return c->error;
   WEFT_CHECK(progress(c));
-  if (!r->done && c->broken) return weft_ib_fail(c, ncclRemoteError, "%s", c->broken_why);
+  if (!r->done && c->broken) return broken(c);
   if (!r->done && c->is_send) return probe_receiver(c);
   if (!r->done) {
     watch_sender(c);
