@@ -171,8 +171,13 @@ static int run_loop(ncclComm_t comm, int rank, int victim, int stall, double sec
     return 1;
   }
   double t0 = now_s();
-  for (int it = 0; seconds <= 0 || now_s() - t0 < seconds; it++) {
+  /* Rank 0's clock alone says when to stop, carried in the last element (which the check skips):
+   * ranks that each read their own clock may disagree on the last iteration, and one would then
+   * wait for a peer that has gone. */
+  const float stop = 1000.0f;
+  for (int it = 0;; it++) {
     for (size_t i = 0; i < count; i++) buf[i] = (float)((rank + (int)i) % 7);
+    if (rank == 0 && seconds > 0 && now_s() - t0 >= seconds) buf[count - 1] = stop;
     if (rank == victim && it == 2) raise(stall ? SIGSTOP : SIGKILL);
     ncclResult_t res = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, NULL);
     if (res != ncclSuccess) {
@@ -192,6 +197,7 @@ static int run_loop(ncclComm_t comm, int rank, int victim, int stall, double sec
         return 1;
       }
     }
+    if (buf[count - 1] >= stop) break;
   }
   if (handle != NULL && ncclCommDeregister(comm, handle) != ncclSuccess) {
     free(buf);
