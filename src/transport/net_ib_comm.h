@@ -148,6 +148,8 @@ void weft_ib_drop_registered(void* comm, void* data, size_t size);
 /* GPUDirect RDMA (net_ib_gdr.c): what port dev can register of GPU memory (WEFT_NET_GPU_*), the
  * proxy's keep of a GPU range, and the cache's registration of one. */
 int weft_ib_gpu_direct(int dev);
+/* Host memory, or GPU memory by address (peer memory): registered with the comm's access flags. */
+struct ibv_mr* weft_ib_register_range(struct ib_comm* c, void* p, size_t n);
 ncclResult_t weft_ib_keep_registered_gpu(void* comm, void* data, size_t size, int dmabuf_fd);
 ncclResult_t weft_ib_reg_gpu(void* owner, void* data, size_t size, int dmabuf_fd, void** mh);
 void weft_ib_regcache_init(struct ib_comm* c);

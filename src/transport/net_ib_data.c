@@ -74,7 +74,7 @@ static int access_of(const struct ib_comm* c) {
   return c->is_send ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 }
 
-static struct ibv_mr* register_range(struct ib_comm* c, void* p, size_t n) {
+struct ibv_mr* weft_ib_register_range(struct ib_comm* c, void* p, size_t n) {
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
   if (c->relaxed)
     return ibv->reg_mr_iova2(c->pd, p, n, (uint64_t)(uintptr_t)p,
@@ -84,7 +84,7 @@ static struct ibv_mr* register_range(struct ib_comm* c, void* p, size_t n) {
 
 /* A request's buffer that cannot be registered fails the connection. */
 static ncclResult_t reg_mr(struct ib_comm* c, void* p, size_t n, struct ibv_mr** out) {
-  *out = register_range(c, p, n);
+  *out = weft_ib_register_range(c, p, n);
   if (*out == NULL)
     return weft_ib_fail(c, ncclSystemError, "cannot register %zu bytes at %p: %s", n, p, strerror(errno));
   return ncclSuccess;
@@ -94,7 +94,7 @@ static ncclResult_t reg_mr(struct ib_comm* c, void* p, size_t n, struct ibv_mr**
  * connector's setup fails, a registered user buffer is registered per request instead). */
 static ncclResult_t kept_reg(void* owner, void* data, size_t size, void** mh) {
   struct ib_comm* c = owner;
-  if ((*mh = register_range(c, data, size)) != NULL) return ncclSuccess;
+  if ((*mh = weft_ib_register_range(c, data, size)) != NULL) return ncclSuccess;
   WEFT_INFO(WEFT_NET, "NET/IB: %s:%d cannot keep %zu bytes at %p registered: %s", c->port->name,
             c->port->port, size, data, strerror(errno));
   return ncclSystemError;

@@ -65,13 +65,9 @@ ncclResult_t weft_ib_reg_gpu(void* owner, void* data, size_t size, int dmabuf_fd
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
   int access =
       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | (c->relaxed ? IBV_ACCESS_RELAXED_ORDERING : 0);
-  struct ibv_mr* mr;
-  if (dmabuf_fd >= 0)
-    mr = ibv->reg_dmabuf_mr(c->pd, 0, size, (uint64_t)(uintptr_t)data, dmabuf_fd, access);
-  else if (c->relaxed)
-    mr = ibv->reg_mr_iova2(c->pd, data, size, (uint64_t)(uintptr_t)data, (unsigned)access);
-  else
-    mr = ibv->reg_mr(c->pd, data, size, access);
+  struct ibv_mr* mr = dmabuf_fd >= 0
+                          ? ibv->reg_dmabuf_mr(c->pd, 0, size, (uint64_t)(uintptr_t)data, dmabuf_fd, access)
+                          : weft_ib_register_range(c, data, size);
   if ((*mh = mr) != NULL) return ncclSuccess;
   WEFT_WARN("NET/IB: %s:%d cannot register %zu bytes of GPU memory at %p (%s): %s", c->port->name,
             c->port->port, size, data, dmabuf_fd >= 0 ? "DMA-BUF" : "peer memory", strerror(errno));
