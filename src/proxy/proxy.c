@@ -181,7 +181,38 @@ static int comm_failed(const struct weft_proxy_conn* c) {
   return r != ncclSuccess && r != ncclInProgress;
 }
 
+static int progress_recv(struct weft_proxy_conn* c);
+
+/* A peer that lost a rank tells the others (a notice on each of its send connections), then gives
+ * up and closes; its close can reach one connection before its notice is read on another. So
+ * before a failed connection names its peer, the communicator's other receive connections are read
+ * for a while (the notice has normally landed already): a notice heard there names the rank lost
+ * first. Returns whether one was. Called with px.mu held; c is marked failed, so a connection that
+ * fails while being read here does not come back to it. */
+static int notice_heard_elsewhere(struct weft_proxy_conn* c) {
+  uint64_t start = weft_time_ns();
+  for (;;) {
+    int live = 0;
+    for (struct weft_proxy_conn* o = px.conns; o && !comm_failed(c); o = o->next) {
+      if (o == c || o->d.is_send || o->failed || o->closed || o->d.abort_flag != c->d.abort_flag) continue;
+      progress_recv(o);
+      live++;
+    }
+    if (comm_failed(c)) return 1;
+    if (live == 0 || weft_time_ns() - start > 50000000ull) return 0;
+    sched_yield();
+  }
+}
+
 static void fail(struct weft_proxy_conn* c, ncclResult_t res) {
+  c->failed = 1;
+  if (!comm_failed(c) && notice_heard_elsewhere(c)) {
+    WEFT_INFO(WEFT_PROXY | WEFT_NET,
+              "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after another connection "
+              "of the communicator named the cause",
+              c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res));
+    return;
+  }
   WEFT_WARN(
       "Rank %d: network connection %s peer rank %d (host %s) failed (%s) after %llu step(s); "
       "rank %d is lost, the communicator is aborted",
