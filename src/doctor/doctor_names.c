@@ -35,7 +35,6 @@ const char* const weft_doctor_foreign_names[] = {
     "NCCL_TUNER_CONFIG_FILE",
     "NCCL_PROFILE_EVENT_MASK", /* profiler plugins' (NCCL's example plugin), not NCCL's or Weft's */
     "NCCL_ENV_PLUGIN",
-    "NCCL_NET_GDR_READ",
     "NCCL_NET_GDR_C2C",
     "NCCL_NET_SHARED_BUFFERS",
     "NCCL_NET_SHARED_COMMS",
@@ -43,7 +42,6 @@ const char* const weft_doctor_foreign_names[] = {
     "NCCL_NET_FORCE_MERGE",
     "NCCL_NET_MERGE_LEVEL",
     "NCCL_NET_OVERHEAD",
-    "NCCL_NET_FORCE_FLUSH",
     "NCCL_NETDEVS_POLICY",
     "NCCL_NCHANNELS_PER_NET_PEER",
     "NCCL_OOB_NET_ENABLE",
@@ -51,7 +49,6 @@ const char* const weft_doctor_foreign_names[] = {
     "NCCL_COLLNET_ENABLE",
     "NCCL_COLLNET_NODE_THRESHOLD",
     "NCCL_GDRCOPY_ENABLE",
-    "NCCL_DMABUF_ENABLE",
     "NCCL_P2P_NET_CHUNKSIZE",
     "NCCL_P2P_PCI_CHUNKSIZE",
     "NCCL_P2P_NVL_CHUNKSIZE",

@@ -115,7 +115,7 @@ void weft_gpu_link_unmap(struct weft_link_mem* m) {
   m->registered = 0;
 }
 
-/* ---- GPUDirect RDMA: a network connector's FIFOs in the receiving GPU's memory ---- */
+/* ---- GPUDirect RDMA: a network connector's FIFOs in its GPU's memory ---- */
 
 #define GDR_ALIGN (2u << 20) /* a whole allocation of its own, page aligned, for its DMA-BUF */
 
@@ -133,22 +133,39 @@ static int gdr_needs_flush(int dev) {
   return weft_param_int("NCCL_NET_FORCE_FLUSH") || !weft_cuda_gdr_ordered(dev);
 }
 
-/* Why this GPU cannot take the NIC's writes, NULL when it can. */
-static const char* gdr_refusal(int dev, int how) {
+/* Sending, the NIC reads the FIFOs: NCCL_NET_GDR_READ, by default from Ampere (compute capability
+ * 8.0) on. NCCL by default also lets an older GPU with an NVLink peer do it; Weft does not. */
+static const char* gdr_read_refusal(int dev) {
+  int64_t read = weft_param_int("NCCL_NET_GDR_READ");
+  int major = 0;
+  if (read == 0) return "NCCL_NET_GDR_READ=0";
+  if (read > 0) return NULL;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return "its attributes cannot be read";
+  }
+  return major < 8 ? "before Ampere the NIC reads from host memory unless NCCL_NET_GDR_READ=1" : NULL;
+}
+
+/* Why this GPU cannot take the NIC's writes (receive) or reads (send), NULL when it can. */
+static const char* gdr_refusal(int dev, int how, int is_send) {
   int rdma = 0;
   if (cudaDeviceGetAttribute(&rdma, cudaDevAttrGPUDirectRDMASupported, dev) != cudaSuccess) {
     cudaGetLastError();
     return "its attributes cannot be read";
   }
   if (!rdma) return "it does not support GPUDirect RDMA";
-  if (gdr_needs_flush(dev) && !weft_cuda_gdr_can_flush(dev))
+  if (is_send) {
+    const char* why = gdr_read_refusal(dev);
+    if (why != NULL) return why;
+  } else if (gdr_needs_flush(dev) && !weft_cuda_gdr_can_flush(dev))
     return "its kernels may see the NIC's writes out of order and it cannot flush them";
   if (!(how & WEFT_NET_GPU_PEERMEM) && !weft_cuda_dmabuf_supported(dev))
     return "it exports no DMA-BUF and the network has no peer memory";
   return NULL;
 }
 
-static int gdr_alloc(struct weft_conn_mem* h, int dev, int how, void* stream) {
+static int gdr_alloc(struct weft_conn_mem* h, int dev, int how, int is_send, void* stream) {
   size_t size = (h->simple_bytes + h->ll_bytes + GDR_ALIGN - 1) / GDR_ALIGN * GDR_ALIGN;
   void* fifo = NULL;
   if (cudaMalloc(&fifo, size) != cudaSuccess) {
@@ -159,7 +176,7 @@ static int gdr_alloc(struct weft_conn_mem* h, int dev, int how, void* stream) {
   h->fifo_size = size;
   h->fifo_dmabuf = -1;
   h->fifo_free = gdr_free;
-  h->fifo_flush = gdr_needs_flush(dev);
+  h->fifo_flush = !is_send && gdr_needs_flush(dev); /* a NIC's reads need none */
   h->fifo_dev = dev;
   /* Zeroed LL flags: step 0 waits for flag 1, which stale zeros never match. */
   if (cudaMemsetAsync(fifo, 0, size, (cudaStream_t)stream) != cudaSuccess ||
@@ -177,18 +194,18 @@ static int gdr_alloc(struct weft_conn_mem* h, int dev, int how, void* stream) {
   return 1;
 }
 
-int weft_gpu_link_gdr(const struct weft_link_peer* p, struct weft_link_mem* m, int how) {
-  const char* why = gdr_refusal(p->my_dev, how);
-  if (why == NULL && !gdr_alloc(m->host, p->my_dev, how, p->stream))
+int weft_gpu_link_gdr(const struct weft_link_peer* p, struct weft_link_mem* m, int how, int is_send) {
+  const char* why = gdr_refusal(p->my_dev, how, is_send);
+  const char* dir = is_send ? "to" : "from";
+  if (why == NULL && !gdr_alloc(m->host, p->my_dev, how, is_send, p->stream))
     why = "its memory for the FIFOs could not be allocated or exported";
   if (why != NULL) {
-    WEFT_INFO(WEFT_INIT | WEFT_NET, "Rank %d: connector from rank %d in host memory, not GPU %d's: %s",
-              p->net.rank, p->net.peer, p->my_dev, why);
+    WEFT_INFO(WEFT_INIT | WEFT_NET, "Rank %d: connector %s rank %d in host memory, not GPU %d's: %s",
+              p->net.rank, dir, p->net.peer, p->my_dev, why);
     return 0;
   }
-  WEFT_INFO(WEFT_INIT | WEFT_NET,
-            "Rank %d: connector from rank %d received into GPU %d's memory (GPUDirect RDMA, %s%s)",
-            p->net.rank, p->net.peer, p->my_dev,
+  WEFT_INFO(WEFT_INIT | WEFT_NET, "Rank %d: connector %s rank %d %s GPU %d's memory (GPUDirect RDMA, %s%s)",
+            p->net.rank, dir, p->net.peer, is_send ? "sent from" : "received into", p->my_dev,
             m->host->fifo_dmabuf >= 0 ? "DMA-BUF" : "registered by address",
             m->host->fifo_flush ? ", flushed" : "");
   return 1;
@@ -228,8 +245,8 @@ ncclResult_t weft_gpu_link_map(struct weft_link_mem* m) {
   return no_cuda();
 }
 void weft_gpu_link_unmap(struct weft_link_mem* m) { (void)m; }
-int weft_gpu_link_gdr(const struct weft_link_peer* p, struct weft_link_mem* m, int how) {
-  (void)p, (void)m, (void)how;
+int weft_gpu_link_gdr(const struct weft_link_peer* p, struct weft_link_mem* m, int how, int is_send) {
+  (void)p, (void)m, (void)how, (void)is_send;
   return 0;
 }
 #endif

@@ -249,7 +249,8 @@ ncclResult_t weft_net_offer(const struct weft_net_peer* p, size_t simple, size_t
 }
 
 ncclResult_t weft_net_take(const struct weft_net_peer* p, const void* handle, int ack_tag,
-                           struct weft_conn_mem** out) {
+                           struct weft_conn_mem** out, weft_net_before_proxy_fn before_proxy,
+                           const void* arg) {
   const struct weft_net_ops* net;
   struct weft_conn_handle h, mine;
   WEFT_CHECK(weft_net_get(&net));
@@ -276,6 +277,7 @@ ncclResult_t weft_net_take(const struct weft_net_peer* p, const void* handle, in
     memcpy(handle, h.name, sizeof(handle));
     struct connect_arg a = {net, dev, weft_bootstrap_key(p->bootstrap), handle};
     res = wait_connected(p, "connecting to", &a, connect_step, &comm);
+    if (res == ncclSuccess && before_proxy != NULL) before_proxy(arg, m);
     if (res == ncclSuccess) res = start_proxy(p, 1, m, comm);
   }
   ack.ok = res == ncclSuccess;

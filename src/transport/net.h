@@ -128,11 +128,16 @@ struct weft_net_peer {
  * proxy thread. */
 ncclResult_t weft_net_offer(const struct weft_net_peer* p, size_t simple, size_t ll,
                             struct weft_conn_mem** mem, void* handle);
+/* before_proxy, when not NULL, is called with the sending side's connector memory once it is
+ * made and connected, before the proxy registers it and starts (where its FIFOs may move to GPU
+ * memory). */
+typedef void (*weft_net_before_proxy_fn)(const void* arg, struct weft_conn_mem* mem);
 ncclResult_t weft_net_take(const struct weft_net_peer* p, const void* handle, int ack_tag,
-                           struct weft_conn_mem** mem);
+                           struct weft_conn_mem** mem, weft_net_before_proxy_fn before_proxy,
+                           const void* arg);
 ncclResult_t weft_net_finish_offer(const struct weft_net_peer* p, int ack_tag, struct weft_conn_mem* mem);
 
-/* How the receiving side of p's connector may take it in GPU memory (WEFT_NET_GPU_* bits of the
+/* How either side of p's connector may keep its FIFOs in GPU memory (WEFT_NET_GPU_* bits of the
  * network's device for it), 0 when the topology (NCCL_NET_GDR_LEVEL) or the network says no. The
  * GPU's side (transport/gpu_link.c) decides the rest. */
 int weft_net_gpu_direct(const struct weft_net_peer* p);

@@ -75,17 +75,29 @@ static int net_can_connect(const struct weft_link_peer* p) {
   (void)p;
   return 1;
 }
-/* A GPU receives into its own memory where the topology and the network allow (NCCL's GDR). */
+/* A GPU receives into its own memory where the topology and the network allow (NCCL's GDR), and
+ * sends from it too where NCCL_NET_GDR_READ allows. */
 static ncclResult_t net_offer(const struct weft_link_peer* p, size_t simple, size_t ll,
                               struct weft_link_mem* m, void* handle) {
   WEFT_CHECK(weft_net_offer(&p->net, simple, ll, &m->host, handle));
   int how = p->gpu ? weft_net_gpu_direct(&p->net) : 0;
-  if (how) weft_gpu_link_gdr(p, m, how);
+  if (how) weft_gpu_link_gdr(p, m, how, 0);
   return ncclSuccess;
+}
+struct send_gdr {
+  const struct weft_link_peer* p;
+  struct weft_link_mem* m;
+  int how;
+};
+static void send_from_gpu(const void* arg, struct weft_conn_mem* host) {
+  const struct send_gdr* s = arg;
+  s->m->host = host;
+  weft_gpu_link_gdr(s->p, s->m, s->how, 1);
 }
 static ncclResult_t net_take(const struct weft_link_peer* p, const void* handle, int ack_tag,
                              struct weft_link_mem* m) {
-  return weft_net_take(&p->net, handle, ack_tag, &m->host);
+  struct send_gdr s = {p, m, p->gpu ? weft_net_gpu_direct(&p->net) : 0};
+  return weft_net_take(&p->net, handle, ack_tag, &m->host, s.how ? send_from_gpu : NULL, &s);
 }
 static ncclResult_t net_finish_offer(const struct weft_link_peer* p, int ack_tag, struct weft_link_mem* m) {
   return weft_net_finish_offer(&p->net, ack_tag, m->host);

@@ -99,9 +99,10 @@ ncclResult_t weft_transport_wait_ack(const struct weft_link_peer* p, int ack_tag
 /* GPU connectors over host memory (SHM, NET): map it for the device, and unmap (gpu_link.c). */
 ncclResult_t weft_gpu_link_map(struct weft_link_mem* m);
 void weft_gpu_link_unmap(struct weft_link_mem* m);
-/* GPUDirect RDMA for a NET connector this GPU receives on (how: the network's WEFT_NET_GPU_*
- * bits): its FIFOs move to this GPU's memory, where the NIC writes them (m->host->fifo). 1 when
- * they did; 0 when this GPU or build cannot (INFO says why): the FIFOs stay in host memory. */
-int weft_gpu_link_gdr(const struct weft_link_peer* p, struct weft_link_mem* m, int how);
+/* GPUDirect RDMA for a NET connector of this GPU (how: the network's WEFT_NET_GPU_* bits): its
+ * FIFOs move to this GPU's memory (m->host->fifo), where the NIC writes them (receive) or reads
+ * them (send, NCCL_NET_GDR_READ). 1 when they did; 0 when this GPU, build or setting says no (INFO
+ * says why): the FIFOs stay in host memory. */
+int weft_gpu_link_gdr(const struct weft_link_peer* p, struct weft_link_mem* m, int how, int is_send);
 
 #endif

@@ -142,8 +142,16 @@ static void fill_sizes(struct cudaDeviceProp* p) {
   p->maxBlocksPerMultiProcessor = 32;
 }
 
+/* Hopper's 9.0, or WEFT_EMU_COMPUTE_CAPABILITY="major.minor" (the library's choices by
+ * generation, such as GPUDirect RDMA reads before Ampere). */
+static void compute_capability(int* major, int* minor) {
+  const char* v = getenv("WEFT_EMU_COMPUTE_CAPABILITY");
+  *major = 9, *minor = 0;
+  if (v != NULL && sscanf(v, "%d.%d", major, minor) < 1) *major = 9;
+}
+
 static void fill_features(struct cudaDeviceProp* p) {
-  p->major = 9, p->minor = 0;
+  compute_capability(&p->major, &p->minor);
   p->multiProcessorCount = weft_emu_sm_count();
   p->canMapHostMemory = 1;
   p->concurrentKernels = 1;

@@ -14,9 +14,9 @@ BIN=${EMU_BUILD:-build-emu}/tests/gpu/test_gpu_coll
 export WEFT_BACKEND=cuda WEFT_TIMEOUT=120
 fail=0 runs=0
 # mode ranks max_count, then the environment of the run. With WANT_LOG set ("SUBSYS pattern"),
-# the run logs that NCCL_DEBUG_SUBSYS and its log must match the pattern (grep -E); with BAN_LOG set
-# (a pattern) no line of that log may match it.
-WANT_LOG= BAN_LOG=
+# the run logs that NCCL_DEBUG_SUBSYS and its log must match the pattern (grep -E), and WANT_ALSO
+# (a pattern) too when set; with BAN_LOG set (a pattern) no line of that log may match it.
+WANT_LOG= WANT_ALSO= BAN_LOG=
 run() {
   local mode=$1 n=$2 max=$3
   shift 3
@@ -28,6 +28,8 @@ run() {
     why="failed"
   elif [ -n "$WANT_LOG" ] && ! grep -Eq "${WANT_LOG#* }" <<<"$out"; then
     why="the log has no line matching '${WANT_LOG#* }'"
+  elif [ -n "$WANT_ALSO" ] && ! grep -Eq "$WANT_ALSO" <<<"$out"; then
+    why="the log has no line matching '$WANT_ALSO'"
   elif [ -n "$BAN_LOG" ] && grep -Eq "$BAN_LOG" <<<"$out"; then
     why="the log has a line matching '$BAN_LOG': $(grep -Em1 "$BAN_LOG" <<<"$out")"
   fi
@@ -90,21 +92,30 @@ run devthreads 2 1000 $NOP2P NCCL_SHM_DISABLE=1
 run hosts 3 3000 NCCL_PROTO=LL $SMALL NCCL_MIN_NCHANNELS=2
 run hosts 4 3000 NCCL_PROTO=Simple $SMALL
 # The network between emulated hosts over IB (the test verbs provider, tests/ibemu), with
-# GPUDirect RDMA: the receiving FIFOs in GPU memory, registered through the emulator's DMA-BUF
-# records, the NIC writing LL lines straight into them. The provider places no device in the
-# topology, so GDR takes NCCL_NET_GDR_LEVEL=PHB (a NIC under the CPU), or a topology file that
-# places it; at the default (PXB) the FIFOs stay in host memory, as without DMA-BUF export.
+# GPUDirect RDMA: the FIFOs in GPU memory on both sides, registered through the emulator's
+# DMA-BUF records, the NIC writing LL lines straight into the receiver's and reading the sender's.
+# The provider places no device in the topology, so GDR takes NCCL_NET_GDR_LEVEL=PHB (a NIC under
+# the CPU), or a topology file that places it; at the default (PXB) the FIFOs stay in host memory,
+# as without DMA-BUF export. Sending from GPU memory: not with NCCL_NET_GDR_READ=0, nor by default
+# before Ampere (then with NCCL_NET_GDR_READ=1).
 FAKE_VERBS=$PWD/${BUILD:-build}/tests/lib/libweft_fake_verbs.so
 if [ -r "$FAKE_VERBS" ]; then
   IB="NCCL_NET=IB WEFT_IBVERBS_LIB=$FAKE_VERBS WEFT_FAKE_IB_DEVICES=mlx5_0 NCCL_IB_TIMEOUT=14"
   WANT_LOG="NET connector from rank [0-9]+ received into GPU [0-9]+'s memory \(GPUDirect RDMA, DMA-BUF\)"
+  WANT_ALSO="connector to rank [0-9]+ sent from GPU [0-9]+'s memory \(GPUDirect RDMA, DMA-BUF\)"
   BAN_LOG="in host memory, not GPU"
   run hosts 2 3000 NCCL_PROTO=LL $SMALL $IB NCCL_NET_GDR_LEVEL=PHB
   run hosts 3 3000 NCCL_PROTO=Simple $SMALL $IB NCCL_NET_GDR_LEVEL=PHB NCCL_MIN_NCHANNELS=2
+  run hosts 2 1000 $SMALL $IB NCCL_NET_GDR_LEVEL=PHB WEFT_EMU_COMPUTE_CAPABILITY=7.0 NCCL_NET_GDR_READ=1
+  WANT_ALSO="connector to rank [0-9]+ in host memory, not GPU [0-9]+'s: NCCL_NET_GDR_READ=0" BAN_LOG="sent from GPU"
+  run hosts 2 1000 NCCL_PROTO=Simple $SMALL $IB NCCL_NET_GDR_LEVEL=PHB NCCL_NET_GDR_READ=0
+  WANT_ALSO="connector to rank [0-9]+ in host memory, not GPU [0-9]+'s: before Ampere"
+  run hosts 2 1000 NCCL_PROTO=Simple $SMALL $IB NCCL_NET_GDR_LEVEL=PHB WEFT_EMU_COMPUTE_CAPABILITY=7.0
+  WANT_ALSO= BAN_LOG="in host memory, not GPU"
   # The topology placing the NIC behind the GPUs' switch (PIX): GDR at the default level, not at LOC.
   NIC=NCCL_TOPO_FILE=tests/data/topo/emu-2gpu-1switch-nic.xml
   run hosts 2 1000 NCCL_PROTO=LL $SMALL $IB $NIC
-  WANT_LOG="INIT connector from rank [0-9]+ over NET" BAN_LOG="received into GPU"
+  WANT_LOG="INIT connector from rank [0-9]+ over NET" BAN_LOG="received into GPU|sent from GPU"
   run hosts 2 1000 $SMALL $IB $NIC NCCL_NET_GDR_LEVEL=LOC
   run hosts 2 1000 $SMALL $IB
   WANT_LOG="NET connector from rank [0-9]+ in host memory, not GPU [0-9]+'s: it exports no DMA-BUF"
@@ -124,11 +135,13 @@ fi
 # (v12), regMr of NCCL_PTR_CUDA (v8); a device that asks for flushes (forceFlush) stays on host.
 PLUG=${BUILD:-build}/tests/net/plugin
 WANT_LOG="NET connector from rank [0-9]+ received into GPU [0-9]+'s memory \(GPUDirect RDMA, DMA-BUF\)"
+WANT_ALSO="connector to rank [0-9]+ sent from GPU [0-9]+'s memory \(GPUDirect RDMA, DMA-BUF\)"
 BAN_LOG="in host memory, not GPU"
 run hosts 2 3000 NCCL_PROTO=LL $SMALL NCCL_NET_PLUGIN=$PLUG/libnccl-net-tcptest12.so TCPTEST_GPU=dmabuf NCCL_NET_GDR_LEVEL=PHB
 WANT_LOG="NET connector from rank [0-9]+ received into GPU [0-9]+'s memory \(GPUDirect RDMA, registered by address\)"
+WANT_ALSO="connector to rank [0-9]+ sent from GPU [0-9]+'s memory \(GPUDirect RDMA, registered by address\)"
 run hosts 2 3000 NCCL_PROTO=Simple $SMALL NCCL_NET_PLUGIN=$PLUG/libnccl-net-tcptest8.so TCPTEST_GPU=cuda NCCL_NET_GDR_LEVEL=PHB
-WANT_LOG="INIT connector from rank [0-9]+ over NET" BAN_LOG="received into GPU"
+WANT_LOG="INIT connector from rank [0-9]+ over NET" WANT_ALSO= BAN_LOG="received into GPU|sent from GPU"
 run hosts 2 1000 $SMALL NCCL_NET_PLUGIN=$PLUG/libnccl-net-tcptest9.so TCPTEST_GPU=dmabuf TCPTEST_FORCE_FLUSH=1 NCCL_NET_GDR_LEVEL=PHB
 BAN_LOG=
 # Tree all-reduce (every type and op): across emulated hosts, and as chains inside one host.
