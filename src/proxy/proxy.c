@@ -353,6 +353,23 @@ static int progress_recv(struct weft_proxy_conn* c) {
   return moved;
 }
 
+/* The peer said goodbye after its last step on this connection (it destroyed the communicator). An
+ * executor that has taken every step and sleeps waiting for another (a host executor's doorbell)
+ * would wait until WEFT_TIMEOUT for a step that never comes: the ranks did not make the same calls.
+ * It fails now instead, naming the peer. (A CUDA kernel spins without the doorbell: not seen.) */
+static void check_peer_left(struct weft_proxy_conn* c) {
+  if (comm_failed(c) || !__atomic_load_n(&c->view.ctrl->tail_waiting, __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&c->view.ctrl->head, __ATOMIC_ACQUIRE) != c->done)
+    return;
+  WEFT_WARN(
+      "Rank %d: peer rank %d (host %s) destroyed the communicator after its last step to this rank (step "
+      "%llu), and this rank waits for another: the ranks did not call the same collectives; rank %d is "
+      "lost, the communicator is aborted",
+      c->d.rank, c->d.peer, c->d.peer_host, (unsigned long long)c->done, c->d.peer);
+  struct notice n = notice_of(NOTICE_LOST, c->d.peer, c->d.peer_host, NULL);
+  fail_comm(c, &n);
+}
+
 static void idle_pause(uint64_t idle_ns, uint64_t spin_ns) {
   if (idle_ns < spin_ns) {
     sched_yield();
@@ -391,6 +408,7 @@ static void* proxy_main(void* arg) {
       /* A connection of a communicator that failed already fails in its aftermath (log.h). */
       weft_log_set_aftermath(comm_failed(c));
       if (!c->failed && !c->closed) moved |= c->d.is_send ? progress_send(c) : progress_recv(c);
+      if (!c->failed && c->closed && !c->d.is_send) check_peer_left(c);
       if (__atomic_load_n(&c->watch.w, __ATOMIC_RELAXED) != c->watch.r) watch_sweep(c);
     }
     weft_log_set_aftermath(0);

@@ -2,11 +2,13 @@
  * a network namespace). Joins through NCCL_COMM_ID and runs, in one communicator, every
  * collective x datatype x op plus send/recv patterns under each NCCL_ALGO x NCCL_PROTO
  * combination, checking every result against an independent reference.
- *   net_ranks RANK NRANKS [check|short|kill:VICTIM|stall:VICTIM|loop:SECONDS]
+ *   net_ranks RANK NRANKS [check|short|kill:VICTIM|stall:VICTIM|quit:VICTIM|loop:SECONDS]
  * check: exit 0 when every result is right. short: the same for a few all-reduces and
  * all-gathers only (small to larger than the connectors hold), for tests of a network itself. kill:V: rank V
  * SIGKILLs itself inside a large all-reduce; the others must get an error (exit 3) naming rank V within
- * WEFT_TIMEOUT. stall:V: rank V stops (SIGSTOP) so its peers time out. loop:S: all-reduces for S seconds (the
+ * WEFT_TIMEOUT. stall:V: rank V stops (SIGSTOP) so its peers time out. quit:V: rank V destroys its
+ * communicator (normally) where the others make a third all-reduce, and exits 0; the others must
+ * fail naming it. loop:S: all-reduces for S seconds (the
  * script disturbs the network meanwhile); exit 0 when all were right, 3 on an error. regloop:S: loop:S
  * with the buffer registered (ncclCommRegister). */
 #include <signal.h>
@@ -159,9 +161,10 @@ static int run_short(ncclComm_t comm, int rank, int n) {
   return problems;
 }
 
-/* Large all-reduces until the deadline (or forever); the victim dies or stops in the third.
+/* Large all-reduces until the deadline (or forever); the victim dies or stops in the third (fault
+ * SIGKILL or SIGSTOP), or (fault 0) leaves before it, destroying its communicator normally.
  * registered: the buffer is registered with ncclCommRegister for the loop. */
-static int run_loop(ncclComm_t comm, int rank, int victim, int stall, double seconds, int registered) {
+static int run_loop(ncclComm_t comm, int rank, int victim, int fault, double seconds, int registered) {
   size_t count = 1 << 20;
   float* buf = malloc(count * sizeof(float));
   void* handle = NULL;
@@ -178,7 +181,8 @@ static int run_loop(ncclComm_t comm, int rank, int victim, int stall, double sec
   for (int it = 0;; it++) {
     for (size_t i = 0; i < count; i++) buf[i] = (float)((rank + (int)i) % 7);
     if (rank == 0 && seconds > 0 && now_s() - t0 >= seconds) buf[count - 1] = stop;
-    if (rank == victim && it == 2) raise(stall ? SIGSTOP : SIGKILL);
+    if (rank == victim && it == 2 && fault == 0) break;
+    if (rank == victim && it == 2) raise(fault);
     ncclResult_t res = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, NULL);
     if (res != ncclSuccess) {
       fprintf(stderr, "rank %d: all-reduce %d returned %s after %.1f s: %s\n", rank, it,
@@ -209,7 +213,7 @@ static int run_loop(ncclComm_t comm, int rank, int victim, int stall, double sec
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: net_ranks RANK NRANKS [check|short|kill:V|stall:V|loop:S|regloop:S]\n");
+    fprintf(stderr, "usage: net_ranks RANK NRANKS [check|short|kill:V|stall:V|quit:V|loop:S|regloop:S]\n");
     return 2;
   }
   int rank = atoi(argv[1]), n = atoi(argv[2]);
@@ -224,14 +228,16 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "check") == 0 || strcmp(mode, "short") == 0) {
     rc = (strcmp(mode, "short") == 0 ? run_short(comm, rank, n) : run_check(comm, rank, n)) ? 1 : 0;
   } else {
-    int victim = -1, stall = strncmp(mode, "stall:", 6) == 0;
+    int victim = -1, fault = strncmp(mode, "stall:", 6) == 0  ? SIGSTOP
+                             : strncmp(mode, "quit:", 5) == 0 ? 0
+                                                              : SIGKILL;
     int registered = strncmp(mode, "regloop:", 8) == 0;
     double secs = 0;
     if (strncmp(mode, "loop:", 5) == 0 || registered)
       secs = atof(strchr(mode, ':') + 1);
     else
       victim = atoi(strchr(mode, ':') ? strchr(mode, ':') + 1 : "0");
-    int r = run_loop(comm, rank, victim, stall, secs, registered);
+    int r = run_loop(comm, rank, victim, fault, secs, registered);
     rc = r < 0 ? 3 : r;
   }
   if (rc == 3) {
