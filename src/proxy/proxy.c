@@ -354,13 +354,15 @@ static int progress_recv(struct weft_proxy_conn* c) {
 }
 
 /* The peer said goodbye after its last step on this connection (it destroyed the communicator). An
- * executor that has taken every step and sleeps waiting for another (a host executor's doorbell)
- * would wait until WEFT_TIMEOUT for a step that never comes: the ranks did not make the same calls.
- * It fails now instead, naming the peer. (A CUDA kernel spins without the doorbell: not seen.) */
+ * executor that has taken every step and waits for another (a host executor sleeping on its
+ * doorbell, a CUDA kernel that said which call it waits in) would wait until WEFT_TIMEOUT for a
+ * step that never comes: the ranks did not make the same calls. It fails now instead, naming the
+ * peer. */
 static void check_peer_left(struct weft_proxy_conn* c) {
-  if (comm_failed(c) || !__atomic_load_n(&c->view.ctrl->tail_waiting, __ATOMIC_ACQUIRE) ||
-      __atomic_load_n(&c->view.ctrl->head, __ATOMIC_ACQUIRE) != c->done)
-    return;
+  const struct weft_conn_ctrl* ctrl = c->view.ctrl;
+  int waits = __atomic_load_n(&ctrl->tail_waiting, __ATOMIC_ACQUIRE) ||
+              __atomic_load_n(&ctrl->wait_tag, __ATOMIC_ACQUIRE) != 0;
+  if (comm_failed(c) || !waits || __atomic_load_n(&ctrl->head, __ATOMIC_ACQUIRE) != c->done) return;
   WEFT_WARN(
       "Rank %d: peer rank %d (host %s) destroyed the communicator after its last step to this rank (step "
       "%llu), and this rank waits for another: the ranks did not call the same collectives; rank %d is "

@@ -3,7 +3,8 @@
  * SIGKILL in the middle of a loop of all-reduces; every survivor's kernel must stop (the proxy
  * raises the kernels' abort flag) and the survivor must get an error naming rank 2 long before
  * WEFT_TIMEOUT, rank 0 included, which is not rank 2's neighbour and hears of it from rank 3.
- * SKIP without a GPU. */
+ * Then the same when rank 2 leaves normally after its third all-reduce (ncclCommDestroy, exit 0)
+ * while the others go on: their kernels wait for steps that will never come. SKIP without a GPU. */
 #include <regex.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -18,7 +19,8 @@
 
 struct shared {
   volatile int ready;      /* ranks inside the loop */
-  volatile double kill_at; /* CLOCK_MONOTONIC */
+  volatile double kill_at; /* CLOCK_MONOTONIC: when rank 2 was killed, or destroyed its communicator */
+  int quit;                /* rank 2 leaves normally instead of being killed */
 };
 
 static int names_victim(const char* text) {
@@ -43,16 +45,16 @@ static int survivor(ncclComm_t comm, int rank, struct shared* sh, float* d, cuda
   }
   double after = now_s() - sh->kill_at;
   const char* text = ncclGetLastError(comm);
-  printf("rank %d: all-reduce %d: call %s, async %s, %.2f s after the kill: %s\n", rank, iters,
-         ncclGetErrorString(res), ncclGetErrorString(async), after, text);
+  printf("rank %d: all-reduce %d: call %s, async %s, %.2f s after rank %d went: %s\n", rank, iters,
+         ncclGetErrorString(res), ncclGetErrorString(async), after, VICTIM, text);
   int bad = 0;
   if (res == ncclSuccess && async == ncclSuccess) {
     fprintf(stderr, "FAILED rank %d: every all-reduce succeeded although rank %d was killed\n", rank, VICTIM);
     bad++;
   }
   if (sh->kill_at <= 0 || after > DETECT_LIMIT_S) {
-    fprintf(stderr, "FAILED rank %d: the error came %.1f s after the kill (WEFT_TIMEOUT=%d)\n", rank, after,
-            TIMEOUT_S);
+    fprintf(stderr, "FAILED rank %d: the error came %.1f s after rank %d %s (WEFT_TIMEOUT=%d)\n", rank, after,
+            VICTIM, sh->quit ? "left" : "was killed", TIMEOUT_S);
     bad++;
   }
   if (res != ncclRemoteError && async != ncclRemoteError) {
@@ -83,6 +85,15 @@ static void rank_main(ncclUniqueId id, int rank, struct shared* sh) {
   GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   GPU_CHECK(cudaMalloc((void**)&d, COUNT * sizeof(float)));
   GPU_CHECK(cudaMemset(d, 0, COUNT * sizeof(float)));
+  if (rank == VICTIM && sh->quit) { /* three all-reduces, then a normal goodbye */
+    __atomic_add_fetch(&sh->ready, 1, __ATOMIC_ACQ_REL);
+    for (int i = 0; i < 3; i++) {
+      ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st);
+      cudaStreamSynchronize(st);
+    }
+    sh->kill_at = now_s();
+    _exit(ncclCommDestroy(comm) == ncclSuccess ? 0 : 1);
+  }
   if (rank == VICTIM) { /* all-reduces until killed */
     __atomic_add_fetch(&sh->ready, 1, __ATOMIC_ACQ_REL);
     for (;;) {
@@ -95,14 +106,10 @@ static void rank_main(ncclUniqueId id, int rank, struct shared* sh) {
   _exit(bad ? 1 : 0);
 }
 
-int main(void) {
-  gpu_require();
-  char t[16];
-  snprintf(t, sizeof(t), "%d", TIMEOUT_S);
-  setenv("WEFT_TIMEOUT", t, 1);
-  setenv("NCCL_SOCKET_IFNAME", "lo", 0); /* the emulated hosts are all on this machine */
+static int scenario(int quit) {
   struct shared* sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED) return 1;
+  sh->quit = quit;
   ncclUniqueId id;
   struct test_uid_holder holder;
   if (test_uid_from_child(&id, &holder) != ncclSuccess) {
@@ -118,19 +125,33 @@ int main(void) {
   double t0 = now_s();
   while (__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE) < NRANKS && now_s() - t0 < 120) usleep(10000);
   usleep(200000);
-  sh->kill_at = now_s();
-  kill(pids[VICTIM], SIGKILL);
+  if (!quit) {
+    sh->kill_at = now_s();
+    kill(pids[VICTIM], SIGKILL);
+  }
   int failed = 0;
   for (int r = 0; r < NRANKS; r++) {
     int status = 0;
     waitpid(pids[r], &status, 0);
-    if (r != VICTIM && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    if ((r != VICTIM || quit) && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       fprintf(stderr, "FAILED surviving rank %d: %s %d\n", r, WIFSIGNALED(status) ? "signal" : "exit status",
               WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
       failed++;
     }
   }
   test_uid_release(&holder);
-  printf("%s\n", failed ? "FAILED" : "every survivor named the lost rank in time");
+  printf("%s: %s\n", quit ? "rank 2 left" : "rank 2 killed",
+         failed ? "FAILED" : "every survivor named the lost rank in time");
+  munmap(sh, sizeof(*sh));
+  return failed;
+}
+
+int main(void) {
+  gpu_require();
+  char t[16];
+  snprintf(t, sizeof(t), "%d", TIMEOUT_S);
+  setenv("WEFT_TIMEOUT", t, 1);
+  setenv("NCCL_SOCKET_IFNAME", "lo", 0); /* the emulated hosts are all on this machine */
+  int failed = scenario(0) + scenario(1);
   return failed ? 1 : 0;
 }
