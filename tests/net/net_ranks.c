@@ -8,7 +8,7 @@
  * SIGKILLs itself inside a large all-reduce; the others must get an error (exit 3) naming rank V within
  * WEFT_TIMEOUT. stall:V: rank V stops (SIGSTOP) so its peers time out. quit:V: rank V destroys its
  * communicator (normally) where the others make a third all-reduce, and exits 0; the others must
- * fail naming it. loop:S: all-reduces for S seconds (the
+ * fail naming it; quitp2p:V the same with ring send/recv exchanges. loop:S: all-reduces for S seconds (the
  * script disturbs the network meanwhile); exit 0 when all were right, 3 on an error. regloop:S: loop:S
  * with the buffer registered (ncclCommRegister). */
 #include <signal.h>
@@ -211,9 +211,42 @@ static int run_loop(ncclComm_t comm, int rank, int victim, int fault, double sec
   return 0;
 }
 
+/* Ring send/recv exchanges (each rank to the next) until one fails; the victim leaves before the
+ * third (ncclCommDestroy). Returns -1 on a failed call, 1 on wrong data, 0 for the victim. */
+static int run_p2p_quit(ncclComm_t comm, int rank, int n, int victim) {
+  size_t count = 1 << 18;
+  float* out = malloc(count * sizeof(float));
+  float* in = malloc(count * sizeof(float));
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n, rc = 0;
+  double t0 = now_s();
+  for (int it = 0; rank != victim || it < 2; it++) {
+    for (size_t i = 0; i < count; i++) out[i] = (float)(rank * 1000 + it);
+    ncclResult_t res = ncclGroupStart();
+    if (res == ncclSuccess) res = ncclSend(out, count, ncclFloat32, next, comm, NULL);
+    if (res == ncclSuccess) res = ncclRecv(in, count, ncclFloat32, prev, comm, NULL);
+    ncclResult_t end = ncclGroupEnd();
+    if (res == ncclSuccess) res = end;
+    if (res != ncclSuccess) {
+      fprintf(stderr, "rank %d: send/recv %d returned %s after %.1f s: %s\n", rank, it,
+              ncclGetErrorString(res), now_s() - t0, ncclGetLastError(comm));
+      rc = -1;
+      break;
+    }
+    if (in[0] != (float)(prev * 1000 + it) || in[count - 1] != in[0]) {
+      fprintf(stderr, "rank %d: send/recv %d received %g, want %d\n", rank, it, in[0], prev * 1000 + it);
+      rc = 1;
+      break;
+    }
+  }
+  free(out);
+  free(in);
+  return rc;
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: net_ranks RANK NRANKS [check|short|kill:V|stall:V|quit:V|loop:S|regloop:S]\n");
+    fprintf(stderr,
+            "usage: net_ranks RANK NRANKS [check|short|kill:V|stall:V|quit:V|quitp2p:V|loop:S|regloop:S]\n");
     return 2;
   }
   int rank = atoi(argv[1]), n = atoi(argv[2]);
@@ -227,6 +260,9 @@ int main(int argc, char** argv) {
   int rc;
   if (strcmp(mode, "check") == 0 || strcmp(mode, "short") == 0) {
     rc = (strcmp(mode, "short") == 0 ? run_short(comm, rank, n) : run_check(comm, rank, n)) ? 1 : 0;
+  } else if (strncmp(mode, "quitp2p:", 8) == 0) {
+    int r = run_p2p_quit(comm, rank, n, atoi(mode + 8));
+    rc = r < 0 ? 3 : r;
   } else {
     int victim = -1, fault = strncmp(mode, "stall:", 6) == 0  ? SIGSTOP
                              : strncmp(mode, "quit:", 5) == 0 ? 0

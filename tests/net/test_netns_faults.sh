@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Faults on namespace hosts: (1) a rank SIGKILLed inside a large all-reduce: every survivor gets
 # an error naming that rank well within WEFT_TIMEOUT; (1b) the same for a rank that destroyed its
-# communicator where the others still call one; (2) a host's link brought down mid-run
+# communicator where the others still call an all-reduce or a send/recv; (2) a host's link brought down mid-run
 # (ip link set ... down): every rank errors out within WEFT_TIMEOUT (+ slack), nothing hangs,
 # ncclCommAbort returns, and every rank off the lost host names a rank on it, with its host id
 # and address (every namespace has the same host name); (3) latency and
@@ -35,21 +35,24 @@ check '[ $secs -lt 15 ]' "survivors failed within WEFT_TIMEOUT (${secs}s)"
 [ $fail = 0 ] || dump_logs
 
 # (1b) rank 2 of 4x1 destroys its communicator normally where the others make a third all-reduce
-# (it said goodbye): the survivors fail at once naming it, not at WEFT_TIMEOUT.
-start=$(date +%s)
-run_job 4 1 "$(netns_addr 0)" quit:2 "$NS_PREFIX"
-secs=$(($(date +%s) - start))
-echo "quit: statuses ${RCS[*]} in ${secs}s"
-check '[ "${RCS[2]}" = 0 ]' "rank 2 destroyed its communicator and exited 0"
-for r in 0 1 3; do
-  check '[ "${RCS[$r]}" = 3 ]' "survivor rank $r returned an error and aborted"
-  check 'grep -qF "rank 2 (host nethost2, $(netns_addr 2))" "$NET_LOG/rank$r.log"' \
-    "survivor rank $r names rank 2 with its host and address"
+# (it said goodbye), then the same with send/recv to the next rank: the survivors fail at once
+# naming it, not at WEFT_TIMEOUT.
+for mode in quit quitp2p; do
+  start=$(date +%s)
+  run_job 4 1 "$(netns_addr 0)" $mode:2 "$NS_PREFIX"
+  secs=$(($(date +%s) - start))
+  echo "$mode: statuses ${RCS[*]} in ${secs}s"
+  check '[ "${RCS[2]}" = 0 ]' "$mode: rank 2 destroyed its communicator and exited 0"
+  for r in 0 1 3; do
+    check '[ "${RCS[$r]}" = 3 ]' "$mode: survivor rank $r returned an error and aborted"
+    check 'grep -qF "rank 2 (host nethost2, $(netns_addr 2))" "$NET_LOG/rank$r.log"' \
+      "$mode: survivor rank $r names rank 2 with its host and address"
+  done
+  check 'grep -qF "destroyed the communicator after its last step" "$NET_LOG"/rank[013].log' \
+    "$mode: a survivor says rank 2 destroyed the communicator"
+  check '[ $secs -lt 8 ]' "$mode: survivors failed well within WEFT_TIMEOUT (${secs}s)"
+  [ $fail = 0 ] || dump_logs
 done
-check 'grep -qF "destroyed the communicator after its last step" "$NET_LOG"/rank[013].log' \
-  "a survivor says rank 2 destroyed the communicator"
-check '[ $secs -lt 8 ]' "survivors failed well within WEFT_TIMEOUT (${secs}s)"
-[ $fail = 0 ] || dump_logs
 
 # (2) host 1 (ranks 2, 3 of 3x2) loses its link 3 s into a stream of all-reduces.
 start=$(date +%s)

@@ -75,12 +75,30 @@ static ncclResult_t drain_sends(struct weft_comm_ctx* comm, const struct p2p_op*
   return ncclSuccess;
 }
 
+/* While nothing moves, say so on the receive connectors still awaited (waiting 1), as a ring wait
+ * does on its doorbell: a network proxy that heard such a peer leave after its last step then
+ * fails the call at once (proxy/proxy.c) instead of at the timeout. waiting 0 takes it back from
+ * those it was said on (marked). */
+static void note_recv_waits(struct weft_coll_state* s, const int* cur, uint8_t* marked, int k,
+                            uint32_t waiting) {
+  for (int peer = 0; peer < k; peer++) {
+    if (waiting ? cur[2 * peer] < 0 : !marked[peer]) continue;
+    __atomic_store_n(&s->p2p[peer].recv.ctrl->tail_waiting, waiting, __ATOMIC_RELEASE);
+    marked[peer] = (uint8_t)waiting;
+  }
+}
+
 /* Per-peer queues as index lists into ops: ops of one peer and direction, in call order. */
 static ncclResult_t run_remote(struct weft_comm_ctx* comm, struct p2p_op* ops, int n, struct weft_waiter* w) {
   struct weft_coll_state* s = comm->coll;
-  int k = comm->nranks, left = 0;
+  int k = comm->nranks, left = 0, idle_noted = 0;
   int* cur = malloc(2 * k * sizeof(int)); /* current op index per (peer, direction), -1 when none */
-  if (cur == NULL) return ncclSystemError;
+  uint8_t* marked = calloc(k, 1);         /* peers whose receive connector says this rank waits */
+  if (cur == NULL || marked == NULL) {
+    free(cur);
+    free(marked);
+    return ncclSystemError;
+  }
   for (int i = 0; i < 2 * k; i++) cur[i] = -1;
   for (int i = n - 1; i >= 0; i--) { /* first op of each queue */
     int slot = 2 * ops[i].t->root + (ops[i].t->coll == WEFT_COLL_SEND);
@@ -107,12 +125,18 @@ static ncclResult_t run_remote(struct weft_comm_ctx* comm, struct p2p_op* ops, i
     }
     if (moved) {
       idle_since = weft_time_ns();
+      if (idle_noted) note_recv_waits(s, cur, marked, k, 0);
+      idle_noted = 0;
     } else if (left > 0) {
       w->opname = ops[0].t->coll == WEFT_COLL_SEND ? "Send" : "Recv";
+      if (!idle_noted) note_recv_waits(s, cur, marked, k, 1);
+      idle_noted = 1;
       res = weft_host_idle(w, idle_since, last_peer, -1, "send/recv");
     }
   }
+  note_recv_waits(s, cur, marked, k, 0);
   free(cur);
+  free(marked);
   return res;
 }
 
