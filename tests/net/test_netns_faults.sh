@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Faults on namespace hosts: (1) a rank SIGKILLed inside a large all-reduce: every survivor gets
-# an error naming that rank well within WEFT_TIMEOUT; (1b) the same for a rank that destroyed its
-# communicator where the others still call an all-reduce or a send/recv; (2) a host's link brought down mid-run
-# (ip link set ... down): every rank errors out within WEFT_TIMEOUT (+ slack), nothing hangs,
+# an error naming that rank well within WEFT_TIMEOUT, and the same for a rank that destroyed its
+# communicator where the others still call an all-reduce or a send/recv; (2) a host's link
+# brought down mid-run (ip link set ... down): every rank errors out within WEFT_TIMEOUT (+ slack), nothing hangs,
 # ncclCommAbort returns, and every rank off the lost host names a rank on it, with its host id
 # and address (every namespace has the same host name); (3) latency and
 # loss (tc netem): the collective matrix still completes correctly. SKIPs without root or ip.
@@ -20,37 +20,26 @@ check() { # check COND MESSAGE
   if eval "$1"; then echo "ok: $2"; else echo "FAILED: $2"; fail=1; fi
 }
 
-# (1) rank 2 of 4x1 kills itself inside its third all-reduce.
-start=$(date +%s)
-run_job 4 1 "$(netns_addr 0)" kill:2 "$NS_PREFIX"
-secs=$(($(date +%s) - start))
-echo "kill: statuses ${RCS[*]} in ${secs}s"
-check '[ "${RCS[2]}" = 137 ]' "victim rank 2 died of SIGKILL"
-for r in 0 1 3; do
-  check '[ "${RCS[$r]}" = 3 ]' "survivor rank $r returned an error and aborted"
-  check 'grep -qF "rank 2 (host nethost2, $(netns_addr 2))" "$NET_LOG/rank$r.log"' \
-    "survivor rank $r names rank 2 with its host and address"
-done
-check '[ $secs -lt 15 ]' "survivors failed within WEFT_TIMEOUT (${secs}s)"
-[ $fail = 0 ] || dump_logs
-
-# (1b) rank 2 of 4x1 destroys its communicator normally where the others make a third all-reduce
-# (it said goodbye), then the same with send/recv to the next rank: the survivors fail at once
-# naming it, not at WEFT_TIMEOUT.
-for mode in quit quitp2p; do
+# (1) rank 2 of 4x1 kills itself inside its third all-reduce (kill), or destroys its communicator
+# normally where the others make a third all-reduce (quit) or send/recv to the next rank
+# (quitp2p), having said goodbye: every survivor fails naming rank 2 well within WEFT_TIMEOUT,
+# after a goodbye at once (its WARN says the peer destroyed the communicator).
+for mode in kill quit quitp2p; do
+  victim_rc=0 limit=8
+  [ $mode = kill ] && victim_rc=137 limit=15
   start=$(date +%s)
   run_job 4 1 "$(netns_addr 0)" $mode:2 "$NS_PREFIX"
   secs=$(($(date +%s) - start))
   echo "$mode: statuses ${RCS[*]} in ${secs}s"
-  check '[ "${RCS[2]}" = 0 ]' "$mode: rank 2 destroyed its communicator and exited 0"
+  check '[ "${RCS[2]}" = $victim_rc ]' "$mode: rank 2 ended with status $victim_rc"
   for r in 0 1 3; do
     check '[ "${RCS[$r]}" = 3 ]' "$mode: survivor rank $r returned an error and aborted"
     check 'grep -qF "rank 2 (host nethost2, $(netns_addr 2))" "$NET_LOG/rank$r.log"' \
       "$mode: survivor rank $r names rank 2 with its host and address"
   done
-  check 'grep -qF "destroyed the communicator after its last step" "$NET_LOG"/rank[013].log' \
+  [ $mode = kill ] || check 'grep -qF "destroyed the communicator after its last step" "$NET_LOG"/rank[013].log' \
     "$mode: a survivor says rank 2 destroyed the communicator"
-  check '[ $secs -lt 8 ]' "$mode: survivors failed well within WEFT_TIMEOUT (${secs}s)"
+  check '[ $secs -lt $limit ]' "$mode: survivors failed within ${limit}s (${secs}s; WEFT_TIMEOUT 15)"
   [ $fail = 0 ] || dump_logs
 done
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fake_net_ops.h"
 #include "proxy/proxy.h"
 #include "transport/connector.h"
 #include "transport/net.h"
@@ -50,17 +51,7 @@ static ncclResult_t test(void* request, int* done, size_t* sizes) {
   *done = 1;
   return ncclSuccess;
 }
-static ncclResult_t close_comm(void* comm) {
-  (void)comm;
-  return ncclSuccess;
-}
-static const struct weft_net_ops fake_net = {.name = "fake",
-                                             .isend = isend,
-                                             .irecv = irecv,
-                                             .test = test,
-                                             .close_send = close_comm,
-                                             .close_recv = close_comm,
-                                             .keep_registered = keep,
+static const struct weft_net_ops fake_net = {FAKE_NET_OPS(isend, irecv, test), .keep_registered = keep,
                                              .drop_registered = drop};
 
 struct side {

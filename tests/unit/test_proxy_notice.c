@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "fake_net_ops.h"
 #include "proxy/proxy.h"
 #include "transport/connector.h"
 #include "transport/net.h"
@@ -57,16 +58,7 @@ static ncclResult_t test(void* request, int* done, size_t* sizes) {
   *done = 1;
   return ncclSuccess;
 }
-static ncclResult_t close_comm(void* comm) {
-  (void)comm;
-  return ncclSuccess;
-}
-static const struct weft_net_ops fake_net = {.name = "fake",
-                                             .isend = isend,
-                                             .irecv = irecv,
-                                             .test = test,
-                                             .close_send = close_comm,
-                                             .close_recv = close_comm};
+static const struct weft_net_ops fake_net = {FAKE_NET_OPS(isend, irecv, test)};
 
 static volatile uint32_t abort_flag;
 static volatile ncclResult_t async_result;
