@@ -55,7 +55,9 @@ struct weft_conn_ctrl {
   uint32_t head_waiting;
   uint32_t pad_wait;
   /* CUDA receivers: the step tag of the call a receive that has waited a while is in (0: none),
-   * for the sender to compare (collectives/cuda/prims_dev.cuh), on the line it reads anyway. */
+   * for the sender to compare (collectives/cuda/prims_dev.cuh), on the line it reads anyway. On a
+   * network connector the proxy reads it (any value but 0: the receiver waits), and a wait outside
+   * a checked collective (send/recv) says WEFT_WAIT_TAG_UNTAGGED. */
   uint64_t wait_tag;
   char pad1[128 - 24];
   uint32_t refs; /* sides still using memory shared within one process */
@@ -69,6 +71,7 @@ struct weft_conn_ctrl {
   /* Why the sender [0] or the receiver [1] gave up, for the other side to name (shared memory). */
   struct weft_cause cause[2];
 };
+#define WEFT_WAIT_TAG_UNTAGGED 1ull
 #define WEFT_STEP_LL 0x80000000u
 #define WEFT_STEP_BYTES 0x7fffffffu
 

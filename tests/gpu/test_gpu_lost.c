@@ -4,7 +4,8 @@
  * raises the kernels' abort flag) and the survivor must get an error naming rank 2 long before
  * WEFT_TIMEOUT, rank 0 included, which is not rank 2's neighbour and hears of it from rank 3.
  * Then the same when rank 2 leaves normally after its third all-reduce (ncclCommDestroy, exit 0)
- * while the others go on: their kernels wait for steps that will never come. SKIP without a GPU. */
+ * while the others go on, calling all-reduces or send/recv: their kernels wait for steps that will
+ * never come. SKIP without a GPU. */
 #include <regex.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -21,7 +22,18 @@ struct shared {
   volatile int ready;      /* ranks inside the loop */
   volatile double kill_at; /* CLOCK_MONOTONIC: when rank 2 was killed, or destroyed its communicator */
   int quit;                /* rank 2 leaves normally instead of being killed */
+  int p2p;                 /* the calls are send/recv to the ring neighbours, not all-reduces */
 };
+
+/* The scenario's call: an all-reduce, or a send to the next rank and a receive from the previous. */
+static ncclResult_t one_call(ncclComm_t comm, int rank, const struct shared* sh, float* d, cudaStream_t st) {
+  if (!sh->p2p) return ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st);
+  size_t half = COUNT / 2;
+  ncclGroupStart();
+  ncclSend(d, half, ncclFloat32, (rank + 1) % NRANKS, comm, st);
+  ncclRecv(d + half, half, ncclFloat32, (rank + NRANKS - 1) % NRANKS, comm, st);
+  return ncclGroupEnd();
+}
 
 static int names_victim(const char* text) {
   char pattern[64];
@@ -33,20 +45,21 @@ static int names_victim(const char* text) {
   return ok;
 }
 
-/* All-reduces until one fails, on the call or on the stream; then checks when and what. */
+/* Calls until one fails, on the call or on the stream; then checks when and what. */
 static int survivor(ncclComm_t comm, int rank, struct shared* sh, float* d, cudaStream_t st) {
   ncclResult_t res = ncclSuccess, async = ncclSuccess;
   int iters = 0;
   for (; iters < 1000000 && res == ncclSuccess && async == ncclSuccess; iters++) {
-    res = ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st);
+    res = one_call(comm, rank, sh, d, st);
     if (res == ncclSuccess && cudaStreamSynchronize(st) != cudaSuccess) res = ncclUnhandledCudaError;
     if (res == ncclSuccess) ncclCommGetAsyncError(comm, &async);
     if (iters == 2) __atomic_add_fetch(&sh->ready, 1, __ATOMIC_ACQ_REL);
   }
   double after = now_s() - sh->kill_at;
   const char* text = ncclGetLastError(comm);
-  printf("rank %d: all-reduce %d: call %s, async %s, %.2f s after rank %d went: %s\n", rank, iters,
-         ncclGetErrorString(res), ncclGetErrorString(async), after, VICTIM, text);
+  printf("rank %d: %s %d: call %s, async %s, %.2f s after rank %d went: %s\n", rank,
+         sh->p2p ? "send/recv" : "all-reduce", iters, ncclGetErrorString(res), ncclGetErrorString(async),
+         after, VICTIM, text);
   int bad = 0;
   if (res == ncclSuccess && async == ncclSuccess) {
     fprintf(stderr, "FAILED rank %d: every all-reduce succeeded although rank %d was killed\n", rank, VICTIM);
@@ -85,10 +98,10 @@ static void rank_main(ncclUniqueId id, int rank, struct shared* sh) {
   GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   GPU_CHECK(cudaMalloc((void**)&d, COUNT * sizeof(float)));
   GPU_CHECK(cudaMemset(d, 0, COUNT * sizeof(float)));
-  if (rank == VICTIM && sh->quit) { /* three all-reduces, then a normal goodbye */
+  if (rank == VICTIM && sh->quit) { /* three calls, then a normal goodbye */
     __atomic_add_fetch(&sh->ready, 1, __ATOMIC_ACQ_REL);
     for (int i = 0; i < 3; i++) {
-      ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, st);
+      one_call(comm, rank, sh, d, st);
       cudaStreamSynchronize(st);
     }
     sh->kill_at = now_s();
@@ -106,10 +119,11 @@ static void rank_main(ncclUniqueId id, int rank, struct shared* sh) {
   _exit(bad ? 1 : 0);
 }
 
-static int scenario(int quit) {
+static int scenario(int quit, int p2p) {
   struct shared* sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED) return 1;
   sh->quit = quit;
+  sh->p2p = p2p;
   ncclUniqueId id;
   struct test_uid_holder holder;
   if (test_uid_from_child(&id, &holder) != ncclSuccess) {
@@ -140,7 +154,7 @@ static int scenario(int quit) {
     }
   }
   test_uid_release(&holder);
-  printf("%s: %s\n", quit ? "rank 2 left" : "rank 2 killed",
+  printf("%s%s: %s\n", quit ? "rank 2 left" : "rank 2 killed", p2p ? " (send/recv)" : "",
          failed ? "FAILED" : "every survivor named the lost rank in time");
   munmap(sh, sizeof(*sh));
   return failed;
@@ -152,6 +166,6 @@ int main(void) {
   snprintf(t, sizeof(t), "%d", TIMEOUT_S);
   setenv("WEFT_TIMEOUT", t, 1);
   setenv("NCCL_SOCKET_IFNAME", "lo", 0); /* the emulated hosts are all on this machine */
-  int failed = scenario(0) + scenario(1);
+  int failed = scenario(0, 0) + scenario(1, 0) + scenario(1, 1);
   return failed ? 1 : 0;
 }

@@ -51,7 +51,7 @@ static void bind(struct weft_cuda_conn* c, const struct weft_link_mem* m, uint64
   c->simple_slot = m->simple_bytes / WEFT_NSTEPS;
   c->ll_slot = m->ll_bytes / WEFT_NSTEPS;
   c->step = m->tr == &weft_transport_net ? 0 : step_base;
-  c->proxied = is_send && m->tr == &weft_transport_net;
+  c->proxied = m->tr == &weft_transport_net;
   c->tag_late = !is_send && m->host != NULL && m->host->fifo != NULL;
 }
 

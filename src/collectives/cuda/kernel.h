@@ -33,8 +33,10 @@ struct weft_cuda_conn {
   struct weft_ll_line* ll;
   uint64_t simple_slot, ll_slot;
   uint64_t step;
-  /* A send connector whose FIFO a proxy thread forwards over the network: the sender notes what
-   * each step carries (step_info) and fences LL lines ahead of the tail it then publishes. */
+  /* A connector whose FIFO a proxy thread drives over the network: the sender notes what each step
+   * carries (step_info) and fences LL lines ahead of the tail it then publishes; the receiver says
+   * when it waits even outside a checked collective (weft_wait_say), for the proxy to tell a wait
+   * from a peer that left. */
   uint32_t proxied;
   /* A receive connector whose FIFO the NIC writes directly (GPUDirect RDMA): LL lines may land
    * before the proxy has written their step's tag, which comes before its tail. */

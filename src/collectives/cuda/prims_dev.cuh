@@ -138,9 +138,11 @@ __device__ __noinline__ void weft_pass_on_cause(struct weft_prims* p) {
  * cleared when the wait ends), and every check compares what the rank this block sends to says:
  * the same call's number with another tag is a mismatch. */
 __device__ __forceinline__ void weft_wait_say(struct weft_prims* p, int what) {
-  if (threadIdx.x != 0 || p->step_tag == 0 || p->recv.ctrl == NULL) return;
+  if (threadIdx.x != 0 || p->recv.ctrl == NULL) return;
   if (what != WEFT_PROGRESS_DATA && what != WEFT_PROGRESS_LL_DATA) return;
-  weft_st_note(&p->recv.ctrl->wait_tag, p->step_tag);
+  uint64_t tag = p->step_tag != 0 ? p->step_tag : p->recv.proxied ? WEFT_WAIT_TAG_UNTAGGED : 0;
+  if (tag == 0) return;
+  weft_st_note(&p->recv.ctrl->wait_tag, tag);
   p->wait_said = 1;
 }
 __device__ __forceinline__ uint64_t weft_receiver_waits_in(const struct weft_prims* p) {
