@@ -65,6 +65,7 @@ int weft_doctor_run(const struct weft_doctor_opts* o, struct weft_doctor_report*
   weft_doctor_check_shm(o, r);
   weft_doctor_check_ptrace(o, r);
   weft_doctor_check_memlock(o, r);
+  weft_doctor_check_gdr(o, r);
   weft_doctor_check_net(o, r);
   weft_doctor_check_pcie(o, r);
   weft_doctor_check_gpus(o, r);
@@ -92,6 +93,17 @@ int weft_doctor_is_nvidia_gpu(const char* dev) {
   snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/class", dev);
   if (weft_doctor_read_line(path, cls, sizeof(cls)) != 0) return 0;
   return strncmp(cls, "0x0300", 6) == 0 || strncmp(cls, "0x0302", 6) == 0;
+}
+
+int weft_doctor_rdma_devices(char* first, size_t size) {
+  char path[512];
+  DIR* d = opendir(weft_doctor_path(path, sizeof(path), "/sys/class/infiniband"));
+  if (d == NULL) return 0;
+  int n = 0;
+  for (struct dirent* e; (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.' && n++ == 0) snprintf(first, size, "%.63s", e->d_name);
+  closedir(d);
+  return n;
 }
 
 int weft_doctor_count_gpus(void) {

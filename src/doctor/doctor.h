@@ -53,6 +53,7 @@ int weft_doctor_run(const struct weft_doctor_opts* o, struct weft_doctor_report*
 void weft_doctor_check_shm(const struct weft_doctor_opts* o, struct weft_doctor_report* r);
 void weft_doctor_check_ptrace(const struct weft_doctor_opts* o, struct weft_doctor_report* r);
 void weft_doctor_check_memlock(const struct weft_doctor_opts* o, struct weft_doctor_report* r);
+void weft_doctor_check_gdr(const struct weft_doctor_opts* o, struct weft_doctor_report* r);
 void weft_doctor_check_net(const struct weft_doctor_opts* o, struct weft_doctor_report* r);
 void weft_doctor_check_pcie(const struct weft_doctor_opts* o, struct weft_doctor_report* r);
 void weft_doctor_check_gpus(const struct weft_doctor_opts* o, struct weft_doctor_report* r);
@@ -74,6 +75,9 @@ const char* weft_doctor_env_get(const struct weft_doctor_opts* o, const char* na
  * LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE), else one
  * per GPU, else 1; *from names where the number came from. */
 int weft_doctor_local_ranks(const struct weft_doctor_opts* o, const char** from);
+/* Number of RDMA devices (/sys/class/infiniband under the root); the first one's name goes to
+ * first. */
+int weft_doctor_rdma_devices(char* first, size_t size);
 /* Number of GPUs (NVIDIA display/3D controllers) on the PCI bus under the root. */
 int weft_doctor_count_gpus(void);
 

@@ -1,6 +1,5 @@
 /* The locked-memory limit RDMA needs: verbs register (pin) every buffer a NIC reads or writes, and
  * a limit of a few MiB (the usual default, and containers') makes registration fail at init. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,17 +25,6 @@ static int read_limit(long long* soft, long long* hard) {
   return found;
 }
 
-static int rdma_devices(char* first, size_t size) {
-  char path[512];
-  DIR* d = opendir(weft_doctor_path(path, sizeof(path), "/sys/class/infiniband"));
-  if (d == NULL) return 0;
-  int n = 0;
-  for (struct dirent* e; (e = readdir(d)) != NULL;)
-    if (e->d_name[0] != '.' && n++ == 0) snprintf(first, size, "%.63s", e->d_name);
-  closedir(d);
-  return n;
-}
-
 static void limit_text(long long v, char* buf, size_t size) {
   if (v < 0)
     snprintf(buf, size, "unlimited");
@@ -52,7 +40,7 @@ void weft_doctor_check_memlock(const struct weft_doctor_opts* o, struct weft_doc
     return;
   }
   char first[64] = "", s[32], h[32];
-  int ndev = rdma_devices(first, sizeof(first));
+  int ndev = weft_doctor_rdma_devices(first, sizeof(first));
   limit_text(soft, s, sizeof(s));
   limit_text(hard, h, sizeof(h));
   const char* fix =
@@ -65,8 +53,8 @@ void weft_doctor_check_memlock(const struct weft_doctor_opts* o, struct weft_doc
     weft_doctor_add(
         r, "memlock", WEFT_DOCTOR_WARN, fix,
         "locked memory is limited to %s (hard %s) and %d RDMA device(s) exist (%s): an RDMA "
-        "network (NVIDIA NCCL's IB transport, a net plugin) fails to register its buffers; Weft's "
-        "own socket network does not pin memory",
+        "network (the IB transport, NCCL's or Weft's, or a net plugin) fails to register its buffers; "
+        "the socket network does not pin memory",
         s, h, ndev, first);
   } else {
     weft_doctor_add(r, "memlock", WEFT_DOCTOR_INFO, fix,

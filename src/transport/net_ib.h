@@ -31,6 +31,11 @@ struct weft_ib_port {
  * Done once per process: later calls return the same list. */
 ncclResult_t weft_ib_ports(const struct weft_ib_port** ports, int* n);
 
+/* Whether the kernel module that lets a verbs device register GPU addresses (nvidia-peermem, or
+ * its older names) is loaded; root prefixes the sysfs paths (weft-doctor's fake trees, "" for
+ * this machine's). */
+int weft_ib_peermem_loaded(const char* root);
+
 /* Link speed from verbs' width and speed codes (ibv_port_attr.active_width / active_speed). */
 int weft_ib_speed_mbps(int active_width, int active_speed);
 

@@ -3,6 +3,7 @@
  * GPU ranges the proxy keeps (a receiving connector's FIFOs in GPU memory). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -10,17 +11,19 @@
 #include "util/log.h"
 #include "util/param.h"
 
-#if WEFT_IBVERBS_HEADERS
-
-/* The module that lets a verbs device register GPU addresses, under its names old and new. */
-static int peermem_loaded(void) {
+int weft_ib_peermem_loaded(const char* root) {
   static const char* const paths[] = {"/sys/kernel/mm/memory_peers/nv_mem/version",
                                       "/sys/module/nvidia_peermem/version",
                                       "/sys/module/nv_peer_mem/version"};
-  for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
-    if (access(paths[i], F_OK) == 0) return 1;
+  char path[512];
+  for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+    snprintf(path, sizeof(path), "%s%s", root ? root : "", paths[i]);
+    if (access(path, F_OK) == 0) return 1;
+  }
   return 0;
 }
+
+#if WEFT_IBVERBS_HEADERS
 
 /* A provider without DMA-BUF answers an empty registration with "not supported"; one with it
  * refuses the bad descriptor instead (NCCL's probe). */
@@ -44,7 +47,7 @@ static void probe_all(void) {
   int n = 0;
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
   if (ibv == NULL || weft_ib_ports(&ports, &n) != ncclSuccess) return;
-  int peermem = peermem_loaded();
+  int peermem = weft_ib_peermem_loaded("");
   for (int i = 0; i < n && i < WEFT_IB_MAX_PORTS; i++) {
     answers[i] =
         (dmabuf_probe(ibv, ports[i].ctx) ? WEFT_NET_GPU_DMABUF : 0) | (peermem ? WEFT_NET_GPU_PEERMEM : 0);

@@ -1,7 +1,8 @@
 /* weft-doctor's checks against planted misconfigurations: a fake /proc and /sys tree under
  * WEFT_DOCTOR_ROOT (ptrace scope, memlock limit with an RDMA device, two GPUs behind a bridge
  * with ACS redirect, an IOMMU without passthrough, NUMA nodes), a job environment given as a list
- * (misspelt and unknown names, a GPU listed twice) and another rank's environment file. */
+ * (misspelt and unknown names, a GPU listed twice) and another rank's environment file; whether
+ * the NICs can reach the GPUs' memory (GPUDirect RDMA). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +146,44 @@ static void test_pcie_gpus_numa(void) {
   weft_doctor_report_free(&r);
 }
 
+static void unplant(const char* rel) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s%s", root, rel);
+  unlink(path);
+}
+
+/* GPUDirect RDMA with an RDMA device (test_proc_files) and GPUs (test_pcie_gpus_numa) planted:
+ * none (the proprietary driver, no nvidia-peermem), then nvidia-peermem, then DMA-BUF (the open
+ * modules on a new kernel, not on an old one), then turned off by NCCL_NET_GDR_LEVEL. */
+static void test_gdr(void) {
+  struct weft_doctor_report r = {0};
+  struct weft_doctor_opts o = {0};
+  plant("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05\n", -1);
+  plant("/proc/sys/kernel/osrelease", "6.8.0-45-generic\n", -1);
+  weft_doctor_check_gdr(&o, &r);
+  EXPECT_FINDING(&r, "gdr", WEFT_DOCTOR_WARN, "no way for the NICs to reach GPU memory");
+  weft_doctor_report_free(&r);
+  plant("/sys/module/nvidia_peermem/version", "1.1\n", -1);
+  weft_doctor_check_gdr(&o, &r);
+  EXPECT_FINDING(&r, "gdr", WEFT_DOCTOR_OK, "nvidia-peermem is loaded");
+  weft_doctor_report_free(&r);
+  unplant("/sys/module/nvidia_peermem/version");
+  plant("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15\n",
+        -1);
+  weft_doctor_check_gdr(&o, &r);
+  EXPECT_FINDING(&r, "gdr", WEFT_DOCTOR_OK, "DMA-BUF");
+  weft_doctor_report_free(&r);
+  plant("/proc/sys/kernel/osrelease", "5.4.0-150-generic\n", -1);
+  weft_doctor_check_gdr(&o, &r);
+  EXPECT_FINDING(&r, "gdr", WEFT_DOCTOR_WARN, "running 5.4.0-150-generic");
+  weft_doctor_report_free(&r);
+  const char* env[] = {"NCCL_NET_GDR_LEVEL=LOC", NULL};
+  o.env = env;
+  weft_doctor_check_gdr(&o, &r);
+  EXPECT_FINDING(&r, "gdr", WEFT_DOCTOR_INFO, "turns GPUDirect RDMA off");
+  weft_doctor_report_free(&r);
+}
+
 static void test_suggest(void) {
   int known = 0;
   const char* s = weft_doctor_env_suggest("NCCL_SOCKET_IFNAM", &known);
@@ -222,6 +261,7 @@ int main(void) {
   setenv("WEFT_DOCTOR_ROOT", root, 1);
   test_proc_files();
   test_pcie_gpus_numa();
+  test_gdr();
   test_suggest();
   test_env_and_ranks();
   EXPECT_EQ_INT(child_warns(1), 1);
