@@ -148,6 +148,9 @@ void weft_ib_drop_registered(void* comm, void* data, size_t size);
 /* GPUDirect RDMA (net_ib_gdr.c): what port dev can register of GPU memory (WEFT_NET_GPU_*), the
  * proxy's keep of a GPU range, and the cache's registration of one. */
 int weft_ib_gpu_direct(int dev);
+/* What may touch a comm's memory (IBV_ACCESS_*): a sender's is only read by its own writes; a
+ * receiver's is written by the peer. */
+int weft_ib_access_of(const struct ib_comm* c);
 /* Host memory, or GPU memory by address (peer memory): registered with the comm's access flags. */
 struct ibv_mr* weft_ib_register_range(struct ib_comm* c, void* p, size_t n);
 ncclResult_t weft_ib_keep_registered_gpu(void* comm, void* data, size_t size, int dmabuf_fd);

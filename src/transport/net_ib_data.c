@@ -68,9 +68,7 @@ static struct ib_req* req_alloc(struct ib_comm* c) {
 
 /* ---- registrations ---- */
 
-/* What may touch a comm's memory: a sender's is only read by its own writes; a receiver's is
- * written by the peer. */
-static int access_of(const struct ib_comm* c) {
+int weft_ib_access_of(const struct ib_comm* c) {
   return c->is_send ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 }
 
@@ -78,8 +76,8 @@ struct ibv_mr* weft_ib_register_range(struct ib_comm* c, void* p, size_t n) {
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
   if (c->relaxed)
     return ibv->reg_mr_iova2(c->pd, p, n, (uint64_t)(uintptr_t)p,
-                             (unsigned)access_of(c) | IBV_ACCESS_RELAXED_ORDERING);
-  return ibv->reg_mr(c->pd, p, n, access_of(c));
+                             (unsigned)weft_ib_access_of(c) | IBV_ACCESS_RELAXED_ORDERING);
+  return ibv->reg_mr(c->pd, p, n, weft_ib_access_of(c));
 }
 
 /* A request's buffer that cannot be registered fails the connection. */

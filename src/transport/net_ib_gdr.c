@@ -1,6 +1,6 @@
 /* GPUDirect RDMA over the IB network: whether a port's device can register GPU memory (a
  * DMA-BUF of it, or its addresses through the nvidia-peermem kernel module), and registering the
- * GPU ranges the proxy keeps (a receiving connector's FIFOs in GPU memory). */
+ * GPU ranges the proxy keeps (a connector's FIFOs in GPU memory). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -62,12 +62,11 @@ int weft_ib_gpu_direct(int dev) {
   return dev >= 0 && dev < WEFT_IB_MAX_PORTS ? answers[dev] : 0;
 }
 
-/* A GPU range is only ever written by the peer (a receiving connector's FIFOs). */
+/* A connector's FIFOs in GPU memory: the peer writes a receiver's, a sender's are only read. */
 ncclResult_t weft_ib_reg_gpu(void* owner, void* data, size_t size, int dmabuf_fd, void** mh) {
   struct ib_comm* c = owner;
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
-  int access =
-      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | (c->relaxed ? IBV_ACCESS_RELAXED_ORDERING : 0);
+  int access = weft_ib_access_of(c) | (c->relaxed ? IBV_ACCESS_RELAXED_ORDERING : 0);
   struct ibv_mr* mr = dmabuf_fd >= 0
                           ? ibv->reg_dmabuf_mr(c->pd, 0, size, (uint64_t)(uintptr_t)data, dmabuf_fd, access)
                           : weft_ib_register_range(c, data, size);

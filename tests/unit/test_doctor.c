@@ -155,33 +155,30 @@ static void unplant(const char* rel) {
 /* GPUDirect RDMA with an RDMA device (test_proc_files) and GPUs (test_pcie_gpus_numa) planted:
  * none (the proprietary driver, no nvidia-peermem), then nvidia-peermem, then DMA-BUF (the open
  * modules on a new kernel, not on an old one), then turned off by NCCL_NET_GDR_LEVEL. */
-static void test_gdr(void) {
+/* One run of the gdr check on what is planted now; its finding must have sev and contain text. */
+static void expect_gdr(const struct weft_doctor_opts* o, enum weft_doctor_severity sev, const char* text) {
   struct weft_doctor_report r = {0};
+  weft_doctor_check_gdr(o, &r);
+  EXPECT_FINDING(&r, "gdr", sev, text);
+  weft_doctor_report_free(&r);
+}
+
+static void test_gdr(void) {
   struct weft_doctor_opts o = {0};
   plant("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05\n", -1);
   plant("/proc/sys/kernel/osrelease", "6.8.0-45-generic\n", -1);
-  weft_doctor_check_gdr(&o, &r);
-  EXPECT_FINDING(&r, "gdr", WEFT_DOCTOR_WARN, "no way for the NICs to reach GPU memory");
-  weft_doctor_report_free(&r);
+  expect_gdr(&o, WEFT_DOCTOR_WARN, "no way for the NICs to reach GPU memory");
   plant("/sys/module/nvidia_peermem/version", "1.1\n", -1);
-  weft_doctor_check_gdr(&o, &r);
-  EXPECT_FINDING(&r, "gdr", WEFT_DOCTOR_OK, "nvidia-peermem is loaded");
-  weft_doctor_report_free(&r);
+  expect_gdr(&o, WEFT_DOCTOR_OK, "nvidia-peermem is loaded");
   unplant("/sys/module/nvidia_peermem/version");
   plant("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15\n",
         -1);
-  weft_doctor_check_gdr(&o, &r);
-  EXPECT_FINDING(&r, "gdr", WEFT_DOCTOR_OK, "DMA-BUF");
-  weft_doctor_report_free(&r);
+  expect_gdr(&o, WEFT_DOCTOR_OK, "DMA-BUF");
   plant("/proc/sys/kernel/osrelease", "5.4.0-150-generic\n", -1);
-  weft_doctor_check_gdr(&o, &r);
-  EXPECT_FINDING(&r, "gdr", WEFT_DOCTOR_WARN, "running 5.4.0-150-generic");
-  weft_doctor_report_free(&r);
+  expect_gdr(&o, WEFT_DOCTOR_WARN, "running 5.4.0-150-generic");
   const char* env[] = {"NCCL_NET_GDR_LEVEL=LOC", NULL};
   o.env = env;
-  weft_doctor_check_gdr(&o, &r);
-  EXPECT_FINDING(&r, "gdr", WEFT_DOCTOR_INFO, "turns GPUDirect RDMA off");
-  weft_doctor_report_free(&r);
+  expect_gdr(&o, WEFT_DOCTOR_INFO, "turns GPUDirect RDMA off");
 }
 
 static void test_suggest(void) {
