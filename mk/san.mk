@@ -11,13 +11,13 @@ SAN_TSAN_BUILD ?= build-tsan
 # Python loads the library into an uninstrumented interpreter; the fuzz targets carry their own
 # sanitizers; nvcc and the emulated GPU have their own builds (make emu-tsan).
 SAN_SKIP ?= tests/gpuemu/|test_python_clients|test_fuzz_xml|test_fuzz_wire|test_cuda_build|test_algo_nvcc|test_mpirun
-TSAN_TESTS ?= build-tsan/tests/(integration/test_(coll_threads|coll_direct|coll_comms|coll_config_call|window|teams|comm|deterministic)|unit/test_(prims_ring|prims_wait|proxy|net|shm|bootstrap|bootstrap_msg))$$
+TSAN_TESTS ?= build-tsan/tests/(integration/test_(coll_threads|coll_direct|coll_left|coll_comms|coll_config_call|window|teams|comm|deterministic)|unit/test_(prims_ring|prims_wait|proxy|net|shm|bootstrap|bootstrap_msg))$$
 # CI's part of the ASan+UBSan half (make test-san-ci, .ci/run): the unit tests (the network's over
 # Socket and IB), the security tests, the plugin tests and the fastest collective suites of thread
 # and process ranks (about 4 minutes instrumented); the rest runs under ASan by hand (make
 # test-asan). Left out of CI too: test_encryption_wire.sh counts every clear header crossing lo, so
 # another job's traffic on a shared machine fails it (it runs uninstrumented in make test).
-SAN_CI_TESTS ?= tests/(unit|security|plugin)/|integration/test_(coll_threads|coll_procs|coll_direct|coll_mismatch|coll_env_mismatch|coll_fail|comm|encryption)$$
+SAN_CI_TESTS ?= tests/(unit|security|plugin)/|integration/test_(coll_threads|coll_procs|coll_direct|coll_left|coll_mismatch|coll_env_mismatch|coll_fail|comm|encryption)$$
 SAN_CI_SKIP ?= $(SAN_SKIP)|test_encryption_wire
 SAN_ENV := EMU_TESTS=0 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0

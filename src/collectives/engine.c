@@ -111,13 +111,30 @@ static void init_watch(struct weft_comm_ctx* comm, struct weft_coll_state* s) {
   }
 }
 
-/* A ring neighbour on this host shares connector pages with this rank: when it gives up it
- * writes its cause there (publish_cause), as the sender of this rank's receive connector and
- * as the receiver of its send connector. Network connectors carry notices instead. */
+/* A ring neighbour on this host shares connector pages with this rank: when it gives up or leaves
+ * it writes its cause there (publish_pages), as the sender of this rank's receive connector and
+ * as the receiver of its send connector. With boards (every rank on this host), every other peer
+ * writes it on its board. Network connectors carry notices instead. */
 static void find_peer_causes(const struct weft_comm_ctx* comm, struct weft_coll_state* s) {
   int k = comm->nranks, prev = (comm->rank + k - 1) % k, next = (comm->rank + 1) % k;
   if (s->recv_mem[0]->tr != &weft_transport_net) s->peer_cause[prev] = &s->recv[0].ctrl->cause[0];
   if (s->send_mem[0]->tr != &weft_transport_net) s->peer_cause[next] = &s->send[0].ctrl->cause[1];
+  for (int p = 0; s->direct != NULL && p < k; p++)
+    if (p != comm->rank && s->peer_cause[p] == NULL) s->peer_cause[p] = weft_host_direct_cause(s->direct, p);
+}
+
+/* Write cause c where this rank's peers on this host read it: its ring connector pages and its
+ * board. */
+static void publish_pages(struct weft_comm_ctx* comm, const struct weft_cause* c) {
+  struct weft_coll_state* s = comm->coll;
+  for (int ch = 0; ch < s->pp.nchannels; ch++) { /* a comm whose init failed may lack some */
+    if (s->send[ch].ctrl)
+      weft_cause_set_kind(&s->send[ch].ctrl->cause[0], (int)c->kind, c->rank, c->host, c->what);
+    if (s->recv[ch].ctrl)
+      weft_cause_set_kind(&s->recv[ch].ctrl->cause[1], (int)c->kind, c->rank, c->host, c->what);
+  }
+  struct weft_cause* board = weft_host_direct_cause(s->direct, comm->rank);
+  if (board != NULL) weft_cause_set_kind(board, (int)c->kind, c->rank, c->host, c->what);
 }
 
 /* Before an error leaves a launch, or a call of a failed comm is refused: tell the ring neighbours
@@ -129,13 +146,24 @@ void weft_coll_publish_cause(struct weft_comm_ctx* comm) {
   if (s == NULL || comm->nranks < 2 || __atomic_load_n(&comm->suspend_released, __ATOMIC_ACQUIRE) ||
       !weft_cause_get(&comm->cause, &c))
     return;
-  for (int ch = 0; ch < s->pp.nchannels; ch++) { /* a comm whose init failed may lack some */
-    if (s->send[ch].ctrl)
-      weft_cause_set_kind(&s->send[ch].ctrl->cause[0], (int)c.kind, c.rank, c.host, c.what);
-    if (s->recv[ch].ctrl)
-      weft_cause_set_kind(&s->recv[ch].ctrl->cause[1], (int)c.kind, c.rank, c.host, c.what);
-  }
+  publish_pages(comm, &c);
   weft_proxy_announce(&comm->abort_flag, &comm->cause);
+}
+
+/* A healthy host comm destroyed or aborted: peers on this host still waiting for this rank give up
+ * naming it instead of waiting until WEFT_TIMEOUT (network peers hear the proxy's goodbye).
+ * Written after this rank's last step, so a peer that sees it and then finds nothing to take
+ * knows nothing more will come. CUDA kernels read these pages for their own marks: not there. */
+static void publish_left(struct weft_comm_ctx* comm) {
+  struct weft_cause c;
+  if (comm->coll == NULL || comm->nranks < 2 || comm->backend == WEFT_BACKEND_CUDA ||
+      __atomic_load_n(&comm->suspend_released, __ATOMIC_ACQUIRE) || weft_cause_get(&comm->cause, &c))
+    return;
+  memset(&c, 0, sizeof(c));
+  c.kind = WEFT_CAUSE_LEFT;
+  c.rank = comm->rank;
+  snprintf(c.host, sizeof(c.host), "%s", comm->peers[comm->rank].host_name);
+  publish_pages(comm, &c);
 }
 
 /* A send connector; network ones may send steps from the user's buffer (WEFT_NET_SEND_BY_REF). */
@@ -181,14 +209,12 @@ static ncclResult_t restore_lazy(struct weft_comm_ctx* comm, struct weft_coll_st
  * restore_lazy brings back. Init and ncclCommResume both build them here (collective: every
  * rank calls it together); buffers_release undoes it for ncclCommSuspend and teardown. */
 static ncclResult_t buffers_create(struct weft_comm_ctx* comm, struct weft_coll_state* s) {
-  if (comm->nranks > 1) {
-    WEFT_CHECK(connect_ring(comm, s));
-    find_peer_causes(comm, s);
-  }
+  if (comm->nranks > 1) WEFT_CHECK(connect_ring(comm, s));
   /* Network rings only: there a step's wire time is long enough to hide another channel's work. */
   s->interleave = comm->nranks > 1 && weft_param_int("WEFT_NET_INTERLEAVE") != 0 &&
                   (s->send_mem[0]->tr == &weft_transport_net || s->recv_mem[0]->tr == &weft_transport_net);
   WEFT_CHECK(weft_host_direct_init(comm, &s->direct));
+  if (comm->nranks > 1) find_peer_causes(comm, s);
   return restore_lazy(comm, s);
 }
 
@@ -652,6 +678,7 @@ ncclResult_t weft_coll_comm_init(struct weft_comm_ctx* comm) {
 void weft_coll_comm_fini(struct weft_comm_ctx* comm) {
   if (comm == NULL) return;
   weft_coll_publish_cause(comm); /* a failed comm destroyed or aborted: its neighbours learn why */
+  publish_left(comm);            /* a healthy one: that it left */
   weft_mem_comm_fini(comm);      /* registrations of ncclCommRegister die with the comm */
   weft_window_comm_fini(comm);   /* so do windows and the signal boards */
   weft_rma_comm_fini(comm);

@@ -30,7 +30,12 @@
 #define TAG_NOTICE 3 /* the sender's rank lost a peer, or a call was mismatched: struct notice */
 
 /* Relayed to the other peers when a connection fails, so every rank names the rank lost first. */
-enum notice_kind { NOTICE_LOST = 0, NOTICE_MISMATCH = 1 };
+/* The same numbers as enum weft_cause_kind: a notice carries a cause. */
+enum notice_kind {
+  NOTICE_LOST = WEFT_CAUSE_LOST,
+  NOTICE_MISMATCH = WEFT_CAUSE_MISMATCH,
+  NOTICE_LEFT = WEFT_CAUSE_LEFT
+};
 struct notice {
   int32_t rank; /* the rank lost, or the one that found the mismatch */
   int32_t kind; /* enum notice_kind */
@@ -145,8 +150,7 @@ static void announce(volatile uint32_t* abort_flag, const struct notice* n) {
 void weft_proxy_announce(volatile uint32_t* abort_flag, const struct weft_cause* cause) {
   struct weft_cause c;
   if (!weft_cause_get(cause, &c)) return;
-  struct notice n =
-      notice_of(c.kind == WEFT_CAUSE_MISMATCH ? NOTICE_MISMATCH : NOTICE_LOST, c.rank, c.host, c.what);
+  struct notice n = notice_of((int)c.kind, c.rank, c.host, c.what);
   announce(abort_flag, &n);
 }
 
@@ -165,9 +169,7 @@ static void fail_comm(struct weft_proxy_conn* c, const struct notice* n) {
   ncclResult_t res = mismatch ? ncclInvalidUsage : ncclRemoteError;
   /* The cause goes on to this rank's neighbours on its host (connector pages) when it gives up;
    * it is recorded before the async error, so a call refused on that error can say why. */
-  if (c->d.cause != NULL)
-    weft_cause_set_kind(c->d.cause, mismatch ? WEFT_CAUSE_MISMATCH : WEFT_CAUSE_LOST, n->rank, n->host,
-                        n->what);
+  if (c->d.cause != NULL) weft_cause_set_kind(c->d.cause, n->kind, n->rank, n->host, n->what);
   if (c->d.async_result != NULL)
     first = __atomic_compare_exchange_n(c->d.async_result, &(ncclResult_t){ncclSuccess}, res, 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -218,7 +220,7 @@ static void fail(struct weft_proxy_conn* c, ncclResult_t res) {
       "rank %d is lost, the communicator is aborted",
       c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res),
       (unsigned long long)c->done, c->d.peer);
-  struct notice n = notice_of(NOTICE_LOST, c->d.peer, c->d.peer_host, NULL);
+  struct notice n = notice_of(NOTICE_LEFT, c->d.peer, c->d.peer_host, NULL);
   fail_comm(c, &n);
 }
 
@@ -279,7 +281,7 @@ static void heard_notice(struct weft_proxy_conn* c) {
   struct notice* n = &c->notice;
   n->host[sizeof(n->host) - 1] = 0;
   n->what[sizeof(n->what) - 1] = 0;
-  if (n->kind != NOTICE_MISMATCH) n->kind = NOTICE_LOST;
+  if (n->kind != NOTICE_MISMATCH && n->kind != NOTICE_LEFT) n->kind = NOTICE_LOST;
   if (n->kind == NOTICE_MISMATCH)
     WEFT_WARN(
         "Rank %d: mismatched collective%s%s%s, found by rank %d (host %s) and reported by peer rank %d (host "
@@ -289,9 +291,9 @@ static void heard_notice(struct weft_proxy_conn* c) {
         c->d.peer_host);
   else
     WEFT_WARN(
-        "Rank %d: peer rank %d (host %s) reports that rank %d (host %s) was lost; the communicator is "
-        "aborted",
-        c->d.rank, c->d.peer, c->d.peer_host, n->rank, n->host);
+        "Rank %d: peer rank %d (host %s) reports that rank %d (host %s) %s; the communicator is aborted",
+        c->d.rank, c->d.peer, c->d.peer_host, n->rank, n->host,
+        n->kind == NOTICE_LEFT ? "destroyed its communicator" : "was lost");
   fail_comm(c, n);
 }
 
@@ -365,10 +367,10 @@ static void check_peer_left(struct weft_proxy_conn* c) {
   if (comm_failed(c) || !waits || __atomic_load_n(&ctrl->head, __ATOMIC_ACQUIRE) != c->done) return;
   WEFT_WARN(
       "Rank %d: peer rank %d (host %s) destroyed the communicator after its last step to this rank (step "
-      "%llu), and this rank waits for another: the ranks did not call the same collectives; rank %d is "
-      "lost, the communicator is aborted",
-      c->d.rank, c->d.peer, c->d.peer_host, (unsigned long long)c->done, c->d.peer);
-  struct notice n = notice_of(NOTICE_LOST, c->d.peer, c->d.peer_host, NULL);
+      "%llu), and this rank waits for another: the ranks did not call the same collectives; the "
+      "communicator is aborted",
+      c->d.rank, c->d.peer, c->d.peer_host, (unsigned long long)c->done);
+  struct notice n = notice_of(NOTICE_LEFT, c->d.peer, c->d.peer_host, NULL);
   fail_comm(c, &n);
 }
 

@@ -42,6 +42,8 @@ int weft_cause_describe(const struct weft_cause* c, char* buf, size_t size) {
   if (got.kind == WEFT_CAUSE_MISMATCH)
     snprintf(buf, size, "mismatched collective%s%s%s, found by rank %d (host %s)", got.what[0] ? " (" : "",
              got.what, got.what[0] ? ")" : "", got.rank, got.host);
+  else if (got.kind == WEFT_CAUSE_LEFT)
+    snprintf(buf, size, "rank %d (host %s) destroyed its communicator", got.rank, got.host);
   else
     snprintf(buf, size, "rank %d (host %s) was lost", got.rank, got.host);
   return 1;

@@ -15,7 +15,9 @@
  * rank's host label. A communicator keeps one, and publishes it in its shared connector pages and
  * in network notices when it gives up, so that ranks further away name the same rank (and give up
  * at once) instead of naming the neighbour that gave up, or waiting for it. */
-enum weft_cause_kind { WEFT_CAUSE_LOST = 0, WEFT_CAUSE_MISMATCH = 1 };
+/* LEFT: the rank destroyed or aborted its communicator while healthy (host executor): it will send
+ * or take nothing more, so a peer still waiting for it gives up (collectives/host/wait.c). */
+enum weft_cause_kind { WEFT_CAUSE_LOST = 0, WEFT_CAUSE_MISMATCH = 1, WEFT_CAUSE_LEFT = 2 };
 struct weft_cause {
   uint32_t state; /* 0 empty, 1 being written, 2 set (kind, rank, host and what readable) */
   uint32_t kind;  /* enum weft_cause_kind */

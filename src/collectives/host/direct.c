@@ -217,6 +217,10 @@ static ncclResult_t resolve(struct weft_direct* d, int p, const struct weft_dbuf
   return ncclSuccess;
 }
 
+struct weft_cause* weft_host_direct_cause(struct weft_direct* d, int p) {
+  return d != NULL ? &d->boards[p]->cause : NULL;
+}
+
 ncclResult_t weft_direct_fail(struct weft_direct* d, ncclResult_t res) {
   __atomic_store_n(&d->mine->failed, 1, __ATOMIC_RELEASE);
   weft_host_post_counter(&d->mine->arrive, &d->mine->arrive_sleepers, d->mine->arrive);

@@ -31,5 +31,8 @@ ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task*
 /* Let w's waits end when another rank found a mismatched call, and name a mismatch this rank
  * finds from a step (wait.h: poll, bad_step). NULL d: nothing to do. */
 void weft_host_direct_hooks(struct weft_direct* d, struct weft_waiter* w);
+/* Where rank p says on its board why it gave up, or that it left: p = d's own rank to say it,
+ * another to read it. NULL when d is NULL. */
+struct weft_cause* weft_host_direct_cause(struct weft_direct* d, int p);
 
 #endif

@@ -11,6 +11,7 @@
 #include "collectives/host/wait.h"
 #include "collectives/task.h"
 #include "nccl.h"
+#include "transport/connector.h"
 
 #define WEFT_DIRECT_EXCHANGE_MAX 1024     /* all-reduce up to this size: inputs through the boards */
 #define WEFT_DIRECT_SMALL_MAX (16 * 1024) /* up to this size too when some buffer cannot be shared */
@@ -91,6 +92,9 @@ struct weft_board {
   char pad3[128 - 48 - sizeof(struct weft_found)];
   struct weft_desc desc[2];
   unsigned char slot[2][WEFT_DIRECT_SMALL_MAX] __attribute__((aligned(64)));
+  /* Why this rank gave up, or that it left (destroyed its communicator): every peer's waits read
+   * it (collectives/host/wait.c), where ring neighbours also read their shared connector pages. */
+  struct weft_cause cause;
 };
 
 _Static_assert(offsetof(struct weft_board, fp) == 64, "arrive, tag and inl fill one cache line");

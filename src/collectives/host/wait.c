@@ -74,10 +74,10 @@ static void peer_cause_text(struct weft_waiter* w, int p, char* text, size_t siz
   struct weft_cause c;
   text[0] = 0;
   if (w->peer_cause != NULL && weft_cause_get(w->peer_cause[p], &c)) {
-    snprintf(text, size,
-             c.kind == WEFT_CAUSE_MISMATCH ? "; rank %d (host %s) had found a mismatched call"
-                                           : "; it had lost rank %d (host %s)",
-             c.rank, c.host);
+    const char* how = c.kind == WEFT_CAUSE_MISMATCH ? "; rank %d (host %s) had found a mismatched call"
+                      : c.kind == WEFT_CAUSE_LEFT   ? "; rank %d (host %s) had destroyed its communicator"
+                                                    : "; it had lost rank %d (host %s)";
+    snprintf(text, size, how, c.rank, c.host);
     if (w->cause != NULL) weft_cause_set_kind(w->cause, (int)c.kind, c.rank, c.host, c.what);
   } else if (w->cause != NULL) {
     weft_cause_set(w->cause, p, w->peers[p].host_name);
@@ -133,18 +133,34 @@ static ncclResult_t aborted_result(const struct weft_waiter* w) {
   return (r != ncclSuccess && r != ncclInProgress) ? r : ncclInvalidUsage;
 }
 
-/* The peer waited for is a ring neighbour on this host that gave up, alive (it wrote why in the
- * connector pages the two share): this rank gives up too, naming the same cause, instead of waiting
- * for it until WEFT_TIMEOUT; its own launch passes the cause on. */
+/* The peer waited for destroyed its communicator (c, kind LEFT, its own). It wrote that after its
+ * last step, so the step awaited may have come just before: only a second sighting, after the
+ * caller looked for the step again, ends the wait. */
+static ncclResult_t peer_left(struct weft_waiter* w, int peer, const struct weft_cause* c) {
+  if (w->left_seen != peer + 1) {
+    w->left_seen = peer + 1;
+    return ncclSuccess;
+  }
+  WEFT_WARN(
+      "Rank %d: peer rank %d (host %s) destroyed its communicator while this rank still waits for it in %s "
+      "(seq %llu): the ranks did not call the same collectives and send/receives; giving up",
+      w->rank, peer, c->host, w->opname, (unsigned long long)w->seq);
+  if (w->cause != NULL) weft_cause_set_kind(w->cause, WEFT_CAUSE_LEFT, peer, c->host, NULL);
+  return ncclRemoteError;
+}
+
+/* The peer waited for is on this host and gave up, alive (it wrote why in the connector pages the
+ * two share, or on its board), or left: this rank gives up too, naming the same cause, instead of
+ * waiting for it until WEFT_TIMEOUT; its own launch passes the cause on. */
 static ncclResult_t neighbour_gave_up(struct weft_waiter* w, int peer) {
   struct weft_cause c;
   if (w->peer_cause == NULL || peer < 0 || peer >= w->nranks || !weft_cause_get(w->peer_cause[peer], &c))
     return ncclSuccess;
+  if (c.kind == WEFT_CAUSE_LEFT && c.rank == peer) return peer_left(w, peer, &c);
   if (c.kind == WEFT_CAUSE_MISMATCH) {
     WEFT_WARN(
-        "Rank %d: mismatched collective%s%s%s, found by rank %d (host %s) and reported by ring neighbour "
-        "rank "
-        "%d: every rank must call the same collectives with the same count, datatype, op and root; the "
+        "Rank %d: mismatched collective%s%s%s, found by rank %d (host %s) and reported by peer rank %d: "
+        "every rank must call the same collectives with the same count, datatype, op and root; the "
         "communicator is unusable",
         w->rank, c.what[0] ? " (" : "", c.what, c.what[0] ? ")" : "", c.rank, c.host, peer);
     w->mismatch = 1;
@@ -152,11 +168,10 @@ static ncclResult_t neighbour_gave_up(struct weft_waiter* w, int peer) {
     snprintf(w->mismatch_what, sizeof(w->mismatch_what), "%s", c.what);
     return ncclInvalidUsage;
   }
-  WEFT_WARN(
-      "Rank %d: ring neighbour rank %d gave up during %s (seq %llu): it had lost rank %d (host %s); "
-      "giving up",
-      w->rank, peer, w->opname, (unsigned long long)w->seq, c.rank, c.host);
-  if (w->cause != NULL) weft_cause_set(w->cause, c.rank, c.host);
+  WEFT_WARN("Rank %d: peer rank %d gave up during %s (seq %llu): rank %d (host %s) %s; giving up", w->rank,
+            peer, w->opname, (unsigned long long)w->seq, c.rank, c.host,
+            c.kind == WEFT_CAUSE_LEFT ? "had destroyed its communicator" : "was lost to it");
+  if (w->cause != NULL) weft_cause_set_kind(w->cause, (int)c.kind, c.rank, c.host, NULL);
   return ncclRemoteError;
 }
 

@@ -47,6 +47,7 @@ struct weft_waiter {
   uint64_t sleep_slice_ns;
   struct weft_cause* cause;             /* the communicator's: filled when a dead peer had one */
   struct weft_cause* const* peer_cause; /* [nranks] or NULL: where a peer publishes why it gave up */
+  int left_seen;     /* 1 + the awaited peer last seen to have left (wait.c: peer_left); 0: none */
   uint64_t step_tag; /* the running collective's connector step tag (step_tag.h); 0: not checked */
   uint64_t call_seq; /* that collective's number (the tag keeps its low bits) */
   /* [WEFT_RECENT_CALLS] this rank's last collectives' fingerprints by number, to tell a mismatched
