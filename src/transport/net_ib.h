@@ -26,10 +26,26 @@ struct weft_ib_port {
 #endif
 };
 
+/* One network device of the IB network: a port, or with NCCL_IB_MERGE_NICS (default 1) the ports
+ * of one card's PCI functions (mlx5 shows a dual-port card as two verbs devices whose PCI paths
+ * differ only in the function), merged as NCCL does. A connection on a merged device has queue
+ * pairs on every member, each member with its own protection domain and keys. */
+#define WEFT_IB_MAX_MEMBERS 4
+struct weft_ib_device {
+  char name[64]; /* "mlx5_0:1" for one port; "mlx5_0+mlx5_1" merged */
+  int nmembers;
+  const struct weft_ib_port* member[WEFT_IB_MAX_MEMBERS];
+  int speed_mbps;       /* the members' sum */
+  const char* pci_path; /* the first member's ("" when unknown) */
+};
+
 /* The ports NCCL_IB_HCA selects among the active ones of every device, in device order; none
  * (ncclSuccess, *n = 0) when libibverbs is missing or NCCL_IB_DISABLE=1, with an INFO saying why.
  * Done once per process: later calls return the same list. */
 ncclResult_t weft_ib_ports(const struct weft_ib_port** ports, int* n);
+/* The network devices those ports make (merged as NCCL_IB_MERGE_NICS says), in the order of their
+ * first ports; with the same once-per-process discovery. */
+ncclResult_t weft_ib_devices(const struct weft_ib_device** devs, int* n);
 
 /* Whether the kernel module that lets a verbs device register GPU addresses (nvidia-peermem, or
  * its older names) is loaded; root prefixes the sysfs paths (weft-doctor's fake trees, "" for

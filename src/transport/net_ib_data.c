@@ -4,13 +4,15 @@
  * sees the word sees the whole offer. isend waits for its slot's offer and writes the message,
  * with immediate data naming the buffer and the size, straight into the buffer whose tag matches.
  * Sends go out in order, so immediates consume posted receives in the order the receives were
- * made. */
+ * made. On a merged device each queue pair belongs to a member on either side: a message written
+ * on one uses our member's lkey and the rkey the receiver offered for its member. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "transport/net_ib_comm.h"
@@ -27,8 +29,8 @@ ncclResult_t weft_ib_fail(struct ib_comm* c, ncclResult_t res, const char* fmt, 
   va_start(ap, fmt);
   vsnprintf(why, sizeof(why), fmt, ap);
   va_end(ap);
-  WEFT_WARN("NET/IB: %s:%d connection %s peer GID %s: %s", c->port->name, c->port->port,
-            c->is_send ? "to" : "from", c->peer_addr, why);
+  WEFT_WARN("NET/IB: %s connection %s peer GID %s: %s", c->dev->name, c->is_send ? "to" : "from",
+            c->peer_addr, why);
   c->error = res;
   return res;
 }
@@ -36,23 +38,39 @@ ncclResult_t weft_ib_fail(struct ib_comm* c, ncclResult_t res, const char* fmt, 
 /* A peer that closed its end (no verbs error): INFO, as for sockets (net_socket.c, fail_conn). */
 static ncclResult_t peer_left(struct ib_comm* c, const char* why) {
   if (c->error != ncclSuccess) return c->error;
-  WEFT_INFO(WEFT_NET, "NET/IB: %s:%d connection %s peer GID %s: %s", c->port->name, c->port->port,
-            c->is_send ? "to" : "from", c->peer_addr, why);
+  WEFT_INFO(WEFT_NET, "NET/IB: %s connection %s peer GID %s: %s", c->dev->name, c->is_send ? "to" : "from",
+            c->peer_addr, why);
   c->error = ncclRemoteError;
   return c->error;
 }
 
+void weft_ib_mrs_release(struct ib_mrs* out) {
+  for (int k = 0; k < IB_MAX_MEMBERS; k++) {
+    if (out->mr[k]) weft_ibv_load(NULL)->dereg_mr(out->mr[k]);
+    out->mr[k] = NULL;
+  }
+}
+
 void weft_ib_req_release(struct ib_req* r) {
-  const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
   for (int i = 0; i < WEFT_NET_MAX_RECVS; i++) {
-    if (r->kept[i])
-      weft_net_regcache_release(&r->c->regs, r->kept[i]);
-    else if (r->mr[i])
-      ibv->dereg_mr(r->mr[i]);
-    r->mr[i] = NULL;
+    if (r->kept[i]) weft_net_regcache_release(&r->c->regs, r->kept[i]);
+    weft_ib_mrs_release(&r->own[i]);
     r->kept[i] = NULL;
   }
   r->used = 0;
+}
+
+/* The registrations buffer i of r goes with. */
+static const struct ib_mrs* req_mrs(const struct ib_req* r, int i) {
+  return r->kept[i] ? (const struct ib_mrs*)r->kept[i]->mh : &r->own[i];
+}
+
+static int turn(const struct ib_comm* c, uint64_t seq) { return (int)(seq % (uint64_t)c->nqps); }
+
+/* Our members whose queue pairs carry request seq's message: all when it is split over every
+ * queue pair (there are at least as many as members), else its turn's. */
+static unsigned req_members(const struct ib_comm* c, uint64_t seq) {
+  return c->split ? (1u << c->nmembers) - 1 : 1u << ib_qp_member(c, turn(c, seq));
 }
 
 /* The next request in order, or NULL when its slot's earlier request is not released yet. */
@@ -72,35 +90,47 @@ int weft_ib_access_of(const struct ib_comm* c) {
   return c->is_send ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 }
 
-struct ibv_mr* weft_ib_register_range(struct ib_comm* c, void* p, size_t n) {
+struct ibv_mr* weft_ib_register_range(struct ib_comm* c, int k, void* p, size_t n) {
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
   if (c->relaxed)
-    return ibv->reg_mr_iova2(c->pd, p, n, (uint64_t)(uintptr_t)p,
+    return ibv->reg_mr_iova2(c->m[k].pd, p, n, (uint64_t)(uintptr_t)p,
                              (unsigned)weft_ib_access_of(c) | IBV_ACCESS_RELAXED_ORDERING);
-  return ibv->reg_mr(c->pd, p, n, weft_ib_access_of(c));
+  return ibv->reg_mr(c->m[k].pd, p, n, weft_ib_access_of(c));
 }
 
-/* A request's buffer that cannot be registered fails the connection. */
-static ncclResult_t reg_mr(struct ib_comm* c, void* p, size_t n, struct ibv_mr** out) {
-  *out = weft_ib_register_range(c, p, n);
-  if (*out == NULL)
-    return weft_ib_fail(c, ncclSystemError, "cannot register %zu bytes at %p: %s", n, p, strerror(errno));
+/* A request's buffer, in the members of mask; one that cannot be registered fails the connection. */
+static ncclResult_t reg_mrs(struct ib_comm* c, unsigned mask, void* p, size_t n, struct ib_mrs* out) {
+  for (int k = 0; k < c->nmembers; k++) {
+    if (!(mask >> k & 1)) continue;
+    if ((out->mr[k] = weft_ib_register_range(c, k, p, n)) == NULL)
+      return weft_ib_fail(c, ncclSystemError, "cannot register %zu bytes at %p on %s:%d: %s", n, p,
+                          c->m[k].port->name, c->m[k].port->port, strerror(errno));
+  }
   return ncclSuccess;
 }
 
-/* A range to keep that cannot be registered is only refused (the caller says what follows: a
- * connector's setup fails, a registered user buffer is registered per request instead). */
+/* A range to keep, registered in every member (any queue pair may carry a message from or into
+ * it); one that cannot be is only refused (the caller says what follows: a connector's setup
+ * fails, a registered user buffer is registered per request instead). */
 static ncclResult_t kept_reg(void* owner, void* data, size_t size, void** mh) {
   struct ib_comm* c = owner;
-  if ((*mh = weft_ib_register_range(c, data, size)) != NULL) return ncclSuccess;
-  WEFT_INFO(WEFT_NET, "NET/IB: %s:%d cannot keep %zu bytes at %p registered: %s", c->port->name,
-            c->port->port, size, data, strerror(errno));
-  return ncclSystemError;
+  struct ib_mrs* mrs = calloc(1, sizeof(*mrs));
+  for (int k = 0; mrs != NULL && k < c->nmembers; k++) {
+    if ((mrs->mr[k] = weft_ib_register_range(c, k, data, size)) != NULL) continue;
+    WEFT_INFO(WEFT_NET, "NET/IB: %s:%d cannot keep %zu bytes at %p registered: %s", c->m[k].port->name,
+              c->m[k].port->port, size, data, strerror(errno));
+    weft_ib_mrs_release(mrs);
+    free(mrs);
+    return ncclSystemError;
+  }
+  *mh = mrs;
+  return mrs ? ncclSuccess : ncclSystemError;
 }
 
 static void kept_dereg(void* owner, void* mh) {
   (void)owner;
-  weft_ibv_load(NULL)->dereg_mr(mh);
+  weft_ib_mrs_release(mh);
+  free(mh);
 }
 
 void weft_ib_regcache_init(struct ib_comm* c) {
@@ -124,12 +154,19 @@ void weft_ib_drop_registered(void* comm, void* data, size_t size) {
  * that are no longer the caller's. */
 static ncclResult_t reg(struct ib_comm* c, struct ib_req* r, int i, void* p, size_t n) {
   if (n == 0) return ncclSuccess;
-  if ((r->kept[i] = weft_net_regcache_find(&c->regs, p, n)) != NULL) {
-    r->mr[i] = r->kept[i]->mh;
-    return ncclSuccess;
-  }
+  if ((r->kept[i] = weft_net_regcache_find(&c->regs, p, n)) != NULL) return ncclSuccess;
   c->own_regs++;
-  return reg_mr(c, p, n, &r->mr[i]);
+  return reg_mrs(c, req_members(c, r->seq), p, n, &r->own[i]);
+}
+
+/* Member k's key of buffer i of r (0 when the buffer is empty). */
+static uint32_t lkey_of(const struct ib_req* r, int i, int k) {
+  const struct ibv_mr* mr = req_mrs(r, i)->mr[k];
+  return mr ? mr->lkey : 0;
+}
+static uint32_t rkey_of(const struct ib_req* r, int i, int k) {
+  const struct ibv_mr* mr = req_mrs(r, i)->mr[k];
+  return mr ? mr->rkey : 0;
 }
 
 static ncclResult_t post_write(struct ib_comm* c, struct ibv_qp* qp, uint64_t wr_id, const void* src,
@@ -153,21 +190,29 @@ static ncclResult_t post_write(struct ib_comm* c, struct ibv_qp* qp, uint64_t wr
 
 /* ---- completions ---- */
 
-static ncclResult_t on_completion(struct ib_comm* c, const struct ibv_wc* wc) {
+/* A failed completion on member k: its text, naming the member where there are several. */
+static void record_failure(struct ib_comm* c, int k, const struct ibv_wc* wc) {
+  char where[80] = "";
+  if (c->nmembers > 1) snprintf(where, sizeof(where), " on %s:%d", c->m[k].port->name, c->m[k].port->port);
+  snprintf(c->broken_why, sizeof(c->broken_why), "%s%s: %s (verbs status %d)",
+           (wc->wr_id & IB_WR_CTS)     ? "offer"
+           : (wc->wr_id & IB_WR_PROBE) ? "probe"
+           : (wc->wr_id & IB_WR_SETUP) ? "setup"
+                                       : "transfer",
+           where, weft_ibv_load(NULL)->wc_status_str(wc->status), (int)wc->status);
+}
+
+static ncclResult_t on_completion(struct ib_comm* c, int k, const struct ibv_wc* wc) {
   if (wc->status != IBV_WC_SUCCESS) {
     /* A peer that closes flushes the receives posted ahead of its goodbye: the requests already
      * complete stay so, and only what is still waiting fails (with the first error's text). */
-    if (!c->broken)
-      snprintf(c->broken_why, sizeof(c->broken_why), "%s: %s (verbs status %d)",
-               (wc->wr_id & IB_WR_CTS)     ? "offer"
-               : (wc->wr_id & IB_WR_PROBE) ? "probe"
-                                           : "transfer",
-               weft_ibv_load(NULL)->wc_status_str(wc->status), (int)wc->status);
+    if (!c->broken) record_failure(c, k, wc);
     c->broken = 1;
     return ncclSuccess;
   }
   if (wc->wr_id & IB_WR_PROBE) c->probing = 0;
-  if (wc->wr_id & (IB_WR_CTS | IB_WR_PROBE | IB_WR_CLOSE | IB_WR_REJECT | IB_WR_META | IB_WR_DATA))
+  if (wc->wr_id &
+      (IB_WR_CTS | IB_WR_PROBE | IB_WR_CLOSE | IB_WR_REJECT | IB_WR_META | IB_WR_DATA | IB_WR_SETUP))
     return ncclSuccess;
   struct ib_req* r = &c->reqs[wc->wr_id % IB_SLOTS];
   if (!c->is_send) {
@@ -192,46 +237,53 @@ static ncclResult_t on_completion(struct ib_comm* c, const struct ibv_wc* wc) {
   return ncclSuccess;
 }
 
-static ncclResult_t poll(struct ib_comm* c) {
+static ncclResult_t poll_member(struct ib_comm* c, int k) {
   struct ibv_wc wc[16];
   for (;;) {
-    int n = ibv_poll_cq(c->cq, 16, wc);
+    int n = ibv_poll_cq(c->m[k].cq, 16, wc);
     if (n < 0) return weft_ib_fail(c, ncclSystemError, "cannot poll the completion queue");
-    for (int i = 0; i < n; i++) WEFT_CHECK(on_completion(c, &wc[i]));
+    for (int i = 0; i < n; i++) WEFT_CHECK(on_completion(c, k, &wc[i]));
     if (n < 16) return ncclSuccess;
   }
+}
+
+static ncclResult_t poll(struct ib_comm* c) {
+  for (int k = 0; k < c->nmembers; k++) WEFT_CHECK(poll_member(c, k));
+  return ncclSuccess;
 }
 
 /* ---- sends ---- */
 
 /* The message into the receiver's buffer index i: on its turn's queue pair, or split in equal
- * parts over all of them, each part with its own immediate (buffer index, part size). */
+ * parts over all of them, each part with its own immediate (buffer index, part size). Each part
+ * goes with our member's key for the buffer and the receiver's for its member. */
 static ncclResult_t write_message(struct ib_comm* c, struct ib_req* r, const struct ib_cts_slot* s, int i) {
   const struct ib_cts_entry* e = &s->e[i];
   uint64_t wr_id = r->seq % IB_SLOTS;
-  uint32_t lkey = r->mr[0] ? r->mr[0]->lkey : 0;
   int parts = c->split ? c->nqps : 1;
   /* The metadata word goes first on the queue pair of the first part: the receive completes
    * only after that part, which lands after it. */
   if (r->meta != 0) {
     c->meta[wr_id] = r->meta;
-    struct ibv_qp* qp = c->split ? c->qp[0] : c->qp[r->seq % (uint64_t)c->nqps];
-    WEFT_CHECK(post_write(c, qp, IB_WR_META | wr_id, &c->meta[wr_id], sizeof(uint64_t), c->meta_mr->lkey,
-                          s->meta_addr, s->meta_rkey, 0, 0));
+    int q = c->split ? 0 : turn(c, r->seq);
+    WEFT_CHECK(post_write(c, c->qp[q], IB_WR_META | wr_id, &c->meta[wr_id], sizeof(uint64_t),
+                          c->m[ib_qp_member(c, q)].meta_mr->lkey, s->meta_addr,
+                          s->meta_rkey[ib_qp_peer_member(c, q)], 0, 0));
   }
   size_t part = (r->size + (size_t)parts - 1) / (size_t)parts;
   r->pending = parts;
-  for (int q = 0; q < parts; q++) {
-    size_t off = part * (size_t)q < r->size ? part * (size_t)q : r->size;
+  for (int p = 0; p < parts; p++) {
+    size_t off = part * (size_t)p < r->size ? part * (size_t)p : r->size;
     size_t len = r->size - off < part ? r->size - off : part;
-    struct ibv_qp* qp = c->split ? c->qp[q] : c->qp[r->seq % (uint64_t)c->nqps];
+    int q = c->split ? p : turn(c, r->seq);
+    uint32_t lkey = lkey_of(r, 0, ib_qp_member(c, q)), rkey = e->rkey[ib_qp_peer_member(c, q)];
     uint32_t imm = (uint32_t)i << IB_IMM_SIZE_BITS | (uint32_t)len;
     const char* src = (const char*)r->data + off;
     if (c->ar && len > 0 && len >= c->ar_threshold) {
-      WEFT_CHECK(post_write(c, qp, IB_WR_DATA | wr_id, src, len, lkey, e->addr + off, e->rkey, 0, 0));
-      WEFT_CHECK(post_write(c, qp, wr_id, NULL, 0, 0, e->addr + off, e->rkey, 1, imm));
+      WEFT_CHECK(post_write(c, c->qp[q], IB_WR_DATA | wr_id, src, len, lkey, e->addr + off, rkey, 0, 0));
+      WEFT_CHECK(post_write(c, c->qp[q], wr_id, NULL, 0, 0, e->addr + off, rkey, 1, imm));
     } else {
-      WEFT_CHECK(post_write(c, qp, wr_id, src, len, lkey, e->addr + off, e->rkey, 1, imm));
+      WEFT_CHECK(post_write(c, c->qp[q], wr_id, src, len, lkey, e->addr + off, rkey, 1, imm));
     }
   }
   return ncclSuccess;
@@ -247,13 +299,15 @@ static ncclResult_t reject(struct ib_comm* c, struct ib_req* r, const struct ib_
              "a %zu-byte message does not fit the receiver's %llu-byte buffer", r->size,
              (unsigned long long)s->e[i].size);
   c->broken = 1;
-  struct ibv_qp* qp = c->split ? c->qp[0] : c->qp[r->seq % (uint64_t)c->nqps];
-  return post_write(c, qp, IB_WR_REJECT, NULL, 0, 0, c->peer.fifo_addr, 0, 1, IB_IMM_REJECT);
+  struct ibv_qp* qp = c->split ? c->qp[0] : c->qp[turn(c, r->seq)];
+  return post_write(c, qp, IB_WR_REJECT, NULL, 0, 0, c->peer.info.fifo_addr, 0, 1, IB_IMM_REJECT);
 }
 
 /* Writes every send whose offer has arrived, in order. */
 static ncclResult_t post_sends(struct ib_comm* c) {
   if (c->broken) return ncclSuccess; /* nothing more goes out; test reports why */
+  WEFT_CHECK(weft_ib_connect_rest(c));
+  if (!c->qps_up) return ncclSuccess; /* no offer can have come before the members' addresses */
   if (c->posted < c->issued && __atomic_load_n(&c->fifo[IB_CLOSED_SLOT].seq, __ATOMIC_ACQUIRE) != 0)
     return peer_left(c, "the receiver closed the connection with sends still to go");
   while (c->posted < c->issued) {
@@ -311,36 +365,60 @@ ncclResult_t weft_ib_isend(void* send_comm, const void* data, size_t size, int t
 
 /* ---- receives ---- */
 
+/* The queue pair an offer goes on: its turn's where that pair was connected at setup on both
+ * sides (its member here is our first), else queue pair 0. */
+static int offer_qp(const struct ib_comm* c, uint64_t seq) {
+  int q = turn(c, seq);
+  return ib_qp_member(c, q) == 0 ? q : 0;
+}
+
+/* Receiver: an RDMA write from our FIFO memory (registered in every member) into the sender's, on
+ * queue pair q with the keys of both its ends. */
+static ncclResult_t write_to_fifo(struct ib_comm* c, int q, uint64_t wr_id, const void* src, size_t size,
+                                  uint32_t lkey, uint64_t offset) {
+  return post_write(c, c->qp[q], wr_id, src, size, lkey, c->peer.info.fifo_addr + offset,
+                    c->peer.m.a[ib_qp_peer_member(c, q)].fifo_rkey, 0, 0);
+}
+
 static ncclResult_t offer(struct ib_comm* c, struct ib_req* r, void* const* data, const int* tags) {
   int slot = (int)(r->seq % IB_SLOTS);
   struct ib_cts_slot* s = &c->fifo[slot];
   memset(s, 0, sizeof(*s));
   for (int i = 0; i < r->nbuf; i++) {
     WEFT_CHECK(reg(c, r, i, data[i], r->sizes[i]));
-    s->e[i] = (struct ib_cts_entry){.addr = (uint64_t)(uintptr_t)data[i],
-                                    .size = r->sizes[i],
-                                    .rkey = r->mr[i] ? r->mr[i]->rkey : 0,
-                                    .tag = tags[i]};
+    s->e[i] =
+        (struct ib_cts_entry){.addr = (uint64_t)(uintptr_t)data[i], .size = r->sizes[i], .tag = tags[i]};
+    for (int k = 0; k < c->nmembers; k++) s->e[i].rkey[k] = rkey_of(r, i, k);
   }
   s->n = (uint32_t)r->nbuf;
   c->meta[slot] = 0; /* stays 0 unless the sender writes one */
   s->meta_addr = (uint64_t)(uintptr_t)&c->meta[slot];
-  s->meta_rkey = c->meta_mr->rkey;
+  for (int k = 0; k < c->nmembers; k++) s->meta_rkey[k] = c->m[k].meta_mr->rkey;
   c->seq_out[slot] = r->seq + 1;
   /* A receive on each queue pair a part of the message comes by. */
   r->pending = c->split ? c->nqps : 1;
-  struct ibv_qp* turn = c->qp[r->seq % (uint64_t)c->nqps];
   for (int q = 0; q < r->pending; q++) {
     struct ibv_recv_wr wr = {.wr_id = (uint64_t)slot}, *bad = NULL;
-    int rc = ibv_post_recv(c->split ? c->qp[q] : turn, &wr, &bad);
+    int rc = ibv_post_recv(c->qp[c->split ? q : turn(c, r->seq)], &wr, &bad);
     if (rc != 0) return weft_ib_fail(c, ncclSystemError, "cannot post a receive: %s", strerror(rc));
   }
-  const struct ib_info* peer = &c->peer;
-  uint64_t remote = peer->fifo_addr + (uint64_t)slot * sizeof(*s);
-  WEFT_CHECK(post_write(c, turn, IB_WR_CTS | (uint64_t)slot, s, offsetof(struct ib_cts_slot, seq),
-                        c->fifo_mr->lkey, remote, peer->fifo_rkey, 0, 0));
-  return post_write(c, turn, IB_WR_CTS | (uint64_t)slot, &c->seq_out[slot], sizeof(uint64_t), c->seq_mr->lkey,
-                    remote + offsetof(struct ib_cts_slot, seq), peer->fifo_rkey, 0, 0);
+  int q = offer_qp(c, r->seq);
+  const struct ib_member* m = &c->m[ib_qp_member(c, q)];
+  uint64_t at = (uint64_t)slot * sizeof(*s);
+  WEFT_CHECK(write_to_fifo(c, q, IB_WR_CTS | (uint64_t)slot, s, offsetof(struct ib_cts_slot, seq),
+                           m->fifo_mr->lkey, at));
+  return write_to_fifo(c, q, IB_WR_CTS | (uint64_t)slot, &c->seq_out[slot], sizeof(uint64_t), m->seq_mr->lkey,
+                       at + offsetof(struct ib_cts_slot, seq));
+}
+
+ncclResult_t weft_ib_send_members(struct ib_comm* c) {
+  struct ib_members* mine = ib_fifo_members(c);
+  memcpy(mine->a, c->info.m.a, sizeof(mine->a));
+  mine->ready = 1;
+  uint32_t lkey = c->m[0].fifo_mr->lkey;
+  WEFT_CHECK(write_to_fifo(c, 0, IB_WR_SETUP, mine->a, sizeof(mine->a), lkey, IB_FIFO_MEMBERS));
+  return write_to_fifo(c, 0, IB_WR_SETUP, &mine->ready, sizeof(mine->ready), lkey,
+                       IB_FIFO_MEMBERS + offsetof(struct ib_members, ready));
 }
 
 ncclResult_t weft_ib_irecv(void* recv_comm, int n, void* const* data, const size_t* sizes, const int* tags,
@@ -365,16 +443,15 @@ ncclResult_t weft_ib_irecv(void* recv_comm, int n, void* const* data, const size
 
 void weft_ib_say_closed(struct ib_comm* c) {
   c->seq_out[IB_CLOSED_SLOT] = 1;
-  uint64_t remote = c->peer.fifo_addr + (uint64_t)IB_CLOSED_SLOT * sizeof(struct ib_cts_slot) +
-                    offsetof(struct ib_cts_slot, seq);
-  if (post_write(c, c->qp[0], IB_WR_CLOSE, &c->seq_out[IB_CLOSED_SLOT], sizeof(uint64_t), c->seq_mr->lkey,
-                 remote, c->peer.fifo_rkey, 0, 0) != ncclSuccess)
+  uint64_t at = (uint64_t)IB_CLOSED_SLOT * sizeof(struct ib_cts_slot) + offsetof(struct ib_cts_slot, seq);
+  if (write_to_fifo(c, 0, IB_WR_CLOSE, &c->seq_out[IB_CLOSED_SLOT], sizeof(uint64_t), c->m[0].seq_mr->lkey,
+                    at) != ncclSuccess)
     return;
   /* Its completion says it landed; a sender that is gone fails it, and 100 ms bounds the wait. */
   int64_t deadline = (int64_t)weft_time_ns() + 100000000ll;
   struct ibv_wc wc;
   while ((int64_t)weft_time_ns() < deadline) {
-    int n = ibv_poll_cq(c->cq, 1, &wc);
+    int n = ibv_poll_cq(c->m[0].cq, 1, &wc);
     if (n < 0 || (n == 1 && (wc.wr_id & IB_WR_CLOSE))) return;
   }
 }
@@ -399,7 +476,7 @@ static ncclResult_t probe_receiver(struct ib_comm* c) {
   if (c->probing || now - c->probe_ns < 1000000000ll) return ncclSuccess;
   c->probing = 1;
   c->probe_ns = now;
-  return post_write(c, c->qp[0], IB_WR_PROBE, NULL, 0, 0, c->peer.fifo_addr, 0, 0, 0);
+  return post_write(c, c->qp[0], IB_WR_PROBE, NULL, 0, 0, c->peer.info.fifo_addr, 0, 0, 0);
 }
 
 static ncclResult_t progress(struct ib_comm* c) {

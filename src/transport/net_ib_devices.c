@@ -1,6 +1,7 @@
 /* InfiniBand / RoCE discovery: every active port of every verbs device that NCCL_IB_HCA selects,
  * with its speed, MTU and the GID its connections will use (NCCL's choice for RoCE: the address
- * family, subnet and RoCE version asked for). */
+ * family, subnet and RoCE version asked for), and the network devices they make (the ports of one
+ * card's functions merged, NCCL_IB_MERGE_NICS). */
 #include "transport/net_ib.h"
 
 #include <arpa/inet.h>
@@ -154,9 +155,14 @@ static int choose_roce_gid(const struct weft_ibv_fns* ibv, struct ibv_context* c
   return fallback >= 0 ? fallback : 0;
 }
 
-static void read_pci_path(const char* dev, char* out, size_t size) {
+/* The device's PCI path: its sysfs directory (libibverbs' ibdev_path, /sys/class/infiniband/<dev>)
+ * holds a "device" link to it. A provider that names no directory is looked up by name. */
+static void read_pci_path(struct ibv_device* d, const char* dev, char* out, size_t size) {
   char link[PATH_MAX], real[PATH_MAX];
-  snprintf(link, sizeof(link), "/sys/class/infiniband/%s/device", dev);
+  if (d->ibdev_path[0] != 0)
+    snprintf(link, sizeof(link), "%.*s/device", (int)sizeof(d->ibdev_path), d->ibdev_path);
+  else
+    snprintf(link, sizeof(link), "/sys/class/infiniband/%s/device", dev);
   out[0] = 0;
   if (realpath(link, real) != NULL) snprintf(out, size, "%.255s", real);
 }
@@ -164,7 +170,7 @@ static void read_pci_path(const char* dev, char* out, size_t size) {
 /* Fills p for one active, selected port; 0 when the port is down, of another link layer, or
  * not selected. */
 static int describe_port(const struct weft_ibv_fns* ibv, struct ibv_context* ctx, const char* dev, int port,
-                         const char* hca, struct weft_ib_port* p) {
+                         const char* hca, const char* pci_path, struct weft_ib_port* p) {
   struct ibv_port_attr a;
   memset(&a, 0, sizeof(a));
   if (ibv->query_port(ctx, (uint8_t)port, &a) != 0) {
@@ -184,7 +190,7 @@ static int describe_port(const struct weft_ibv_fns* ibv, struct ibv_context* ctx
   p->gid_index = p->ethernet ? choose_roce_gid(ibv, ctx, dev, port, a.gid_tbl_len) : 0;
   union ibv_gid g;
   if (ibv->query_gid(ctx, (uint8_t)port, p->gid_index, &g) == 0) memcpy(p->gid, g.raw, 16);
-  read_pci_path(dev, p->pci_path, sizeof(p->pci_path));
+  snprintf(p->pci_path, sizeof(p->pci_path), "%s", pci_path);
   p->ctx = ctx;
   return 1;
 }
@@ -203,10 +209,87 @@ static void add_device(const struct weft_ibv_fns* ibv, struct ibv_device* d, con
     if (ctx) ibv->close_device(ctx);
     return;
   }
+  char pci_path[sizeof(found[0].pci_path)];
+  read_pci_path(d, dev, pci_path, sizeof(pci_path));
   int before = nfound;
   for (int port = 1; port <= attr.phys_port_cnt && nfound < WEFT_IB_MAX_PORTS; port++)
-    nfound += describe_port(ibv, ctx, dev, port, hca, &found[nfound]);
+    nfound += describe_port(ibv, ctx, dev, port, hca, pci_path, &found[nfound]);
   if (nfound == before) ibv->close_device(ctx);
+}
+
+/* ---- network devices: ports merged by card (NCCL_IB_MERGE_NICS) ---- */
+
+static struct weft_ib_device devices[WEFT_IB_MAX_PORTS];
+static int ndevices;
+
+/* How much of a PCI path names the card: all but the function of its last component
+ * (".../0000:1a:00.1" -> ".../0000:1a:00"); 0 when the path is unknown. */
+static size_t card_len(const char* pci_path) {
+  const char* last = strrchr(pci_path, '/');
+  const char* dot = strrchr(pci_path, '.');
+  if (pci_path[0] == 0) return 0;
+  return dot != NULL && (last == NULL || dot > last) ? (size_t)(dot - pci_path) : strlen(pci_path);
+}
+
+/* Whether port p may join device d: another function of the same card (one port per verbs device:
+ * a device's own ports stay apart), of the same link layer, with room left. */
+static int joins(const struct weft_ib_device* d, const struct weft_ib_port* p) {
+  const struct weft_ib_port* first = d->member[0];
+  size_t len = card_len(p->pci_path);
+  if (d->nmembers == WEFT_IB_MAX_MEMBERS || first->ethernet != p->ethernet || len == 0) return 0;
+  if (card_len(first->pci_path) != len || strncmp(first->pci_path, p->pci_path, len) != 0) return 0;
+  for (int i = 0; i < d->nmembers; i++)
+    if (strcmp(d->member[i]->name, p->name) == 0) return 0;
+  return 1;
+}
+
+/* "mlx5_0:1" for one port; members' device names joined by '+' (NCCL's), each with its port when
+ * one of them is not port 1, so that no two merged devices share a name. */
+static void name_device(struct weft_ib_device* d) {
+  if (d->nmembers == 1) {
+    snprintf(d->name, sizeof(d->name), "%.50s:%d", d->member[0]->name, d->member[0]->port);
+    return;
+  }
+  int ports = 0;
+  for (int i = 0; i < d->nmembers; i++) ports |= d->member[i]->port != 1;
+  size_t len = 0;
+  d->name[0] = 0;
+  for (int i = 0; i < d->nmembers && len < sizeof(d->name); i++) {
+    const struct weft_ib_port* m = d->member[i];
+    len += (size_t)snprintf(d->name + len, sizeof(d->name) - len, "%s%.14s", i ? "+" : "", m->name);
+    if (ports && len < sizeof(d->name))
+      len += (size_t)snprintf(d->name + len, sizeof(d->name) - len, ":%d", m->port);
+  }
+}
+
+static void log_merged(const struct weft_ib_device* d) {
+  char members[256];
+  size_t len = 0;
+  for (int i = 0; i < d->nmembers && len < sizeof(members); i++)
+    len += (size_t)snprintf(members + len, sizeof(members) - len, "%s%s:%d", i ? ", " : "",
+                            d->member[i]->name, d->member[i]->port);
+  WEFT_INFO(WEFT_NET | WEFT_INIT, "NET/IB: merged device %s: %d ports of one card (%s), %s %d Mb/s", d->name,
+            d->nmembers, members, d->member[0]->ethernet ? "RoCE" : "IB", d->speed_mbps);
+}
+
+/* Each port joins the first device it may (NCCL_IB_MERGE_NICS=1), else makes its own. */
+static void group_ports(void) {
+  int merge = weft_param_int("NCCL_IB_MERGE_NICS") != 0;
+  for (int i = 0; i < nfound; i++) {
+    struct weft_ib_device* d = NULL;
+    for (int j = 0; merge && j < ndevices && d == NULL; j++)
+      if (joins(&devices[j], &found[i])) d = &devices[j];
+    if (d == NULL) {
+      d = &devices[ndevices++];
+      d->pci_path = found[i].pci_path;
+    }
+    d->member[d->nmembers++] = &found[i];
+    d->speed_mbps += found[i].speed_mbps;
+  }
+  for (int j = 0; j < ndevices; j++) {
+    name_device(&devices[j]);
+    if (devices[j].nmembers > 1) log_merged(&devices[j]);
+  }
 }
 
 static void discover(void) {
@@ -235,6 +318,7 @@ static void discover(void) {
   if (nfound == 0)
     WEFT_INFO(WEFT_NET | WEFT_INIT, "NET/IB: no active port%s%s", hca ? " selected by NCCL_IB_HCA=" : "",
               hca ? hca : "");
+  group_ports();
 }
 
 ncclResult_t weft_ib_ports(const struct weft_ib_port** ports, int* n) {
@@ -244,11 +328,24 @@ ncclResult_t weft_ib_ports(const struct weft_ib_port** ports, int* n) {
   return ncclSuccess;
 }
 
+ncclResult_t weft_ib_devices(const struct weft_ib_device** devs, int* n) {
+  pthread_once(&discover_once, discover);
+  *devs = devices;
+  *n = ndevices;
+  return ncclSuccess;
+}
+
 #else
 
 ncclResult_t weft_ib_ports(const struct weft_ib_port** ports, int* n) {
   WEFT_INFO(WEFT_NET | WEFT_INIT, "NET/IB: built without <infiniband/verbs.h>");
   *ports = NULL;
+  *n = 0;
+  return ncclSuccess;
+}
+
+ncclResult_t weft_ib_devices(const struct weft_ib_device** devs, int* n) {
+  *devs = NULL;
   *n = 0;
   return ncclSuccess;
 }

@@ -1,9 +1,11 @@
-/* GPUDirect RDMA over the IB network: whether a port's device can register GPU memory (a
- * DMA-BUF of it, or its addresses through the nvidia-peermem kernel module), and registering the
- * GPU ranges the proxy keeps (a connector's FIFOs in GPU memory). */
+/* GPUDirect RDMA over the IB network: whether a network device can register GPU memory (a
+ * DMA-BUF of it, or its addresses through the nvidia-peermem kernel module; a merged device only
+ * what every member can), and registering the GPU ranges the proxy keeps (a connector's FIFOs in
+ * GPU memory) in every member. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -39,19 +41,23 @@ static int dmabuf_probe(const struct weft_ibv_fns* ibv, struct ibv_context* ctx)
   return supported;
 }
 
-static int answers[WEFT_IB_MAX_PORTS];
+static int answers[WEFT_IB_MAX_PORTS]; /* per network device */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+static int port_answer(const struct weft_ibv_fns* ibv, const struct weft_ib_port* p, int peermem) {
+  return (dmabuf_probe(ibv, p->ctx) ? WEFT_NET_GPU_DMABUF : 0) | (peermem ? WEFT_NET_GPU_PEERMEM : 0);
+}
+
 static void probe_all(void) {
-  const struct weft_ib_port* ports;
+  const struct weft_ib_device* devs;
   int n = 0;
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
-  if (ibv == NULL || weft_ib_ports(&ports, &n) != ncclSuccess) return;
+  if (ibv == NULL || weft_ib_devices(&devs, &n) != ncclSuccess) return;
   int peermem = weft_ib_peermem_loaded("");
   for (int i = 0; i < n && i < WEFT_IB_MAX_PORTS; i++) {
-    answers[i] =
-        (dmabuf_probe(ibv, ports[i].ctx) ? WEFT_NET_GPU_DMABUF : 0) | (peermem ? WEFT_NET_GPU_PEERMEM : 0);
-    WEFT_INFO(WEFT_INIT | WEFT_NET, "NET/IB: %s:%d GPUDirect RDMA:%s%s%s", ports[i].name, ports[i].port,
+    answers[i] = WEFT_NET_GPU_DMABUF | WEFT_NET_GPU_PEERMEM;
+    for (int k = 0; k < devs[i].nmembers; k++) answers[i] &= port_answer(ibv, devs[i].member[k], peermem);
+    WEFT_INFO(WEFT_INIT | WEFT_NET, "NET/IB: %s GPUDirect RDMA:%s%s%s", devs[i].name,
               answers[i] & WEFT_NET_GPU_DMABUF ? " DMA-BUF" : "",
               answers[i] & WEFT_NET_GPU_PEERMEM ? " peermem" : "", answers[i] ? "" : " none");
   }
@@ -62,18 +68,29 @@ int weft_ib_gpu_direct(int dev) {
   return dev >= 0 && dev < WEFT_IB_MAX_PORTS ? answers[dev] : 0;
 }
 
-/* A connector's FIFOs in GPU memory: the peer writes a receiver's, a sender's are only read. */
-ncclResult_t weft_ib_reg_gpu(void* owner, void* data, size_t size, int dmabuf_fd, void** mh) {
-  struct ib_comm* c = owner;
+static struct ibv_mr* reg_gpu_member(struct ib_comm* c, int k, void* data, size_t size, int dmabuf_fd) {
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
   int access = weft_ib_access_of(c) | (c->relaxed ? IBV_ACCESS_RELAXED_ORDERING : 0);
-  struct ibv_mr* mr = dmabuf_fd >= 0
-                          ? ibv->reg_dmabuf_mr(c->pd, 0, size, (uint64_t)(uintptr_t)data, dmabuf_fd, access)
-                          : weft_ib_register_range(c, data, size);
-  if ((*mh = mr) != NULL) return ncclSuccess;
-  WEFT_WARN("NET/IB: %s:%d cannot register %zu bytes of GPU memory at %p (%s): %s", c->port->name,
-            c->port->port, size, data, dmabuf_fd >= 0 ? "DMA-BUF" : "peer memory", strerror(errno));
-  return ncclSystemError;
+  if (dmabuf_fd < 0) return weft_ib_register_range(c, k, data, size);
+  return ibv->reg_dmabuf_mr(c->m[k].pd, 0, size, (uint64_t)(uintptr_t)data, dmabuf_fd, access);
+}
+
+/* A connector's FIFOs in GPU memory: the peer writes a receiver's, a sender's are only read. One
+ * registration per member (the DMA-BUF serves them all). */
+ncclResult_t weft_ib_reg_gpu(void* owner, void* data, size_t size, int dmabuf_fd, void** mh) {
+  struct ib_comm* c = owner;
+  struct ib_mrs* mrs = calloc(1, sizeof(*mrs));
+  if (mrs == NULL) return ncclSystemError;
+  for (int k = 0; k < c->nmembers; k++) {
+    if ((mrs->mr[k] = reg_gpu_member(c, k, data, size, dmabuf_fd)) != NULL) continue;
+    WEFT_WARN("NET/IB: %s:%d cannot register %zu bytes of GPU memory at %p (%s): %s", c->m[k].port->name,
+              c->m[k].port->port, size, data, dmabuf_fd >= 0 ? "DMA-BUF" : "peer memory", strerror(errno));
+    weft_ib_mrs_release(mrs);
+    free(mrs);
+    return ncclSystemError;
+  }
+  *mh = mrs;
+  return ncclSuccess;
 }
 
 ncclResult_t weft_ib_keep_registered_gpu(void* comm, void* data, size_t size, int dmabuf_fd) {

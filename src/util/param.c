@@ -141,6 +141,9 @@ static const struct weft_param_def params[] = {
     {"NCCL_IB_DISABLE", WEFT_PARAM_INT, "0", "1: do not look for InfiniBand / RoCE devices"},
     {"NCCL_IB_HCA", WEFT_PARAM_STR, NULL,
      "InfiniBand devices to use: prefixes, =exact, ^excluded, name:port (default: all)"},
+    {"NCCL_IB_MERGE_NICS", WEFT_PARAM_INT, "1",
+     "1: the ports of one card's PCI functions (same PCI path but the function, same link layer) are one IB "
+     "device, up to 4; 0: each port is a device"},
     {"NCCL_IB_GID_INDEX", WEFT_PARAM_INT, "-1", "RoCE GID index (-1: chosen by family, range and version)"},
     {"NCCL_IB_ROCE_VERSION_NUM", WEFT_PARAM_INT, "2", "RoCE version the chosen GID should have"},
     {"NCCL_IB_ADDR_FAMILY", WEFT_PARAM_STR, "AF_INET", "Address family of the chosen RoCE GID"},
@@ -150,7 +153,8 @@ static const struct weft_param_def params[] = {
     {"NCCL_IB_SL", WEFT_PARAM_INT, "-1", "IB service level (-1: 0)"},
     {"NCCL_IB_TC", WEFT_PARAM_INT, "-1", "IB traffic class (-1: 0)"},
     {"NCCL_IB_QPS_PER_CONNECTION", WEFT_PARAM_INT, "1",
-     "Queue pairs per IB connection (1 to 4; the receiver's counts)"},
+     "Queue pairs per IB connection, per member of a merged device (at most 4 in all; the receiver's "
+     "counts)"},
     {"NCCL_IB_SPLIT_DATA_ON_QPS", WEFT_PARAM_INT, "0",
      "1: each IB message is split over all its connection's queue pairs; 0: messages take turns"},
     {"NCCL_IB_PCI_RELAXED_ORDERING", WEFT_PARAM_INT, "2",

@@ -13,6 +13,7 @@
 struct fake_device {
   struct ibv_device dev; /* first: the library hands out &dev */
   int index, ethernet, ports, down;
+  char pci[16]; /* its PCI address ("0000:1a:00.1"), "" when not given */
 };
 
 /* An open device: its listener is where peers' queue pairs connect (the "wire"). */

@@ -3,7 +3,10 @@
  * travel over a TCP connection to the peer device's listener, in order; the peer checks the rkey
  * and bounds against its memory regions, places the data, consumes a posted receive for a write
  * with immediate, and acknowledges. A send completes when acknowledged, so a completion means the
- * data is in the peer's memory. Errors complete as hardware does: a bad lkey with a local
+ * data is in the peer's memory. A key is good only in its own protection domain, so a key of
+ * one device's registration used on another device's queue pair is refused like any bad key (a
+ * transport that mixes up the members of a merged device fails). Errors complete as hardware
+ * does: a bad lkey with a local
  * protection error, a bad rkey or range with a remote access error (both queue pairs enter the
  * error state), a write with immediate that finds no receive with an RNR error, a peer that is
  * gone with "retry exceeded"; after an error every outstanding request is flushed. A write of
@@ -609,7 +612,9 @@ int(ibv_destroy_cq)(struct ibv_cq* cq) {
 }
 
 struct ibv_qp*(ibv_create_qp)(struct ibv_pd* pd, struct ibv_qp_init_attr* attr) {
-  if (attr->qp_type != IBV_QPT_RC || attr->send_cq == NULL || attr->recv_cq == NULL) {
+  /* A queue pair's completion queues are its device's (each device has its own). */
+  if (attr->qp_type != IBV_QPT_RC || attr->send_cq == NULL || attr->recv_cq == NULL ||
+      attr->send_cq->context != pd->context || attr->recv_cq->context != pd->context) {
     errno = EINVAL;
     return NULL;
   }

@@ -4,7 +4,12 @@
  * discovery and data path run against something. Loaded by the library in place of
  * libibverbs.so.1 through WEFT_IBVERBS_LIB.
  *
- * WEFT_FAKE_IB_DEVICES: comma-separated name[:ib|eth[:ports[:down]]], e.g. "mlx5_0,mlx5_1:eth:2".
+ * WEFT_FAKE_IB_DEVICES: comma-separated name[@BUS.F][:ib|eth[:ports[:down]]], e.g. "mlx5_0,mlx5_1:eth:2".
+ * @BUS.F makes the device PCI function F of the card at bus BUS (hex), as mlx5 shows each port of a
+ * dual-port card: "mlx5_0@1a.0:eth,mlx5_1@1a.1:eth" are the two functions of one card. While a
+ * device list is held, each device's ibdev_path is a directory of a tree made for it under
+ * $TMPDIR (the sysfs directory libibverbs names there), whose "device" link points at a fake PCI
+ * path ending in 0000:BUS:00.F; a device without @ has no link (PCI path unknown).
  * A device's address A is WEFT_FAKE_IB_ADDR (an IPv4 address of this host, or the name of an
  * interface whose address to take: namespace hosts), else 127.0.D+1.1 (D: device index). InfiniBand ports: 4x
  * HDR, MTU 4096, one GID fe80::D+1:P ending in A. Ethernet ports: 4x EDR, MTU 1024, GIDs [0] link-local, [1]
@@ -18,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fake.h"
 
@@ -31,7 +38,13 @@ static void parse_entry(char* entry) {
   if (ndevices == FAKE_MAX_DEVICES || entry[0] == 0) return;
   struct fake_device* d = &devices[ndevices];
   char* save = NULL;
-  const char* name = strtok_r(entry, ":", &save);
+  char* name = strtok_r(entry, ":", &save);
+  char* at = strchr(name, '@');
+  if (at != NULL) { /* @BUS.F */
+    *at++ = 0;
+    const char* fn = strchr(at, '.');
+    snprintf(d->pci, sizeof(d->pci), "0000:%.2s:00.%.1s", at, fn ? fn + 1 : "0");
+  }
   const char* kind = strtok_r(NULL, ":", &save);
   const char* ports = strtok_r(NULL, ":", &save);
   const char* state = strtok_r(NULL, ":", &save);
@@ -59,16 +72,92 @@ int fake_ndevices(void) {
   return ndevices;
 }
 
+/* ---- the devices' sysfs directories (ibdev_path), made while a device list is held ---- */
+
+static pthread_mutex_t tree_mu = PTHREAD_MUTEX_INITIALIZER;
+static char tree[256]; /* the tree's root; "" while none */
+static int tree_users;
+
+static int mkdirs(char* path) {
+  for (char* p = path + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    int bad = mkdir(path, 0700) != 0 && errno != EEXIST;
+    *p = '/';
+    if (bad) return -1;
+  }
+  return mkdir(path, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* <root>/class/<name>, with device -> <root>/devices/pci0000:00/0000:00:01.0/<its PCI address>. */
+static void make_device_dir(struct fake_device* d) {
+  char dir[sizeof(d->dev.ibdev_path)], target[512], link[600];
+  snprintf(dir, sizeof(dir), "%.180s/class/%.60s", tree, d->dev.name);
+  memcpy(d->dev.ibdev_path, dir, sizeof(dir));
+  if (mkdirs(dir) != 0 || d->pci[0] == 0) return;
+  snprintf(target, sizeof(target), "%s/devices/pci0000:00/0000:00:01.0/%s", tree, d->pci);
+  snprintf(link, sizeof(link), "%s/device", dir);
+  if (mkdirs(target) == 0 && symlink(target, link) != 0) unlink(link); /* no link: PCI path unknown */
+}
+
+/* Removes what make_device_dir made, then the directories above (best effort). */
+static void remove_device_dir(const struct fake_device* d) {
+  char path[600];
+  snprintf(path, sizeof(path), "%s/class/%s/device", tree, d->dev.name);
+  unlink(path);
+  snprintf(path, sizeof(path), "%s/class/%s", tree, d->dev.name);
+  rmdir(path);
+  if (d->pci[0] == 0) return;
+  snprintf(path, sizeof(path), "%s/devices/pci0000:00/0000:00:01.0/%s", tree, d->pci);
+  rmdir(path);
+}
+
+static void remove_tree_dirs(void) {
+  static const char* const dirs[] = {"/devices/pci0000:00/0000:00:01.0", "/devices/pci0000:00", "/devices",
+                                     "/class", ""};
+  char path[600];
+  for (int i = 0; i < ndevices; i++) remove_device_dir(&devices[i]);
+  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+    snprintf(path, sizeof(path), "%s%s", tree, dirs[i]);
+    rmdir(path);
+  }
+}
+
+static void make_tree(void) {
+  pthread_mutex_lock(&tree_mu);
+  if (tree_users++ == 0) {
+    const char* tmp = getenv("TMPDIR");
+    snprintf(tree, sizeof(tree), "%s/weft-fake-ib.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (mkdtemp(tree) == NULL) tree[0] = 0;
+    for (int i = 0; tree[0] && i < ndevices; i++) make_device_dir(&devices[i]);
+  }
+  pthread_mutex_unlock(&tree_mu);
+}
+
+static void remove_tree(void) {
+  pthread_mutex_lock(&tree_mu);
+  if (--tree_users == 0 && tree[0]) {
+    remove_tree_dirs();
+    tree[0] = 0;
+    for (int i = 0; i < ndevices; i++) devices[i].dev.ibdev_path[0] = 0;
+  }
+  pthread_mutex_unlock(&tree_mu);
+}
+
 /* Exported names are parenthesized: verbs.h defines several of them as macros. */
 struct ibv_device**(ibv_get_device_list)(int* num) {
   pthread_once(&parse_once, parse);
   struct ibv_device** list = calloc((size_t)ndevices + 1, sizeof(*list));
   for (int i = 0; list && i < ndevices; i++) list[i] = &devices[i].dev;
   if (num) *num = list ? ndevices : 0;
+  if (list) make_tree();
   return list;
 }
 
-void(ibv_free_device_list)(struct ibv_device** list) { free(list); }
+void(ibv_free_device_list)(struct ibv_device** list) {
+  if (list) remove_tree();
+  free(list);
+}
 
 const char*(ibv_get_device_name)(struct ibv_device* dev) { return dev->name; }
 

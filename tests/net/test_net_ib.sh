@@ -3,9 +3,9 @@
 # scripts as the socket network: emulated hosts over loopback (every collective and send/recv,
 # Ring/Tree x Simple/LL, 2x1 2x2 3x1 and the variants), namespace hosts with a RoCE device
 # (2x1 2x2 3x1), the namespace fault matrix (a rank killed, a host's link down, latency and
-# loss), mismatched calls between two emulated hosts (test_coll_mismatch hosts), and how often a
-# job registers memory (the connectors' buffers once). NCCL_NET=IB makes a job that cannot use the
-# IB network fail. SKIPs as those scripts do.
+# loss), mismatched calls between two emulated hosts (test_coll_mismatch hosts), how often a
+# job registers memory (the connectors' buffers once), and merged NICs (NCCL_IB_MERGE_NICS).
+# NCCL_NET=IB makes a job that cannot use the IB network fail. SKIPs as those scripts do.
 set -u
 cd "$(dirname "$0")/../.."
 export WEFT_TEST_NET=IB
@@ -176,5 +176,99 @@ registered_buffers() ( # registered_buffers loop|regloop
 )
 run registered_buffers loop
 run registered_buffers regloop
+# Merged NICs (NCCL_IB_MERGE_NICS, default 1): two PCI functions of one card (the provider's
+# name@BUS.F) are one network device, mlx5_0+mlx5_1, whose connections have queue pairs on both
+# functions, each with its own protection domain and keys (the provider refuses a key of the
+# other's). Namespace hosts run the collective matrix over it, results checked; the INFO names the
+# merged device and its connections, and the provider counts messages sent by both functions.
+# With NCCL_IB_MERGE_NICS=0 the functions are two devices again, channels spread over both.
+merged_nics() ( # merged_nics merged|separate [VAR=VALUE...]
+  local want=$1
+  shift
+  . tests/net/lib.sh
+  . tests/net/netns.sh
+  netns_bed 2
+  use_test_ib "mlx5_0@1a.0:eth,mlx5_1@1a.1:eth" eth0 >/dev/null
+  export NCCL_SOCKET_IFNAME=eth0 WEFT_TIMEOUT=60 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
+    WEFT_FAKE_IB_COUNTS="$NET_LOG/counts" "$@"
+  local start
+  start=$(date +%s)
+  run_job 2 1 "$(netns_addr 0)" check "$NS_PREFIX"
+  report_job "2x1 $want" "$start" || exit 1
+  grep -q "wrong" "$NET_LOG/rank0.log" || { echo "FAILED: $want: no results checked"; exit 1; }
+  cat "$NET_LOG/counts"
+  # pid P ... by_device M0 M1: both functions sent messages in each process
+  awk '{ n++; if ($18 > 0 && $19 > 0) both++ }
+       END { if (n != 2 || both != 2) { print "FAILED: both functions should carry messages in both processes"; exit 1 } }' \
+    "$NET_LOG/counts" || exit 1
+  local r bad=0
+  for r in 0 1; do
+    local log="$NET_LOG/rank$r.log"
+    if [ "$want" = merged ]; then
+      grep -q "NET/IB: merged device mlx5_0+mlx5_1: 2 ports of one card" "$log" &&
+        grep -q "NET/IB: mlx5_0+mlx5_1 connection to" "$log" &&
+        grep -q "NET/IB: mlx5_0+mlx5_1 connection from" "$log" &&
+        ! grep -q "over IB device 1" "$log" || bad=1
+    else
+      ! grep -q "merged device" "$log" && grep -q "over IB device 0 (mlx5_0:1)" "$log" &&
+        grep -q "over IB device 1 (mlx5_1:1)" "$log" || bad=1
+    fi
+  done
+  [ $bad = 0 ] || { echo "FAILED: $want: the INFO does not show the devices expected"; dump_logs; exit 1; }
+  echo "ok: $want: results checked, $( [ "$want" = merged ] && echo "connections on mlx5_0+mlx5_1" || echo "mlx5_0:1 and mlx5_1:1 apart")"
+)
+run merged_nics merged
+run merged_nics separate NCCL_IB_MERGE_NICS=0
+# A merged device with queue pairs split (each message over both functions), and hosts whose
+# devices have different numbers of members (host 0 merged, host 1 one port): the receiver's
+# queue pairs count, a sender with more members than those leaves the rest idle and says so.
+merged_loopback() ( # merged_loopback LABEL HOST1_DEVICES [VAR=VALUE...]
+  local label=$1 host1=$2
+  shift 2
+  . tests/net/lib.sh
+  trap 'rm -rf "$NET_LOG"' EXIT
+  use_test_ib "mlx5_0@1a.0,mlx5_1@1a.1" >/dev/null
+  export NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET WEFT_FAKE_IB_COUNTS="$NET_LOG/counts" "$@"
+  # Host 1's ranks see its own devices.
+  printf '#!/usr/bin/env bash\n[ "$WEFT_HOSTID" = nethost1 ] && export WEFT_FAKE_IB_DEVICES=%q\nexec %q "$@"\n' \
+    "$host1" "$PWD/$NET_RANKS" >"$NET_LOG/ranks.sh"
+  chmod +x "$NET_LOG/ranks.sh"
+  NET_RANKS="$NET_LOG/ranks.sh"
+  local start
+  start=$(date +%s)
+  run_job 2 1 127.0.0.1 check
+  report_job "$label" "$start" || exit 1
+  cat "$NET_LOG/counts"
+  grep -q "NET/IB: mlx5_0+mlx5_1 connection" "$NET_LOG/rank0.log" ||
+    { echo "FAILED: $label: host 0 does not use mlx5_0+mlx5_1"; exit 1; }
+  if [ "$host1" = mlx5_0 ]; then
+    grep -q "1 of our 2 members carry it" "$NET_LOG/rank0.log" ||
+      { echo "FAILED: $label: host 0 should say it sends to a one-port receiver over one member"; exit 1; }
+  else
+    awk '{ n++; if ($18 > 0 && $19 > 0) both++ }
+         END { if (n != 2 || both != 2) { print "FAILED: both functions should carry messages"; exit 1 } }' "$NET_LOG/counts" || exit 1
+  fi
+  echo "ok: $label"
+)
+run merged_loopback "merged, 2 queue pairs per member, messages split" "mlx5_0@1a.0,mlx5_1@1a.1" \
+  NCCL_IB_QPS_PER_CONNECTION=2 NCCL_IB_SPLIT_DATA_ON_QPS=1
+run merged_loopback "a merged device and a single port" mlx5_0
+# GPUDirect RDMA over a merged device, on the emulated GPU when `make emu` has built it: the
+# FIFOs in GPU memory are registered (DMA-BUF) in both functions, since either's queue pairs
+# write into them, LL lines and split Simple steps alike.
+merged_gpu() ( # merged_gpu [VAR=VALUE...]
+  local bin=${EMU_BUILD:-build-emu}/tests/gpu/test_gpu_coll out
+  [ -x "$bin" ] || { echo "SKIP: $bin not built (make emu)"; exit 77; }
+  out=$(env WEFT_BACKEND=cuda WEFT_TIMEOUT=120 NCCL_NET=IB WEFT_IBVERBS_LIB="$PWD/${BUILD:-build}/tests/lib/libweft_fake_verbs.so" \
+    WEFT_FAKE_IB_DEVICES="mlx5_0@1a.0,mlx5_1@1a.1" NCCL_IB_TIMEOUT=14 NCCL_NET_GDR_LEVEL=PHB \
+    NCCL_BUFFSIZE=65536 NCCL_LL_BUFFSIZE=32768 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$@" \
+    timeout 300 "$bin" hosts 2 3000 2>&1) || { echo "FAILED: merged GPU $*"; grep WARN <<<"$out" | head; exit 1; }
+  grep -q "NET/IB: mlx5_0+mlx5_1 GPUDirect RDMA: DMA-BUF" <<<"$out" &&
+    grep -q "received into GPU [0-9]*'s memory (GPUDirect RDMA, DMA-BUF)" <<<"$out" ||
+    { echo "FAILED: merged GPU $*: the FIFOs are not in GPU memory over mlx5_0+mlx5_1"; exit 1; }
+  echo "ok: GPUDirect RDMA over mlx5_0+mlx5_1, $*"
+)
+run merged_gpu NCCL_PROTO=LL
+run merged_gpu NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=2 NCCL_IB_SPLIT_DATA_ON_QPS=1
 [ $fail = 0 ] && [ $ran = 0 ] && { echo "SKIP: nothing could run"; exit 77; }
 exit $fail
