@@ -9,11 +9,12 @@
 #include "util/check.h"
 
 /* 1 when NET node net is the device the network calls name: "mlx5_0" or "mlx5_0:1" (with its
- * port, as the IB network names a port), "eth0". */
+ * port, as the IB network names a port), "eth0"; a merged device ("mlx5_0+mlx5_1", the ports of
+ * one card's functions) is where its first member is. */
 static int net_is(const struct weft_topo_node* net, const char* name) {
-  size_t len = strcspn(name, ":");
+  size_t len = strcspn(name, ":+");
   if (strncmp(net->name, name, len) != 0 || net->name[len] != 0) return 0;
-  return name[len] == 0 || atoi(name + len + 1) == net->u.net.port;
+  return name[len] != ':' || atoi(name + len + 1) == net->u.net.port;
 }
 
 static int rank_net_path(struct weft_topo_system* sys, const struct weft_topo_node* rank, int net,

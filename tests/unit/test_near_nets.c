@@ -49,6 +49,15 @@ static void one_nic_per_gpu(void) {
   const char* port2[1] = {"mlx5_0:2"};
   near_of_gpus(sys, bus, 1, port2, 1, near);
   EXPECT_EQ_INT(near[0].n, 0);
+  /* A merged device (NCCL_IB_MERGE_NICS) is where its first member is, with or without ports. */
+  const char* merged[3] = {"mlx5_7+mlx5_6", "mlx5_1:1+mlx5_2:1", "mlx5_0:2+mlx5_3:2"};
+  near_of_gpus(sys, bus, MAXR, merged, 3, near);
+  EXPECT_EQ_INT(near[7].n, 1);
+  EXPECT_EQ_INT(near[7].dev[0], 0);
+  EXPECT_EQ_INT(near[1].n, 1);
+  EXPECT_EQ_INT(near[1].dev[0], 1);
+  for (int g = 0; g < MAXR; g++) /* mlx5_0 has no port 2: that one is nowhere */
+    for (int i = 0; i < near[g].n; i++) EXPECT(near[g].dev[i] != 2);
   weft_topo_system_destroy(sys);
 }
 
