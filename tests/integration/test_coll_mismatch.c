@@ -232,12 +232,29 @@ static int run_hosts(void) {
   return failures;
 }
 
+static int repeat_case(int i, int nranks, int times) {
+  if (i < 0 || i >= NCASES || nranks < 2 || nranks > 8) return 2;
+  setenv("WEFT_DIRECT", "1", 1);
+  int failures = 0;
+  for (int n = 0; n < times; n++) {
+    reset_done();
+    int f = run_procs(nranks, body, (void*)&cases[i], 60);
+    if (f) printf("FAIL %s, %d processes, run %d\n", cases[i].name, nranks, n);
+    failures += f != 0;
+  }
+  printf("%d of %d runs failed\n", failures, times);
+  return failures ? 1 : 0;
+}
+
 /* `test_coll_mismatch hosts`: only the cases across hosts (tests/net/test_net_ib.sh runs them
  * over IB). */
 int main(int argc, char** argv) {
   setenv("WEFT_TIMEOUT", "10", 1); /* a missed mismatch fails in seconds, not half an hour */
   as_procs = 1;
   if (argc > 1 && strcmp(argv[1], "hosts") == 0) return run_hosts() ? 1 : 0;
+  /* `test_coll_mismatch repeat CASE RANKS N`: one case on RANKS processes, N times (a race hunt). */
+  if (argc > 4 && strcmp(argv[1], "repeat") == 0)
+    return repeat_case(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
   int failures = 0;
   /* WEFT_DIRECT=0: the ring runs every collective, so only its steps carry the check. */
   for (int direct = 1; direct >= 0; direct--) {
