@@ -29,7 +29,14 @@ int weft_cause_set(struct weft_cause* c, int rank, const char* host) {
 
 int weft_cause_get(const struct weft_cause* c, struct weft_cause* out) {
   if (c == NULL || __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != 2) return 0;
-  *out = *c;
+  /* Field by field: state stays the atomics' (a later writer's compare-and-swap reads it). The
+   * rest was written once, before state became 2. */
+  out->state = 2;
+  out->kind = c->kind;
+  out->rank = c->rank;
+  out->call = c->call;
+  memcpy(out->host, c->host, sizeof(out->host));
+  memcpy(out->what, c->what, sizeof(out->what));
   out->host[sizeof(out->host) - 1] = 0;
   out->what[sizeof(out->what) - 1] = 0;
   return 1;
