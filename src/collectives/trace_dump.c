@@ -156,10 +156,10 @@ static void put_header(FILE* f, const struct weft_comm_ctx* comm, const struct w
   fprintf(f, "  \"buffer\": %u,\n  \"async_error\": %d,\n", tr->size,
           (int)__atomic_load_n(&comm->async_result, __ATOMIC_ACQUIRE));
   struct weft_cause c;
-  if (weft_cause_get(&comm->cause, &c) && c.kind == WEFT_CAUSE_LOST) {
+  if (weft_cause_get(&comm->cause, &c) && c.kind != WEFT_CAUSE_MISMATCH) {
     fprintf(f, "  \"cause\": {\"rank\": %d, \"host\": ", (int)c.rank);
     weft_json_string(f, c.host);
-    fprintf(f, "},\n");
+    fprintf(f, ", \"kind\": \"%s\"},\n", c.kind == WEFT_CAUSE_LEFT ? "left" : "lost");
   } else {
     fprintf(f, "  \"cause\": null,\n");
   }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # weft-trace on hand-written dumps, no library involved: its verdicts on fixed inputs (a rank
-# that did not enter, a mismatch, a stall, a missing rank, CUDA ranks whose kernels had not
+# that did not enter, a mismatch, a stall, a missing rank, one that left (destroyed its
+# communicator while the others waited), CUDA ranks whose kernels had not
 # finished an operation, a healthy job), --json, and a clear
 # error naming the file for every kind of bad input (not JSON, a field missing or of the wrong
 # type, two dumps of one rank, an empty directory, bad arguments).
@@ -72,6 +73,13 @@ dump "$d" 0 4 "$(op 0 1 64 failed)" "{\"seq\": 0, \"channels\": [$(chan true 3 1
 dump "$d" 1 4 "$(op 0 1 64 failed)" "{\"seq\": 0, \"channels\": [$(chan true 0 1000)]}"
 expect "$d" '^culprit: ranks 2,3 (h1 pid 102, h1 pid 103) left no dump (the others stopped in operation 1): their host was lost' lost
 expect "$d" 'rank 0 reports rank 3 as lost' lost-evidence
+
+# Rank 2 of 3 destroyed its communicator (healthy: no dump) while ranks 0 and 1 waited for it.
+d=$T/left
+dump "$d" 0 3 "$done2, $(op 2 3 64 failed)" "{\"seq\": 2, \"channels\": [$(chan true 2 1000)]}" '{"rank": 2, "host": "h1", "kind": "left"}'
+dump "$d" 1 3 "$done2, $(op 2 3 64 failed)" "{\"seq\": 2, \"channels\": [$(chan true 2 1000)]}" '{"rank": 2, "host": "h1", "kind": "left"}'
+expect "$d" '^culprit: rank 2 (h1 pid 102) left no dump (the others stopped in operation 3): it destroyed its communicator while the others still waited for it' left
+expect "$d" 'rank 1 reports rank 2 as having destroyed its communicator' left-evidence
 
 # CUDA ranks: "launched" is an operation the kernel had not finished (the recorder follows the
 # kernels through their progress area), and their channels name the operation each runs.

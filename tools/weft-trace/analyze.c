@@ -187,10 +187,19 @@ static void rank_evidence(struct view* w) {
       snprintf(wait, sizeof(wait), ", waiting for rank %d on channel %d (%s) since +%.1f ms, %llu steps in",
                c->peer, c->channel, c->what, (double)(c->since - t0) / 1e6, (unsigned long long)c->steps);
     char cause[64] = "";
-    if (d->cause_rank >= 0) snprintf(cause, sizeof(cause), "; it names rank %d as lost", d->cause_rank);
+    if (d->cause_rank >= 0)
+      snprintf(cause, sizeof(cause), "; it names rank %d as %s", d->cause_rank,
+               d->cause_left ? "having destroyed its communicator" : "lost");
     evidence(w->v, "rank %d (host %s, pid %d, dump on %s): %s%s%s", r, d->host, d->pid, d->reason, where,
              wait, cause);
   }
+}
+
+/* Whether some rank's dump names rank r as the one that left. */
+static int reported_left(const struct view* w, int r) {
+  for (int i = 0; i < w->n; i++)
+    if (w->ranks[i].cause_rank == r && w->ranks[i].cause_left) return 1;
+  return 0;
 }
 
 /* 2. */
@@ -220,13 +229,18 @@ static int find_missing(struct view* w) {
   if (w->v->op)
     snprintf(during, sizeof(during), " (the others stopped in operation %llu)", (unsigned long long)w->v->op);
   snprintf(w->v->kind, sizeof(w->v->kind), "missing");
-  snprintf(w->v->summary, sizeof(w->v->summary), "%s (%s) left no dump%s: %s", who, hosts, during,
-           whole_host ? (m == 1 ? "its host was lost (no rank of that host left a dump)"
-                                : "their host was lost (no rank of that host left a dump)")
-                      : (m == 1 ? "its process died or was killed" : "their processes died or were killed"));
+  const char* why = whole_host
+                        ? (m == 1 ? "its host was lost (no rank of that host left a dump)"
+                                  : "their host was lost (no rank of that host left a dump)")
+                        : (m == 1 ? "its process died or was killed" : "their processes died or were killed");
+  /* A healthy rank that destroyed its communicator leaves no dump either: the others say so. */
+  if (m == 1 && reported_left(w, missing[0]))
+    why = "it destroyed its communicator while the others still waited for it (a call it never made)";
+  snprintf(w->v->summary, sizeof(w->v->summary), "%s (%s) left no dump%s: %s", who, hosts, during, why);
   for (int i = 0; i < w->n; i++)
     if (w->ranks[i].cause_rank >= 0) {
-      evidence(w->v, "rank %d reports rank %d as lost", w->ranks[i].rank, w->ranks[i].cause_rank);
+      evidence(w->v, "rank %d reports rank %d as %s", w->ranks[i].rank, w->ranks[i].cause_rank,
+               w->ranks[i].cause_left ? "having destroyed its communicator" : "lost");
     }
   return 1;
 }

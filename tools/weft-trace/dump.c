@@ -139,6 +139,9 @@ static void load_root(struct ctx* c, const struct json* root, struct trace_rank*
     bad(c, "cause", "is missing");
   else if (cause->type != JSON_NULL)
     r->cause_rank = get_int(c, cause, "rank");
+  /* "kind" came later: a dump without it names a lost rank. */
+  const struct json* kind = cause != NULL && cause->type == JSON_OBJ ? json_get(cause, "kind") : NULL;
+  r->cause_left = kind != NULL && kind->type == JSON_STR && strcmp(kind->str, "left") == 0;
   load_peers(c, root, r);
   int n;
   const struct json* ops = get_arr(c, root, "ops", &n);

@@ -34,6 +34,7 @@ struct trace_rank {
   uint64_t time_ns; /* when it was written (CLOCK_REALTIME) */
   char host[64], reason[16], backend[8];
   int cause_rank;           /* -1: none */
+  int cause_left;           /* that rank destroyed its communicator ("kind": "left"), not lost */
   struct trace_peer* peers; /* [nranks] */
   struct trace_op* ops;     /* oldest first */
   int nops;
