@@ -220,7 +220,7 @@ static void fail(struct weft_proxy_conn* c, ncclResult_t res) {
       "rank %d is lost, the communicator is aborted",
       c->d.rank, c->d.is_send ? "to" : "from", c->d.peer, c->d.peer_host, ncclGetErrorString(res),
       (unsigned long long)c->done, c->d.peer);
-  struct notice n = notice_of(NOTICE_LEFT, c->d.peer, c->d.peer_host, NULL);
+  struct notice n = notice_of(NOTICE_LOST, c->d.peer, c->d.peer_host, NULL);
   fail_comm(c, &n);
 }
 

@@ -39,6 +39,8 @@ for mode in kill quit quitp2p; do
   done
   [ $mode = kill ] || check 'grep -qF "destroyed the communicator after its last step" "$NET_LOG"/rank[013].log' \
     "$mode: a survivor says rank 2 destroyed the communicator"
+  [ $mode = kill ] && check '! grep -q "destroyed" "$NET_LOG"/rank[013].log' \
+    "kill: no survivor says the killed rank destroyed its communicator (it was lost)"
   check '[ $secs -lt $limit ]' "$mode: survivors failed within ${limit}s (${secs}s; WEFT_TIMEOUT 15)"
   [ $fail = 0 ] || dump_logs
 done
