@@ -137,15 +137,18 @@ static void publish_pages(struct weft_comm_ctx* comm, const struct weft_cause* c
   if (board != NULL) weft_cause_set_kind(board, (int)c->kind, c->rank, c->host, c->what);
 }
 
+/* Whether comm has the pages its peers read (a comm whose init failed, or a suspended one, may not). */
+static int has_pages(const struct weft_comm_ctx* comm) {
+  return comm->coll != NULL && comm->nranks >= 2 &&
+         !__atomic_load_n(&comm->suspend_released, __ATOMIC_ACQUIRE);
+}
+
 /* Before an error leaves a launch, or a call of a failed comm is refused: tell the ring neighbours
  * on this host (shared pages) and the network peers (notices) which rank was lost, or found a
  * mismatched call. */
 void weft_coll_publish_cause(struct weft_comm_ctx* comm) {
-  struct weft_coll_state* s = comm->coll;
   struct weft_cause c;
-  if (s == NULL || comm->nranks < 2 || __atomic_load_n(&comm->suspend_released, __ATOMIC_ACQUIRE) ||
-      !weft_cause_get(&comm->cause, &c))
-    return;
+  if (!has_pages(comm) || !weft_cause_get(&comm->cause, &c)) return;
   publish_pages(comm, &c);
   weft_proxy_announce(&comm->abort_flag, &comm->cause);
 }
@@ -155,14 +158,9 @@ void weft_coll_publish_cause(struct weft_comm_ctx* comm) {
  * Written after this rank's last step, so a peer that sees it and then finds nothing to take
  * knows nothing more will come. CUDA kernels read these pages for their own marks: not there. */
 static void publish_left(struct weft_comm_ctx* comm) {
-  struct weft_cause c;
-  if (comm->coll == NULL || comm->nranks < 2 || comm->backend == WEFT_BACKEND_CUDA ||
-      __atomic_load_n(&comm->suspend_released, __ATOMIC_ACQUIRE) || weft_cause_get(&comm->cause, &c))
-    return;
-  memset(&c, 0, sizeof(c));
-  c.kind = WEFT_CAUSE_LEFT;
-  c.rank = comm->rank;
-  snprintf(c.host, sizeof(c.host), "%s", comm->peers[comm->rank].host_name);
+  struct weft_cause c = {0};
+  if (!has_pages(comm) || comm->backend == WEFT_BACKEND_CUDA || weft_cause_get(&comm->cause, &c)) return;
+  weft_cause_set_kind(&c, WEFT_CAUSE_LEFT, comm->rank, comm->peers[comm->rank].host_name, NULL);
   publish_pages(comm, &c);
 }
 

@@ -208,9 +208,12 @@ int weft_ib_gpu_direct(int dev);
 /* What may touch a comm's memory (IBV_ACCESS_*): a sender's is only read by its own writes; a
  * receiver's is written by the peer. */
 int weft_ib_access_of(const struct ib_comm* c);
-/* Host memory, or GPU memory by address (peer memory): registered in member k with the comm's
- * access flags. */
-struct ibv_mr* weft_ib_register_range(struct ib_comm* c, int k, void* p, size_t n);
+/* Host memory, or GPU memory by address (peer memory) or from its DMA-BUF (dmabuf_fd >= 0):
+ * registered in member k with the comm's access flags. */
+struct ibv_mr* weft_ib_register_range(struct ib_comm* c, int k, void* p, size_t n, int dmabuf_fd);
+/* A range to keep, registered so in every member (any queue pair may carry a message from or into
+ * it); NULL when a member refuses it (*failed: that member, errno: why) or memory runs out (-1). */
+struct ib_mrs* weft_ib_mrs_keep(struct ib_comm* c, void* p, size_t n, int dmabuf_fd, int* failed);
 /* Deregisters what out holds. */
 void weft_ib_mrs_release(struct ib_mrs* out);
 ncclResult_t weft_ib_keep_registered_gpu(void* comm, void* data, size_t size, int dmabuf_fd);

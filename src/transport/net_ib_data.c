@@ -90,19 +90,34 @@ int weft_ib_access_of(const struct ib_comm* c) {
   return c->is_send ? 0 : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 }
 
-struct ibv_mr* weft_ib_register_range(struct ib_comm* c, int k, void* p, size_t n) {
+struct ibv_mr* weft_ib_register_range(struct ib_comm* c, int k, void* p, size_t n, int dmabuf_fd) {
   const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
-  if (c->relaxed)
-    return ibv->reg_mr_iova2(c->m[k].pd, p, n, (uint64_t)(uintptr_t)p,
-                             (unsigned)weft_ib_access_of(c) | IBV_ACCESS_RELAXED_ORDERING);
-  return ibv->reg_mr(c->m[k].pd, p, n, weft_ib_access_of(c));
+  int access = weft_ib_access_of(c) | (c->relaxed ? IBV_ACCESS_RELAXED_ORDERING : 0);
+  if (dmabuf_fd >= 0) return ibv->reg_dmabuf_mr(c->m[k].pd, 0, n, (uint64_t)(uintptr_t)p, dmabuf_fd, access);
+  if (c->relaxed) return ibv->reg_mr_iova2(c->m[k].pd, p, n, (uint64_t)(uintptr_t)p, (unsigned)access);
+  return ibv->reg_mr(c->m[k].pd, p, n, access);
+}
+
+struct ib_mrs* weft_ib_mrs_keep(struct ib_comm* c, void* p, size_t n, int dmabuf_fd, int* failed) {
+  struct ib_mrs* mrs = calloc(1, sizeof(*mrs));
+  *failed = -1;
+  for (int k = 0; mrs != NULL && k < c->nmembers; k++) {
+    if ((mrs->mr[k] = weft_ib_register_range(c, k, p, n, dmabuf_fd)) != NULL) continue;
+    int err = errno;
+    weft_ib_mrs_release(mrs);
+    free(mrs);
+    errno = err;
+    *failed = k;
+    return NULL;
+  }
+  return mrs;
 }
 
 /* A request's buffer, in the members of mask; one that cannot be registered fails the connection. */
 static ncclResult_t reg_mrs(struct ib_comm* c, unsigned mask, void* p, size_t n, struct ib_mrs* out) {
   for (int k = 0; k < c->nmembers; k++) {
     if (!(mask >> k & 1)) continue;
-    if ((out->mr[k] = weft_ib_register_range(c, k, p, n)) == NULL)
+    if ((out->mr[k] = weft_ib_register_range(c, k, p, n, -1)) == NULL)
       return weft_ib_fail(c, ncclSystemError, "cannot register %zu bytes at %p on %s:%d: %s", n, p,
                           c->m[k].port->name, c->m[k].port->port, strerror(errno));
   }
@@ -114,17 +129,12 @@ static ncclResult_t reg_mrs(struct ib_comm* c, unsigned mask, void* p, size_t n,
  * fails, a registered user buffer is registered per request instead). */
 static ncclResult_t kept_reg(void* owner, void* data, size_t size, void** mh) {
   struct ib_comm* c = owner;
-  struct ib_mrs* mrs = calloc(1, sizeof(*mrs));
-  for (int k = 0; mrs != NULL && k < c->nmembers; k++) {
-    if ((mrs->mr[k] = weft_ib_register_range(c, k, data, size)) != NULL) continue;
+  int k;
+  if ((*mh = weft_ib_mrs_keep(c, data, size, -1, &k)) != NULL) return ncclSuccess;
+  if (k >= 0)
     WEFT_INFO(WEFT_NET, "NET/IB: %s:%d cannot keep %zu bytes at %p registered: %s", c->m[k].port->name,
               c->m[k].port->port, size, data, strerror(errno));
-    weft_ib_mrs_release(mrs);
-    free(mrs);
-    return ncclSystemError;
-  }
-  *mh = mrs;
-  return mrs ? ncclSuccess : ncclSystemError;
+  return ncclSystemError;
 }
 
 static void kept_dereg(void* owner, void* mh) {

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -68,29 +67,16 @@ int weft_ib_gpu_direct(int dev) {
   return dev >= 0 && dev < WEFT_IB_MAX_PORTS ? answers[dev] : 0;
 }
 
-static struct ibv_mr* reg_gpu_member(struct ib_comm* c, int k, void* data, size_t size, int dmabuf_fd) {
-  const struct weft_ibv_fns* ibv = weft_ibv_load(NULL);
-  int access = weft_ib_access_of(c) | (c->relaxed ? IBV_ACCESS_RELAXED_ORDERING : 0);
-  if (dmabuf_fd < 0) return weft_ib_register_range(c, k, data, size);
-  return ibv->reg_dmabuf_mr(c->m[k].pd, 0, size, (uint64_t)(uintptr_t)data, dmabuf_fd, access);
-}
-
 /* A connector's FIFOs in GPU memory: the peer writes a receiver's, a sender's are only read. One
  * registration per member (the DMA-BUF serves them all). */
 ncclResult_t weft_ib_reg_gpu(void* owner, void* data, size_t size, int dmabuf_fd, void** mh) {
   struct ib_comm* c = owner;
-  struct ib_mrs* mrs = calloc(1, sizeof(*mrs));
-  if (mrs == NULL) return ncclSystemError;
-  for (int k = 0; k < c->nmembers; k++) {
-    if ((mrs->mr[k] = reg_gpu_member(c, k, data, size, dmabuf_fd)) != NULL) continue;
+  int k;
+  if ((*mh = weft_ib_mrs_keep(c, data, size, dmabuf_fd, &k)) != NULL) return ncclSuccess;
+  if (k >= 0)
     WEFT_WARN("NET/IB: %s:%d cannot register %zu bytes of GPU memory at %p (%s): %s", c->m[k].port->name,
               c->m[k].port->port, size, data, dmabuf_fd >= 0 ? "DMA-BUF" : "peer memory", strerror(errno));
-    weft_ib_mrs_release(mrs);
-    free(mrs);
-    return ncclSystemError;
-  }
-  *mh = mrs;
-  return ncclSuccess;
+  return ncclSystemError;
 }
 
 ncclResult_t weft_ib_keep_registered_gpu(void* comm, void* data, size_t size, int dmabuf_fd) {
