@@ -292,6 +292,7 @@ static ncclResult_t host_comm_init(struct weft_comm_ctx* comm) {
   /* Parameters are read once per communicator: lookups cost microseconds per launch. */
   weft_waiter_init(&s->waiter, &comm->abort_flag, comm->rank, comm->nranks);
   weft_call_note_hooks(comm, &s->waiter); /* once: every launch's waiter starts from this one */
+  s->launch = s->waiter;
   WEFT_INFO(WEFT_INIT, "comm %p rank %d: %d ring channel(s), Simple %zu and LL %zu bytes per connector",
             (void*)comm, comm->rank, s->pp.nchannels, s->simple_bytes, s->ll_bytes);
   return ncclSuccess;
@@ -458,9 +459,8 @@ static ncclResult_t match_self(const struct weft_comm_ctx* comm, struct weft_tas
   return ncclInvalidUsage;
 }
 
-void weft_engine_waiter(struct weft_comm_ctx* comm, struct weft_waiter* w) {
-  memcpy(w, &comm->coll->waiter, offsetof(struct weft_waiter, mismatch_what));
-  w->mismatch_what[0] = 0;
+/* What a launch's waits read and report to, which the comm may set up after the waiter. */
+static void waiter_attach(struct weft_comm_ctx* comm, struct weft_waiter* w) {
   w->async_result = &comm->async_result;
   w->trace = comm->trace;
   w->prof = comm->prof;
@@ -470,6 +470,28 @@ void weft_engine_waiter(struct weft_comm_ctx* comm, struct weft_waiter* w) {
   w->peer_cause = comm->coll->peer_cause;
   w->recent_fp = comm->coll->recent_fp;
   weft_host_direct_hooks(comm->coll->direct, w);
+}
+
+void weft_engine_waiter(struct weft_comm_ctx* comm, struct weft_waiter* w) {
+  memcpy(w, &comm->coll->waiter, offsetof(struct weft_waiter, mismatch_what));
+  w->mismatch_what[0] = 0;
+  waiter_attach(comm, w);
+}
+
+/* The comm's kept waiter, without what the last launch found (launches of a comm never overlap:
+ * one thread drives it, or the group's launch thread for it). Everything else a wait changes is
+ * set before it is read (the operation's name and numbers) or may carry over (the liveness
+ * scan's place, the sleep count). */
+static struct weft_waiter* launch_waiter(struct weft_comm_ctx* comm) {
+  struct weft_waiter* w = &comm->coll->launch;
+  waiter_attach(comm, w);
+  w->warned = 0;
+  w->left_seen = 0;
+  w->step_tag = 0;
+  w->mismatch = 0;
+  w->mismatch_finder = -1;
+  w->mismatch_what[0] = 0;
+  return w;
 }
 
 /* The recorder's view of a launch the engine does not follow step by step (CUDA): state RUNNING
@@ -557,8 +579,7 @@ static ncclResult_t host_launch(struct weft_comm_ctx* comm, struct weft_task* ta
     weft_enqueue_free_tasks(comm, tasks);
     return ncclSystemError;
   }
-  struct weft_waiter w;
-  weft_engine_waiter(comm, &w);
+  struct weft_waiter* w = launch_waiter(comm);
   /* Collectives in call order first (the same order on every rank), then point-to-point. */
   ncclResult_t res = ncclSuccess;
   weft_prof_group_begin(comm->prof);
@@ -568,25 +589,25 @@ static ncclResult_t host_launch(struct weft_comm_ctx* comm, struct weft_task* ta
     } else if (t->count > 0) {
       if (comm->trace) weft_trace_start(comm->trace, t);
       weft_prof_coll_queue(comm->prof, t);
-      res = run_coll(comm, t, &w);
+      res = run_coll(comm, t, w);
       weft_prof_coll_done(comm->prof);
       if (comm->trace) weft_trace_finish(comm->trace, t, res);
     }
   }
-  w.step_tag = 0; /* point-to-point steps are not a collective's */
+  w->step_tag = 0; /* point-to-point steps are not a collective's */
   if (res == ncclSuccess && np > 0) {
     for (int i = 0; i < np && comm->trace; i++) weft_trace_start(comm->trace, p2p[i]);
     for (int i = 0; i < np && comm->prof; i++) weft_prof_task_start(comm->prof, p2p[i], NULL, NULL, 1);
-    res = weft_host_p2p_run(comm, p2p, np, &w);
+    res = weft_host_p2p_run(comm, p2p, np, w);
     for (int i = 0; i < np && comm->prof; i++) weft_prof_task_stop(comm->prof, p2p[i]);
     for (int i = 0; i < np && comm->trace; i++) weft_trace_finish(comm->trace, p2p[i], res);
   }
   weft_prof_group_end(comm->prof);
   /* Ranks on this host and others may wait for steps this rank will not send: they fail now too. */
-  if (w.mismatch) {
-    int finder = w.mismatch_finder >= 0 && w.mismatch_finder < comm->nranks ? w.mismatch_finder : comm->rank;
+  if (w->mismatch) {
+    int finder = w->mismatch_finder >= 0 && w->mismatch_finder < comm->nranks ? w->mismatch_finder : comm->rank;
     weft_cause_set_kind(&comm->cause, WEFT_CAUSE_MISMATCH, finder, comm->peers[finder].host_name,
-                        w.mismatch_what);
+                        w->mismatch_what);
   }
   if (res != ncclSuccess) weft_coll_publish_cause(comm);
   trace_failed(comm, res);

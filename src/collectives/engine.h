@@ -29,6 +29,9 @@ struct weft_coll_state {
   uint8_t* watch;               /* [nranks] peer processes on this host whose death we can see */
   struct weft_direct* direct;   /* host direct paths (collectives/host/direct.h); NULL when off */
   struct weft_waiter waiter;    /* launch waits start from this copy (parameters read at init) */
+  /* Host launches' waiter: a copy of waiter made at init and kept, since copying it for every call
+   * cost a tenth of a small one; each launch clears what the last one found (launch_waiter). */
+  struct weft_waiter launch;
   struct weft_tree_state* tree; /* tree channels, connected at the first tree collective */
   int interleave;               /* ring channels over the network run step by step interleaved */
   int send_by_ref;              /* network sends may read user buffers in place (WEFT_NET_SEND_BY_REF) */

@@ -25,6 +25,7 @@ struct weft_call {
   struct weft_comm_ctx* comm;
   cudaStream_t stream;
   const struct weft_call_opts* opts; /* nccl*Config: what the config adds to the tasks; NULL: plain */
+  int alone;                         /* made outside any group: launched as soon as it is queued */
 };
 
 /* Checks the buffers of a call whose comm, datatype, op and root are already valid. */
@@ -45,8 +46,11 @@ ncclResult_t weft_enqueue_check_overlap(const struct weft_call* call, const void
 /* Log the call at INFO/COLL, validate it (datatype, op, root, then check) and, when count > 0,
  * build its tasks. call->comm is active (the entry point checked it). */
 ncclResult_t weft_enqueue(const struct weft_call* call, weft_call_check_fn check, weft_call_build_fn build);
-/* Append a copy of task to comm->tasks with the next sequence number. */
-ncclResult_t weft_enqueue_append(struct weft_comm_ctx* comm, const struct weft_task* task);
+/* Append a task of call (its comm, count, datatype, stream and options) to comm->tasks with the
+ * next sequence number: collective coll on these buffers, with op (NULL: none) and root (the
+ * root or peer). */
+ncclResult_t weft_enqueue_append(const struct weft_call* call, enum weft_coll coll, const void* sendbuff,
+                                 void* recvbuff, const struct weft_redop* op, int root);
 /* Frees a list of tasks (NULL-safe), keeping one as comm's spare for the next append. */
 void weft_enqueue_free_tasks(struct weft_comm_ctx* comm, struct weft_task* t);
 /* Frees comm's spare task (communicator destruction). */

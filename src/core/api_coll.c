@@ -17,16 +17,7 @@ static size_t call_bytes(const struct weft_call* call) { return call->count * we
 
 static ncclResult_t build_one(const struct weft_call* call, const struct weft_redop* op,
                               enum weft_coll coll) {
-  struct weft_task t = {.coll = coll,
-                        .sendbuff = call->sendbuff,
-                        .recvbuff = call->recvbuff,
-                        .count = call->count,
-                        .dtype = call->dtype,
-                        .op = *op,
-                        .root = call->root,
-                        .stream = call->stream};
-  if (call->opts) t.opts = *call->opts;
-  return weft_enqueue_append(call->comm, &t);
+  return weft_enqueue_append(call, coll, call->sendbuff, call->recvbuff, op, call->root);
 }
 
 /* Same-size buffers, in place when they are equal (AllReduce; the root of Broadcast/Reduce). */
@@ -64,6 +55,7 @@ ncclResult_t weft_api_enqueue(struct ncclComm* comm, struct weft_call* call, int
                               const ncclCollConfig_t* config, weft_call_check_fn check,
                               weft_call_build_fn build) {
   struct weft_call_opts opts;
+  call->alone = weft_group_depth() == 0;
   if (config != NULL) {
     WEFT_CHECK(weft_comm_check(comm, call->name));
     call->comm = &comm->ctx;

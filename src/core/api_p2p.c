@@ -13,16 +13,8 @@ static size_t call_bytes(const struct weft_call* call) { return call->count * we
 
 static ncclResult_t append_p2p(const struct weft_call* call, enum weft_coll coll, const void* buff,
                                int peer) {
-  struct weft_task t = {.coll = coll,
-                        .sendbuff = coll == WEFT_COLL_SEND ? buff : NULL,
-                        .recvbuff = coll == WEFT_COLL_RECV ? (void*)buff : NULL,
-                        .count = call->count,
-                        .dtype = call->dtype,
-                        .op = {.kind = WEFT_OP_SUM, .user_op = ncclSum},
-                        .root = peer,
-                        .stream = call->stream};
-  if (call->opts) t.opts = *call->opts;
-  return weft_enqueue_append(call->comm, &t);
+  return weft_enqueue_append(call, coll, coll == WEFT_COLL_SEND ? buff : NULL,
+                             coll == WEFT_COLL_RECV ? (void*)buff : NULL, NULL, peer);
 }
 
 /* Address of peer's slice of a buffer of nranks slices. */

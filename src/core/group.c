@@ -68,8 +68,25 @@ void weft_group_add_comm(struct ncclComm* comm) { add_comm(&group, comm); }
 
 static ncclResult_t leave(struct group_state* g);
 
+static ncclResult_t launch_comms(struct ncclComm** comms, int n, ncclResult_t error);
+
+/* A call outside any group: nothing else is queued, so its own tasks launch at once, without the
+ * group's lists. */
+static ncclResult_t end_alone(struct group_state* g, struct ncclComm* comm, ncclResult_t res) {
+  g->depth = 0;
+  weft_prof_api_group_end(0);
+  if (comm != NULL && WEFT_FAILED(res))
+    weft_enqueue_discard(&comm->ctx);
+  else if (comm != NULL && weft_comm_has_queued(&comm->ctx))
+    res = launch_comms(&comm, 1, ncclSuccess);
+  weft_prof_api_group_end(1);
+  return res;
+}
+
 ncclResult_t weft_group_call_end(struct ncclComm* comm, ncclResult_t res) {
   struct group_state* g = &group;
+  if (g->depth == 1 && g->ncomms == 0 && g->jobs == NULL && g->error == ncclSuccess)
+    return end_alone(g, comm, res);
   if (comm != NULL && (WEFT_FAILED(res) || weft_comm_has_queued(&comm->ctx))) add_comm(g, comm);
   if (WEFT_FAILED(res)) set_error(g, res);
   ncclResult_t end = leave(g);
