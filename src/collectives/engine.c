@@ -605,7 +605,8 @@ static ncclResult_t host_launch(struct weft_comm_ctx* comm, struct weft_task* ta
   weft_prof_group_end(comm->prof);
   /* Ranks on this host and others may wait for steps this rank will not send: they fail now too. */
   if (w->mismatch) {
-    int finder = w->mismatch_finder >= 0 && w->mismatch_finder < comm->nranks ? w->mismatch_finder : comm->rank;
+    int finder =
+        w->mismatch_finder >= 0 && w->mismatch_finder < comm->nranks ? w->mismatch_finder : comm->rank;
     weft_cause_set_kind(&comm->cause, WEFT_CAUSE_MISMATCH, finder, comm->peers[finder].host_name,
                         w->mismatch_what);
   }

@@ -25,10 +25,10 @@ struct weft_coll_state {
   struct weft_conn send[WEFT_PLAN_MAX_CHANNELS],
       recv[WEFT_PLAN_MAX_CHANNELS]; /* ring: to next, from previous */
   struct weft_link_mem *send_mem[WEFT_PLAN_MAX_CHANNELS], *recv_mem[WEFT_PLAN_MAX_CHANNELS];
-  struct weft_p2p_conn* p2p;    /* [nranks] */
-  uint8_t* watch;               /* [nranks] peer processes on this host whose death we can see */
-  struct weft_direct* direct;   /* host direct paths (collectives/host/direct.h); NULL when off */
-  struct weft_waiter waiter;    /* launch waits start from this copy (parameters read at init) */
+  struct weft_p2p_conn* p2p;  /* [nranks] */
+  uint8_t* watch;             /* [nranks] peer processes on this host whose death we can see */
+  struct weft_direct* direct; /* host direct paths (collectives/host/direct.h); NULL when off */
+  struct weft_waiter waiter;  /* launch waits start from this copy (parameters read at init) */
   /* Host launches' waiter: a copy of waiter made at init and kept, since copying it for every call
    * cost a tenth of a small one; each launch clears what the last one found (launch_waiter). */
   struct weft_waiter launch;
