@@ -71,21 +71,64 @@ static void reduce_all(int dt, const struct weft_dev_redop* op, void* acc, const
   weft_host_postop(dt, op, acc, n);
 }
 
+/* Operation seq's mark, with the low half of its call's tag: a peer's lines of another call (or
+ * of the operation before last, which used the same lines) do not carry it. Never 0 (seq > 0). */
+static uint64_t line_mark(uint64_t seq, uint64_t tag) { return seq << 32 | (uint32_t)tag; }
+
+static int in_lines(size_t bytes) { return bytes > WEFT_DIRECT_INLINE && bytes <= WEFT_DIRECT_LINED_MAX; }
+
+static void post_lines(struct weft_line* lines, const unsigned char* src, size_t bytes, uint64_t mark) {
+  size_t off = 0;
+  for (; off + WEFT_LINE_DATA <= bytes; off += WEFT_LINE_DATA, lines++) {
+    memcpy(lines->data, src + off, WEFT_LINE_DATA); /* a fixed size: a few moves, no call */
+    __atomic_store_n(&lines->mark, mark, __ATOMIC_RELEASE);
+  }
+  if (off < bytes) {
+    memcpy(lines->data, src + off, bytes - off);
+    __atomic_store_n(&lines->mark, mark, __ATOMIC_RELEASE);
+  }
+}
+
+/* Whether every line of a peer's input carries mark within a short burst of polls. The last line
+ * is written last: the others are looked at once it has come. */
+static int lines_landed(const struct weft_line* lines, size_t n, uint64_t mark) {
+  for (int i = 0; i < 512; i++) {
+    if (__atomic_load_n(&lines[n - 1].mark, __ATOMIC_ACQUIRE) != mark) continue;
+    for (size_t l = 0; l + 1 < n; l++)
+      if (__atomic_load_n(&lines[l].mark, __ATOMIC_ACQUIRE) != mark) return 0;
+    return 1;
+  }
+  return 0;
+}
+
+/* The input of lines gathered into dst. */
+static void gather_lines(void* dst, const struct weft_line* lines, size_t bytes) {
+  size_t off = 0;
+  for (; off + WEFT_LINE_DATA <= bytes; off += WEFT_LINE_DATA, lines++)
+    memcpy((unsigned char*)dst + off, lines->data, WEFT_LINE_DATA);
+  if (off < bytes) memcpy((unsigned char*)dst + off, lines->data, bytes - off);
+}
+
 void weft_direct_small_post(struct weft_direct* d, const struct weft_task* t, uint64_t seq) {
   size_t bytes = t->count * weft_dt_size(t->dtype);
   int par = (int)(seq & 1);
-  memcpy(bytes <= WEFT_DIRECT_INLINE ? d->mine->inl[par] : d->mine->slot[par], t->sendbuff, bytes);
+  if (in_lines(bytes))
+    post_lines(d->mine->lines[par], t->sendbuff, bytes, line_mark(seq, d->tag));
+  else
+    memcpy(bytes <= WEFT_DIRECT_INLINE ? d->mine->inl[par] : d->mine->slot[par], t->sendbuff, bytes);
 }
 
 ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_task* t,
                                       const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq) {
   int k = d->nranks;
   size_t bytes = t->count * weft_dt_size(t->dtype);
-  int inl = bytes <= WEFT_DIRECT_INLINE, par = (int)(seq & 1);
+  int inl = bytes <= WEFT_DIRECT_INLINE, par = (int)(seq & 1), lined = in_lines(bytes);
+  size_t nlines = (bytes + WEFT_LINE_DATA - 1) / WEFT_LINE_DATA;
+  uint64_t mark = line_mark(seq, d->tag);
   const void* src[1] = {NULL};
   for (int p = 0; p < k; p++) {
     struct weft_board* b = d->boards[p];
-    if (p != d->rank) {
+    if (p != d->rank && !(lined && lines_landed(b->lines[par], nlines, mark))) {
       ncclResult_t res = weft_host_wait_counter(w, &b->arrive, seq, &b->arrive_sleepers, &b->failed, &b->cpu,
                                                 p, "its input");
       /* Before reading its input. Equal tags are taken as the same call: the input is read from
@@ -95,6 +138,10 @@ ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_t
       if (res != ncclSuccess) return res;
     }
     const void* in = inl ? (const void*)b->inl[par] : (const void*)b->slot[par];
+    if (lined) { /* two gathered inputs at a time: the first is kept until the second comes */
+      in = (unsigned char*)d->tmp + (p & 1) * WEFT_DIRECT_LINED_MAX;
+      gather_lines((void*)in, b->lines[par], bytes);
+    }
     /* Rank order on every rank; the board copies keep an in-place recvbuff safe to write. */
     if (p == 0 && op->kind == WEFT_RED_PREMULSUM) {
       weft_host_preop(t->dtype, op, t->recvbuff, in, t->count);
