@@ -93,7 +93,7 @@ ncclResult_t weft_enqueue_append(const struct weft_call* call, enum weft_coll co
   t->dtype = call->dtype;
   t->op = op != NULL ? *op : (struct weft_redop){.kind = WEFT_OP_SUM, .user_op = ncclSum};
   t->root = root;
-  t->alone = call->alone;
+  t->alone = call->alone && comm->tasks.head == NULL; /* the call's later tasks wait for it */
   t->seq = comm->next_seq++;
   t->stream = call->stream;
   if (call->opts != NULL)

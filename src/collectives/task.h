@@ -71,7 +71,7 @@ struct weft_task {
   ncclDataType_t dtype;
   struct weft_redop op;
   int root;            /* Broadcast/Reduce root; Send/Recv peer */
-  int alone;           /* queued by a call outside any group: it starts as soon as it is queued */
+  int alone;           /* the first task of a call outside any group: it starts as soon as queued */
   uint64_t seq;        /* position in the communicator's call order, for logs and timeouts */
   cudaStream_t stream; /* the caller's stream (CUDA backend) */
   struct weft_call_opts opts;
