@@ -1,4 +1,4 @@
-/* The small all-reduce's marked lines (collectives/host/direct_ops.c): an input of 17 to 256
+/* The small all-reduce's marked lines (collectives/host/direct_ops.c): an input of up to 256
  * bytes travels in cache lines that carry the mark of the operation and call that wrote them, so
  * a rank reads a peer's input once every line is marked, without the peer's arrival line:
  * - lines marked for this operation are taken while the peer's arrival is not yet posted;
@@ -105,11 +105,13 @@ int main(void) {
   EXPECT_EQ_INT(reduce0(3, tag, in0, out, COUNT), ncclSuccess);
   EXPECT_MSG(sums_to(out, 10.0f, 2000.0f), "operation 3: out[0] %g, want %g", out[0], 2010.0f);
 
-  /* One line (32 B) and the largest lined input (256 B, 5 lines), in operations 5 and 6. */
+  /* Part of a line (8 B), one line (32 B) and the largest lined input (256 B, 5 lines), in
+   * operations 5 to 7. */
   float big0[64], big1[64], big_out[64];
   for (int i = 0; i < 64; i++) big0[i] = (float)i, big1[i] = (float)(3 * i);
-  for (uint64_t seq = 5; seq <= 6; seq++) {
-    size_t count = seq == 5 ? 8 : 64;
+  const size_t counts[] = {2, 8, 64};
+  for (uint64_t seq = 5; seq <= 7; seq++) {
+    size_t count = counts[seq - 5];
     post(1, seq, tag, big1, count);
     memset(big_out, 0, sizeof(big_out));
     EXPECT_EQ_INT(reduce0(seq, tag, big0, big_out, count), ncclSuccess);

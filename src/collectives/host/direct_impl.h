@@ -15,8 +15,7 @@
 
 #define WEFT_DIRECT_EXCHANGE_MAX 1024     /* all-reduce up to this size: inputs through the boards */
 #define WEFT_DIRECT_SMALL_MAX (16 * 1024) /* up to this size too when some buffer cannot be shared */
-#define WEFT_DIRECT_INLINE 16             /* inputs this small ride in the arrival line itself */
-#define WEFT_DIRECT_LINED_MAX 256         /* all-reduce inputs above INLINE up to this: in marked lines */
+#define WEFT_DIRECT_LINED_MAX 256         /* all-reduce inputs up to this size: in marked lines */
 #define WEFT_LINE_DATA 56                 /* input bytes in a marked line (weft_line) */
 #define WEFT_DIRECT_LINES ((WEFT_DIRECT_LINED_MAX + WEFT_LINE_DATA - 1) / WEFT_LINE_DATA)
 #define WEFT_DIRECT_CHUNK (16 * 1024) /* zero-copy works through L1-sized pieces */
@@ -55,12 +54,14 @@ struct weft_direct_extent {
 };
 void weft_direct_extent_of(const struct weft_task* t, int nranks, int rank, struct weft_direct_extent* e);
 
-/* One cache line of a small all-reduce's input of WEFT_DIRECT_INLINE to WEFT_DIRECT_LINED_MAX
- * bytes: the data with the mark of the operation (and call) that wrote it, stored after the data.
- * A peer that sees every line marked reads the input without the arrival line: data and mark
- * come in one transfer, where the board's slot came only after the arrival line that published
- * it, a second transfer (2 processes, 32-256 B: 0.18-0.22 against 0.21-0.24 us per call). Past
- * 256 B the slot is faster again (the lines' copies cost more than the transfer they save). */
+/* One cache line of a small all-reduce's input (up to WEFT_DIRECT_LINED_MAX bytes): the data with
+ * the mark of the operation (and call) that wrote it, stored after the data. A peer that sees
+ * every line marked reads the input without the arrival line: data and mark come in one
+ * transfer, where the board's slot came only after the arrival line that published it, a second
+ * transfer (2 processes, 32-256 B: 0.18-0.22 against 0.21-0.24 us per call). Inputs up to 16 B
+ * rode in the arrival line itself before; lines are faster there too (0.18-0.19 against 0.20-0.22
+ * us at 8 B), since the peer no longer pulls the arrival line from under its owner's next post.
+ * Past 256 B the slot is faster again (the lines' copies cost more than the transfer they save). */
 struct weft_line {
   uint64_t mark; /* weft_line_mark(seq, tag) of the operation whose data this holds */
   unsigned char data[WEFT_LINE_DATA];
@@ -85,13 +86,14 @@ struct weft_board {
   uint32_t arrive_sleepers;
   uint32_t failed; /* this rank gave up: peers stop waiting */
   /* The operation's call as its step tag (step_tag.h; 0: calls not checked), by parity of the
-   * direct operation's number: a small all-reduce compares it in the line it reads anyway and
-   * reads fp and op_seq, a cache line more from another core, only when the tags differ. */
+   * direct operation's number: a small all-reduce that waited for the arrival compares it in the
+   * line it read anyway and reads fp and op_seq, a cache line more from another core, only when
+   * the tags differ (its marked lines carry the tag's low half). */
   uint64_t tag[2];
-  unsigned char inl[2][WEFT_DIRECT_INLINE]; /* small inputs, same cache line as arrive */
-  struct weft_call_fp fp[2];                /* the operation's call, for peers to compare */
-  uint64_t op_seq[2]; /* its collective number (all collectives, counted alike on every rank) */
-  char pad0[128 - 32 - 16 - 2 * WEFT_DIRECT_INLINE - 2 * sizeof(struct weft_call_fp)];
+  char pad_arrive[32];
+  struct weft_call_fp fp[2]; /* the operation's call, for peers to compare */
+  uint64_t op_seq[2];        /* its collective number (all collectives, counted alike on every rank) */
+  char pad0[128 - 32 - 16 - 32 - 2 * sizeof(struct weft_call_fp)];
   uint64_t done; /* operations whose writes into peers' buffers this rank has finished */
   uint32_t done_sleepers;
   char pad1[128 - 12];
@@ -113,7 +115,7 @@ struct weft_board {
   struct weft_cause cause;
 };
 
-_Static_assert(offsetof(struct weft_board, fp) == 64, "arrive, tag and inl fill one cache line");
+_Static_assert(offsetof(struct weft_board, fp) == 64, "arrive and tag have a cache line of their own");
 
 struct weft_seg_map {
   void* base;

@@ -75,8 +75,6 @@ static void reduce_all(int dt, const struct weft_dev_redop* op, void* acc, const
  * of the operation before last, which used the same lines) do not carry it. Never 0 (seq > 0). */
 static uint64_t line_mark(uint64_t seq, uint64_t tag) { return seq << 32 | (uint32_t)tag; }
 
-static int in_lines(size_t bytes) { return bytes > WEFT_DIRECT_INLINE && bytes <= WEFT_DIRECT_LINED_MAX; }
-
 static void post_lines(struct weft_line* lines, const unsigned char* src, size_t bytes, uint64_t mark) {
   size_t off = 0;
   for (; off + WEFT_LINE_DATA <= bytes; off += WEFT_LINE_DATA, lines++) {
@@ -112,17 +110,17 @@ static void gather_lines(void* dst, const struct weft_line* lines, size_t bytes)
 void weft_direct_small_post(struct weft_direct* d, const struct weft_task* t, uint64_t seq) {
   size_t bytes = t->count * weft_dt_size(t->dtype);
   int par = (int)(seq & 1);
-  if (in_lines(bytes))
+  if (bytes <= WEFT_DIRECT_LINED_MAX)
     post_lines(d->mine->lines[par], t->sendbuff, bytes, line_mark(seq, d->tag));
   else
-    memcpy(bytes <= WEFT_DIRECT_INLINE ? d->mine->inl[par] : d->mine->slot[par], t->sendbuff, bytes);
+    memcpy(d->mine->slot[par], t->sendbuff, bytes);
 }
 
 ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_task* t,
                                       const struct weft_dev_redop* op, struct weft_waiter* w, uint64_t seq) {
   int k = d->nranks;
   size_t bytes = t->count * weft_dt_size(t->dtype);
-  int inl = bytes <= WEFT_DIRECT_INLINE, par = (int)(seq & 1), lined = in_lines(bytes);
+  int par = (int)(seq & 1), lined = bytes <= WEFT_DIRECT_LINED_MAX;
   size_t nlines = (bytes + WEFT_LINE_DATA - 1) / WEFT_LINE_DATA;
   uint64_t mark = line_mark(seq, d->tag);
   const void* src[1] = {NULL};
@@ -137,7 +135,7 @@ ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_t
       if (res == ncclSuccess && b->tag[seq & 1] != d->tag) res = weft_direct_check_peer(d, p, seq);
       if (res != ncclSuccess) return res;
     }
-    const void* in = inl ? (const void*)b->inl[par] : (const void*)b->slot[par];
+    const void* in = b->slot[par];
     if (lined) { /* two gathered inputs at a time: the first is kept until the second comes */
       in = (unsigned char*)d->tmp + (p & 1) * WEFT_DIRECT_LINED_MAX;
       gather_lines((void*)in, b->lines[par], bytes);
