@@ -87,10 +87,11 @@ static void post_lines(struct weft_line* lines, const unsigned char* src, size_t
   }
 }
 
-/* Whether every line of a peer's input carries mark within a short burst of polls. The last line
- * is written last: the others are looked at once it has come. */
-static int lines_landed(const struct weft_line* lines, size_t n, uint64_t mark) {
-  for (int i = 0; i < 512; i++) {
+/* Whether every line of a peer's input carries mark within a short burst of polls (one look when
+ * ranks outnumber CPUs: the peer may need this one's CPU, which the fallback wait yields). The last
+ * line is written last: the others are looked at once it has come. */
+static int lines_landed(const struct weft_line* lines, size_t n, uint64_t mark, int polls) {
+  for (int i = 0; i < polls; i++) {
     if (__atomic_load_n(&lines[n - 1].mark, __ATOMIC_ACQUIRE) != mark) continue;
     for (size_t l = 0; l + 1 < n; l++)
       if (__atomic_load_n(&lines[l].mark, __ATOMIC_ACQUIRE) != mark) return 0;
@@ -126,7 +127,7 @@ ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_t
   const void* src[1] = {NULL};
   for (int p = 0; p < k; p++) {
     struct weft_board* b = d->boards[p];
-    if (p != d->rank && !(lined && lines_landed(b->lines[par], nlines, mark))) {
+    if (p != d->rank && !(lined && lines_landed(b->lines[par], nlines, mark, w->oversub ? 1 : 512))) {
       ncclResult_t res = weft_host_wait_counter(w, &b->arrive, seq, &b->arrive_sleepers, &b->failed, &b->cpu,
                                                 p, "its input");
       /* Before reading its input. Equal tags are taken as the same call: the input is read from
