@@ -63,7 +63,7 @@ void weft_direct_extent_of(const struct weft_task* t, int nranks, int rank, stru
  * us at 8 B), since the peer no longer pulls the arrival line from under its owner's next post.
  * Past 256 B the slot is faster again (the lines' copies cost more than the transfer they save). */
 struct weft_line {
-  uint64_t mark; /* weft_line_mark(seq, tag) of the operation whose data this holds */
+  uint64_t mark; /* line_mark(seq, tag) (direct_ops.c) of the operation whose data this holds */
   unsigned char data[WEFT_LINE_DATA];
 };
 _Static_assert(sizeof(struct weft_line) == 64, "a marked line is one cache line");
