@@ -291,8 +291,7 @@ static ncclResult_t host_comm_init(struct weft_comm_ctx* comm) {
   WEFT_CHECK(buffers_create(comm, s));
   /* Parameters are read once per communicator: lookups cost microseconds per launch. */
   weft_waiter_init(&s->waiter, &comm->abort_flag, comm->rank, comm->nranks);
-  weft_call_note_hooks(comm, &s->waiter); /* once: every launch's waiter starts from this one */
-  s->launch = s->waiter;
+  weft_call_note_hooks(comm, &s->waiter); /* once: the waiter is kept */
   WEFT_INFO(WEFT_INIT, "comm %p rank %d: %d ring channel(s), Simple %zu and LL %zu bytes per connector",
             (void*)comm, comm->rank, s->pp.nchannels, s->simple_bytes, s->ll_bytes);
   return ncclSuccess;
@@ -459,8 +458,13 @@ static ncclResult_t match_self(const struct weft_comm_ctx* comm, struct weft_tas
   return ncclInvalidUsage;
 }
 
-/* What a launch's waits read and report to, which the comm may set up after the waiter. */
-static void waiter_attach(struct weft_comm_ctx* comm, struct weft_waiter* w) {
+/* The comm's waiter, ready for a launch: what its waits read and report to (which the comm may set
+ * up after the waiter), without what the last launch found. Launches of a comm never overlap (one
+ * thread drives it, or the group's launch thread for it). Everything else a wait changes is set
+ * before it is read (the operation's name and numbers) or may carry over (the liveness scan's
+ * place, the sleep count). */
+struct weft_waiter* weft_engine_waiter(struct weft_comm_ctx* comm) {
+  struct weft_waiter* w = &comm->coll->waiter;
   w->async_result = &comm->async_result;
   w->trace = comm->trace;
   w->prof = comm->prof;
@@ -470,21 +474,9 @@ static void waiter_attach(struct weft_comm_ctx* comm, struct weft_waiter* w) {
   w->peer_cause = comm->coll->peer_cause;
   w->recent_fp = comm->coll->recent_fp;
   weft_host_direct_hooks(comm->coll->direct, w);
-}
-
-void weft_engine_waiter(struct weft_comm_ctx* comm, struct weft_waiter* w) {
-  memcpy(w, &comm->coll->waiter, offsetof(struct weft_waiter, mismatch_what));
-  w->mismatch_what[0] = 0;
-  waiter_attach(comm, w);
-}
-
-/* The comm's kept waiter, without what the last launch found (launches of a comm never overlap:
- * one thread drives it, or the group's launch thread for it). Everything else a wait changes is
- * set before it is read (the operation's name and numbers) or may carry over (the liveness
- * scan's place, the sleep count). */
-static struct weft_waiter* launch_waiter(struct weft_comm_ctx* comm) {
-  struct weft_waiter* w = &comm->coll->launch;
-  waiter_attach(comm, w);
+  w->oversub = 0; /* the direct paths set these three for their own waits */
+  w->cpu_slot = NULL;
+  w->memory = NULL;
   w->warned = 0;
   w->left_seen = 0;
   w->step_tag = 0;
@@ -579,7 +571,7 @@ static ncclResult_t host_launch(struct weft_comm_ctx* comm, struct weft_task* ta
     weft_enqueue_free_tasks(comm, tasks);
     return ncclSystemError;
   }
-  struct weft_waiter* w = launch_waiter(comm);
+  struct weft_waiter* w = weft_engine_waiter(comm);
   /* Collectives in call order first (the same order on every rank), then point-to-point. */
   ncclResult_t res = ncclSuccess;
   weft_prof_group_begin(comm->prof);

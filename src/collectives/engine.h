@@ -28,10 +28,10 @@ struct weft_coll_state {
   struct weft_p2p_conn* p2p;  /* [nranks] */
   uint8_t* watch;             /* [nranks] peer processes on this host whose death we can see */
   struct weft_direct* direct; /* host direct paths (collectives/host/direct.h); NULL when off */
-  struct weft_waiter waiter;  /* launch waits start from this copy (parameters read at init) */
-  /* Host launches' waiter: a copy of waiter made at init and kept, since copying it for every call
-   * cost a tenth of a small one; each launch clears what the last one found (launch_waiter). */
-  struct weft_waiter launch;
+  /* Every host launch's waiter (and one-sided operations'): set up at init (parameters read
+   * once) and kept, since copying it for every call cost a tenth of a small one; each launch
+   * clears what the last one found (weft_engine_waiter). */
+  struct weft_waiter waiter;
   struct weft_tree_state* tree; /* tree channels, connected at the first tree collective */
   int interleave;               /* ring channels over the network run step by step interleaved */
   int send_by_ref;              /* network sends may read user buffers in place (WEFT_NET_SEND_BY_REF) */
@@ -82,6 +82,6 @@ ncclResult_t weft_engine_connect(struct weft_comm_ctx* comm, const struct weft_e
  * backend's; what each executor runs is in them); NULL before the engine is set up. */
 const struct weft_plan_params* weft_engine_plan_params(const struct weft_comm_ctx* comm);
 /* The waiter a launch of comm starts from: the comm's parameters, its peers and their causes. */
-void weft_engine_waiter(struct weft_comm_ctx* comm, struct weft_waiter* w);
+struct weft_waiter* weft_engine_waiter(struct weft_comm_ctx* comm);
 
 #endif

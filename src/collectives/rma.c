@@ -308,11 +308,10 @@ ncclResult_t weft_rma_launch(struct weft_comm_ctx* comm) {
   if (st == NULL || st->head == NULL) return ncclSuccess;
   struct weft_rma_task* tasks = st->head;
   st->head = st->tail = NULL;
-  struct weft_waiter w;
-  weft_engine_waiter(comm, &w);
+  struct weft_waiter* w = weft_engine_waiter(comm);
   /* A comm that never registered a window sets its signals up now: collective, as in NCCL. */
   ncclResult_t res = weft_rma_ensure_signals(comm);
-  for (struct weft_rma_task* t = tasks; t && res == ncclSuccess; t = t->next) res = run_task(comm, st, t, &w);
+  for (struct weft_rma_task* t = tasks; t && res == ncclSuccess; t = t->next) res = run_task(comm, st, t, w);
   free_tasks(tasks);
   return res;
 }

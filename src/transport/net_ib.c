@@ -378,14 +378,13 @@ static ncclResult_t ib_listen(int dev, const struct weft_auth_key* key, void* ha
 
 /* A sender uses at most one member per queue pair (the receiver chose their number): with more
  * members than that, the rest stay idle on this connection. */
-static ncclResult_t sender_members(struct ib_comm* c) {
+static void sender_members(struct ib_comm* c) {
   c->nmembers = c->dev->nmembers < c->nqps ? c->dev->nmembers : c->nqps;
   if (c->nmembers < c->dev->nmembers)
     WEFT_INFO(WEFT_NET,
               "NET/IB: %s connection to peer GID %s: the receiver's device has %d member(s) and %d queue "
               "pair(s): %d of our %d members carry it",
               c->dev->name, c->peer_addr, c->peer_members, c->nqps, c->nmembers, c->dev->nmembers);
-  return ncclSuccess;
 }
 
 static ncclResult_t ib_connect(int dev, const struct weft_auth_key* key, void* handle, void** out) {
@@ -409,7 +408,7 @@ static ncclResult_t ib_connect(int dev, const struct weft_auth_key* key, void* h
   int64_t threshold = weft_param_int("NCCL_IB_AR_THRESHOLD");
   c->ar_threshold = threshold < 0 ? 0 : (size_t)threshold;
   ncclResult_t res = check_peer(c);
-  if (res == ncclSuccess) res = sender_members(c);
+  if (res == ncclSuccess) sender_members(c);
   if (res == ncclSuccess) res = make_resources(c);
   if (res == ncclSuccess) res = sock->isend(c->ctrl, &c->info, sizeof(c->info), 0, &c->ctrl_req);
   if (res == ncclSuccess && c->ctrl_req == NULL)

@@ -35,8 +35,7 @@ struct weft_ib_device {
   char name[64]; /* "mlx5_0:1" for one port; "mlx5_0+mlx5_1" merged */
   int nmembers;
   const struct weft_ib_port* member[WEFT_IB_MAX_MEMBERS];
-  int speed_mbps;       /* the members' sum */
-  const char* pci_path; /* the first member's ("" when unknown) */
+  int speed_mbps; /* the members' sum */
 };
 
 /* The ports NCCL_IB_HCA selects among the active ones of every device, in device order; none

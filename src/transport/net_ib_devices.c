@@ -279,10 +279,7 @@ static void group_ports(void) {
     struct weft_ib_device* d = NULL;
     for (int j = 0; merge && j < ndevices && d == NULL; j++)
       if (joins(&devices[j], &found[i])) d = &devices[j];
-    if (d == NULL) {
-      d = &devices[ndevices++];
-      d->pci_path = found[i].pci_path;
-    }
+    if (d == NULL) d = &devices[ndevices++];
     d->member[d->nmembers++] = &found[i];
     d->speed_mbps += found[i].speed_mbps;
   }

@@ -31,17 +31,16 @@ static void describe(char* out, size_t size) {
 }
 
 /* "mlx5_0+mlx5_1/200@0000:1a:00.0,..." for the network devices: name, Gb/s, the last part of
- * the PCI path ("-" unknown), with the members checked on the way. */
+ * the first member's PCI path ("-" unknown), with the members checked on the way. */
 static void describe_devices(char* out, size_t size) {
   const struct weft_ib_device* d;
   int n = -1;
   out[0] = 0;
   if (weft_ib_devices(&d, &n) != ncclSuccess) snprintf(out, size, "error");
   for (int i = 0; i < n; i++) {
-    int speed = 0, ok = d[i].nmembers >= 1 && d[i].nmembers <= WEFT_IB_MAX_MEMBERS &&
-                        d[i].pci_path == d[i].member[0]->pci_path;
+    int speed = 0, ok = d[i].nmembers >= 1 && d[i].nmembers <= WEFT_IB_MAX_MEMBERS;
     for (int k = 0; ok && k < d[i].nmembers; k++) speed += d[i].member[k]->speed_mbps;
-    const char* pci = strrchr(d[i].pci_path, '/');
+    const char* pci = ok ? strrchr(d[i].member[0]->pci_path, '/') : NULL;
     size_t len = strlen(out);
     snprintf(out + len, size - len, "%s%s/%d@%s%s", i ? "," : "", d[i].name, d[i].speed_mbps / 1000,
              pci ? pci + 1 : "-", ok && speed == d[i].speed_mbps ? "" : ":bad-members");

@@ -159,6 +159,11 @@ static const struct trace_chan* oldest_wait(const struct trace_rank* r) {
   return best;
 }
 
+/* How a dump names the rank it gave up on. */
+static const char* cause_word(const struct trace_rank* d) {
+  return d->cause_left ? "having destroyed its communicator" : "lost";
+}
+
 /* One line per rank: where it was when it dumped. */
 static void rank_evidence(struct view* w) {
   uint64_t t0 = 0;
@@ -188,8 +193,7 @@ static void rank_evidence(struct view* w) {
                c->peer, c->channel, c->what, (double)(c->since - t0) / 1e6, (unsigned long long)c->steps);
     char cause[64] = "";
     if (d->cause_rank >= 0)
-      snprintf(cause, sizeof(cause), "; it names rank %d as %s", d->cause_rank,
-               d->cause_left ? "having destroyed its communicator" : "lost");
+      snprintf(cause, sizeof(cause), "; it names rank %d as %s", d->cause_rank, cause_word(d));
     evidence(w->v, "rank %d (host %s, pid %d, dump on %s): %s%s%s", r, d->host, d->pid, d->reason, where,
              wait, cause);
   }
@@ -240,7 +244,7 @@ static int find_missing(struct view* w) {
   for (int i = 0; i < w->n; i++)
     if (w->ranks[i].cause_rank >= 0) {
       evidence(w->v, "rank %d reports rank %d as %s", w->ranks[i].rank, w->ranks[i].cause_rank,
-               w->ranks[i].cause_left ? "having destroyed its communicator" : "lost");
+               cause_word(&w->ranks[i]));
     }
   return 1;
 }

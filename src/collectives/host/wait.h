@@ -64,17 +64,12 @@ struct weft_waiter {
    * shows another call of this number. */
   ncclResult_t (*ask)(void* arg, struct weft_waiter* w, int peer);
   void* ask_arg;
-  int mismatch;             /* a wait failed on a mismatched call: the launch tells the peers */
-  int mismatch_finder;      /* the rank that found it, when another one did; -1: this rank */
-  struct weft_trace* trace; /* the flight recorder (its channel progress); NULL: not recorded */
-  struct weft_prof* prof;   /* the profiler's events (collectives/profiler.h); NULL: none */
-  /* How the calls differ, when known; else "". Last: a launch copies the comm's waiter up to here
-   * and clears it (weft_engine_waiter, on every call). */
-  char mismatch_what[WEFT_CALL_FP_TEXT];
+  int mismatch;                          /* a wait failed on a mismatched call: the launch tells the peers */
+  int mismatch_finder;                   /* the rank that found it, when another one did; -1: this rank */
+  struct weft_trace* trace;              /* the flight recorder (its channel progress); NULL: not recorded */
+  struct weft_prof* prof;                /* the profiler's events (collectives/profiler.h); NULL: none */
+  char mismatch_what[WEFT_CALL_FP_TEXT]; /* how the calls differ, when known; else "" */
 };
-
-_Static_assert(offsetof(struct weft_waiter, mismatch_what) + WEFT_CALL_FP_TEXT == sizeof(struct weft_waiter),
-               "mismatch_what is the waiter's last field (weft_engine_waiter copies what comes before)");
 
 void weft_waiter_init(struct weft_waiter* w, volatile uint32_t* abort_flag, int rank, int nranks);
 
