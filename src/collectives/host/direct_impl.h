@@ -113,6 +113,9 @@ struct weft_board {
   /* Why this rank gave up, or that it left (destroyed its communicator): every peer's waits read
    * it (collectives/host/wait.c), where ring neighbours also read their shared connector pages. */
   struct weft_cause cause;
+  /* The CPUs the owner may run on (a cpu_set_t), written before the boards are exchanged: with
+   * its peers', what tells whether the ranks outnumber their CPUs (weft_direct.oversub). */
+  uint64_t cpus[16];
 };
 
 _Static_assert(offsetof(struct weft_board, fp) == 64, "arrive and tag have a cache line of their own");
@@ -126,7 +129,7 @@ struct weft_seg_map {
 
 struct weft_direct {
   int nranks, rank;
-  int oversub;                         /* more local ranks than CPUs */
+  int oversub;                         /* more ranks than the CPUs they may run on together */
   struct weft_wait_memory wait_memory; /* this rank's counter waits' (wait.h) */
   int forced;                          /* NCCL_ALGO/NCCL_PROTO set: the user asked for the ring's protocols */
   int all_same_proc;                   /* every rank is a thread of this process: addresses are shared */
