@@ -17,6 +17,10 @@
 # less than QUIET_PCT % busy (other jobs on the machine); the load seen is recorded either way.
 # The *-mallocenv peers keep glibc from handing MPI's per-call temporary buffers back to the
 # kernel (every call would otherwise fault fresh pages in from 32 MiB up).
+# ROUNDS [3]: launches of each (Weft and every peer) per pass, in turn, forward then backward;
+# each size's best over them counts. This machine (a VM) has slow spells lasting seconds: one
+# launch of a tool ran every small size at about twice the time of the launch of another tool a
+# second before or after (Open MPI's 8 B call 0.42 us against 0.19), which decided whole passes.
 # BUSY [1]: one more pass (sizes 8 B..BUSY_MAXB [4K]) with a plain busy loop pinned to CPU
 # BUSY_CPU [the last one] during every run, standing for another job on the machine.
 # STEADY [1]: steadiness: STEADY_RUNS [20] launches of a 20-call test (-n 20) of the 2-rank
@@ -57,6 +61,7 @@ BUSY=${BUSY:-1}
 BUSY_MAXB=${BUSY_MAXB:-4K}
 BUSY_CPU=${BUSY_CPU:-$((NCPU - 1))}
 STEADY=${STEADY:-1}
+ROUNDS=${ROUNDS:-3}
 STEADY_RUNS=${STEADY_RUNS:-20}
 STEADY_MAXB=${STEADY_MAXB:-4K}
 STEADY_PEERS=${STEADY_PEERS:-"openmpi mpich"}
@@ -215,26 +220,30 @@ isolated() { # command words -> runs them in a fresh shell with the script's fun
 }
 
 run_pass() { # dir busy(0|1)
-  local dir=$1 busy=$2 n name order busy_before t rc
+  local dir=$1 busy=$2 n name order busy_before t rc r
   mkdir -p "$dir"
   [ "$busy" = 1 ] && echo "a busy loop pinned to CPU $BUSY_CPU during every run" > "$dir/busy.txt"
   log "$(basename "$dir"): memory roof"
   "$BUILD/memroof" -m 256 -r 7 > "$dir/memroof.txt"
   for n in $RANKS; do
-    # Weft between every two peers, so drift within a pass hits everyone alike.
-    order=(weft)
-    for name in $PEERS; do order+=("$name"); done
-    for name in "${order[@]}"; do
-      busy_before=$(wait_quiet)
-      echo "# background CPU before the run: $busy_before %" > "$dir/$name-${n}ranks.txt"
-      [ "$busy" = 1 ] && hog_start
-      t=$(date +%s)
-      isolated run_peer "$name" "$n" >> "$dir/$name-${n}ranks.txt" 2> "$dir/$name-${n}ranks.err"
-      rc=$?
-      hog_stop
-      [ -s "$dir/$name-${n}ranks.err" ] || rm -f "$dir/$name-${n}ranks.err"
-      log "$(basename "$dir"), $n ranks, $name: rc $rc, $(($(date +%s) - t)) s (CPUs $busy_before % busy before)"
+    for name in weft $PEERS; do rm -f "$dir/$name-${n}ranks.txt" "$dir/$name-${n}ranks.err"; done
+    # ROUNDS launches of each, forward then backward: a slow spell of the machine (see ROUNDS above)
+    # during one launch does not decide the pass, and every one gets as many launches.
+    for ((r = 1; r <= ROUNDS; r++)); do
+      order=(weft $PEERS)
+      [ $((r % 2)) = 0 ] && order=($(printf '%s\n' "${order[@]}" | tac))
+      for name in "${order[@]}"; do
+        busy_before=$(wait_quiet)
+        echo "# launch $r of $ROUNDS; background CPU before it: $busy_before %" >> "$dir/$name-${n}ranks.txt"
+        [ "$busy" = 1 ] && hog_start
+        t=$(date +%s)
+        isolated run_peer "$name" "$n" >> "$dir/$name-${n}ranks.txt" 2>> "$dir/$name-${n}ranks.err"
+        rc=$?
+        hog_stop
+        log "$(basename "$dir"), $n ranks, $name (launch $r): rc $rc, $(($(date +%s) - t)) s (CPUs $busy_before % busy before)"
+      done
     done
+    for name in weft $PEERS; do [ -s "$dir/$name-${n}ranks.err" ] || rm -f "$dir/$name-${n}ranks.err"; done
   done
 }
 

@@ -25,18 +25,20 @@ def busbw(nbytes, us, n):
 
 
 def parse_peer(path):
-    """bytes -> (best_us, wrong) from a driver's 'bytes best_us median_us wrong' rows."""
+    """bytes -> (best_us, wrong) from a driver's 'bytes best_us median_us wrong' rows (of every
+    launch in the file: the best time, the most wrong results)."""
     rows = {}
     for line in open(path, errors="replace"):
         f = line.split()
         if len(f) == 4 and not line.startswith("#") and f[0].isdigit():
             b, best, wrong = int(f[0]), float(f[1]), int(f[3])
-            rows[b] = (min(best, rows.get(b, (math.inf, 0))[0]), wrong)
+            old = rows.get(b, (math.inf, 0))
+            rows[b] = (min(best, old[0]), max(wrong, old[1]))
     return rows
 
 
 def parse_weft(path):
-    """bytes -> (best us over the -N cycles, wrong) from a perf binary's table: the out-of-place
+    """bytes -> (best us over the launches and -N cycles, wrong) from a perf binary's table: the out-of-place
     column, but the in-place one for broadcast, whose MPI peer has one buffer (MPI_Bcast)."""
     rows = {}
     col = 9 if COLL == "broadcast" else 5
@@ -89,12 +91,13 @@ def table(passdir, n, roof_gbs, out):
     wefts = [x for x in names if x.startswith("weft-")]
     sizes = sorted(set().union(*[set(d) for d in data.values()]))
     roof = roof_gbs * (n - 1) / (n * n) if roof_gbs else 0
+    note = launches_note(os.path.join(passdir, files[0])) + busy_note(passdir)
     if COLL == "allreduce":
         out.write("\n%s, %d ranks (roof %.1f GB/s busbw = %.1f GB/s memory x (n-1)/n^2)%s\n\n"
-                  % (os.path.basename(passdir), n, roof, roof_gbs, busy_note(passdir)))
+                  % (os.path.basename(passdir), n, roof, roof_gbs, note))
     else:
         out.write("\n%s, %s, %d ranks (memory %.1f GB/s)%s\n\n"
-                  % (os.path.basename(passdir), COLL, n, roof_gbs, busy_note(passdir)))
+                  % (os.path.basename(passdir), COLL, n, roof_gbs, note))
     out.write("| size | weft | " + "".join(w + " | weft/" + w + " | " for w in wefts)
               + " | ".join(peers) + " | best peer | weft/best | goal | met |\n")
     out.write("|---:" * (len(peers) + 2 * len(wefts) + 6) + "|\n")
@@ -124,6 +127,12 @@ def table(passdir, n, roof_gbs, out):
         out.write("| " + " | ".join(cells) + " |\n")
     out.write("\nGoals met: %d of %d sizes\n" % (met, total))
     return met, total
+
+
+def launches_note(path):
+    """How many launches of each the pass made (compare.sh's ROUNDS), as its files record."""
+    k = sum(1 for line in open(path, errors="replace") if line.startswith("# launch "))
+    return "; best of %d launches of each" % k if k > 1 else ""
 
 
 def busy_note(d):

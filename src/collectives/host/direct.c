@@ -376,6 +376,18 @@ static ncclResult_t direct_failed(struct weft_direct* d, ncclResult_t res) {
   return weft_direct_fail(d, why != ncclSuccess ? why : res);
 }
 
+/* Where this rank runs now, for its peers' waits (shared_cpu in wait.c), which otherwise learn
+ * it only from this rank's own waits: a rank the kernel started on a peer's CPU, or moved there,
+ * is then seen there at once, and the peer moves away instead of spinning while this rank waits in
+ * that CPU's queue (2 ranks started on one CPU, 20-call tests of 8 B: 17 of 216 launches took
+ * over 1 us per call without this, 12 of them 195-400 us; 5 of 216 with it, 4 at 100-200 us). Written only
+ * when it changed: peers read the line. */
+static void note_cpu(struct weft_direct* d) {
+  int cpu = sched_getcpu();
+  if (__atomic_load_n(&d->mine->cpu, __ATOMIC_RELAXED) != cpu)
+    __atomic_store_n(&d->mine->cpu, cpu, __ATOMIC_RELAXED);
+}
+
 /* The profiler's Coll event starts here, once the call is known to take a shared-board path. */
 static void chosen(struct weft_waiter* w) {
   weft_prof_coll_path(w->prof, "DIRECT", "SIMPLE", 1);
@@ -409,6 +421,7 @@ ncclResult_t weft_host_direct_run(struct weft_direct* d, const struct weft_task*
   w->oversub = d->oversub;
   w->cpu_slot = &d->mine->cpu;
   w->memory = &d->wait_memory;
+  note_cpu(d);
   uint64_t seq = ++d->seq;
   ncclResult_t res;
   int allreduce = t->coll == WEFT_COLL_ALLREDUCE;
