@@ -155,18 +155,42 @@ run_gloo() {
 # Weft: all_reduce_perf, or COLL's perf binary (ncclMemAlloc buffers), every result checked (-c 1). Small sizes: best
 # of 3 cycles (-N 3) of 1000 calls, like the peers' 3 trials; large ones: one cycle of 20 calls
 # (their spread is small, and a check of 256 MiB takes longer than the calls).
+# The table prints times to 0.01 us (0.21 or 0.22 us: 5 % apart at 256 B); its -J results have six
+# digits: each row again as "# precise bytes out-of-place-us in-place-us wrong", which report.py
+# prefers.
 run_weft() {
   local n=$1 maxb=$2 small_max=1048576
-  local maxbytes minbytes
+  local maxbytes minbytes json rc=0
   maxbytes=$(numfmt --from=iec "$maxb")
   minbytes=$(numfmt --from=iec "$MINB")
+  json=$(mktemp "${TMPDIR:-/tmp}/weft-perf.XXXXXX.json")
   if [ "$minbytes" -le $small_max ]; then
     "$ROOT/build/bin/weftrun" -n "$n" "$ROOT/build/bin/$PERF" -b "$minbytes" -e $((maxbytes < small_max ? maxbytes : small_max)) \
-      -f 2 -c 1 -w 100 -n 1000 -N 3 || return $?
+      -f 2 -c 1 -w 100 -n 1000 -N 3 -J "$json" || rc=$?
+    precise_rows "$json"
   fi
-  [ "$maxbytes" -le $small_max ] && return 0
-  "$ROOT/build/bin/weftrun" -n "$n" "$ROOT/build/bin/$PERF" -b $((minbytes > small_max ? minbytes : small_max * 2)) -e "$maxb" \
-    -f 2 -c 1 -w 3 -n 20 -N 1
+  if [ $rc = 0 ] && [ "$maxbytes" -gt $small_max ]; then
+    "$ROOT/build/bin/weftrun" -n "$n" "$ROOT/build/bin/$PERF" -b $((minbytes > small_max ? minbytes : small_max * 2)) \
+      -e "$maxb" -f 2 -c 1 -w 3 -n 20 -N 1 -J "$json" || rc=$?
+    precise_rows "$json"
+  fi
+  rm -f "$json"
+  return $rc
+}
+
+precise_rows() { # perf binary's -J file
+  python3 - "$1" <<'PY'
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1])).get("results", [])
+except (OSError, ValueError):
+    rows = []
+for r in rows:
+    o, i = r["out_of_place"], r["in_place"]
+    if o.get("time") is None or i.get("time") is None:
+        continue
+    print("# precise %d %s %s %d" % (r["size"], o["time"], i["time"], (o["nwrong"] or 0) + (i["nwrong"] or 0)))
+PY
 }
 
 # Steadiness: one launch of a 20-call test, 2 ranks (5 warm-up calls for Weft, the drivers' own
@@ -213,7 +237,7 @@ rm -rf "$OUT"/pass* "$OUT"/steady*
 mkdir -p "$OUT" && echo "$COLL" > "$OUT/coll.txt"
 machine | tee "$OUT/machine.txt" >&2
 T0=$(date +%s)
-FUNCS="$(declare -f run_peer run_weft run_gloo run_steady)"
+FUNCS="$(declare -f run_peer run_weft precise_rows run_gloo run_steady)"
 
 isolated() { # command words -> runs them in a fresh shell with the script's functions, bounded
   timeout "$RUN_TIMEOUT" bash -c "$FUNCS; $(declare -p BUILD ROOT MAXB TARGET NCPU MALLOC_ENV STEADY_MAXB COLL PERF MINB); $*"

@@ -38,18 +38,23 @@ def parse_peer(path):
 
 
 def parse_weft(path):
-    """bytes -> (best us over the launches and -N cycles, wrong) from a perf binary's table: the out-of-place
-    column, but the in-place one for broadcast, whose MPI peer has one buffer (MPI_Bcast)."""
-    rows = {}
+    """bytes -> (best us over the launches and -N cycles, wrong) from a perf binary's table (its
+    "# precise" copy when compare.sh wrote one): the out-of-place column, but the in-place one for
+    broadcast, whose MPI peer has one buffer (MPI_Bcast)."""
+    rows, precise = {}, {}
     col = 9 if COLL == "broadcast" else 5
     for line in open(path, errors="replace"):
         f = line.split()
-        if len(f) >= 13 and f[0].isdigit() and f[2] == "float":
+        if len(f) == 6 and f[:2] == ["#", "precise"]:  # the same rows from -J, to six digits
+            b, us, wrong = int(f[2]), float(f[4] if COLL == "broadcast" else f[3]), int(f[5])
+            old = precise.get(b, (math.inf, 0))
+            precise[b] = (min(us, old[0]), max(wrong, old[1]))
+        elif len(f) >= 13 and f[0].isdigit() and f[2] == "float":
             b, us = int(f[0]), float(f[col])
             wrong = 0 if f[8] == "N/A" else int(f[8]) + (0 if f[12] == "N/A" else int(f[12]))
             old = rows.get(b, (math.inf, 0))
             rows[b] = (min(us, old[0]), max(wrong, old[1]))
-    return rows
+    return precise or rows
 
 
 def human(b):
