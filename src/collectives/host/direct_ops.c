@@ -125,6 +125,11 @@ ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_t
   size_t nlines = (bytes + WEFT_LINE_DATA - 1) / WEFT_LINE_DATA;
   uint64_t mark = line_mark(seq, d->tag);
   const void* src[1] = {NULL};
+  /* This rank's own input comes from sendbuff, not from its own lines or slot (2 processes, time
+   * per call: 256 B 0.88x, 512 B 0.91x, 1 KiB 0.73x), unless recvbuff is sendbuff and was written
+   * before this rank's turn (at rank 0 by a PreMulSum, else at rank 1; in that turn each element is
+   * read before it is written). */
+  int own_from_sendbuff = t->sendbuff != t->recvbuff || d->rank <= (op->kind == WEFT_RED_PREMULSUM ? 0 : 1);
   for (int p = 0; p < k; p++) {
     struct weft_board* b = d->boards[p];
     if (p != d->rank && !(lined && lines_landed(b->lines[par], nlines, mark, w->oversub ? 1 : 512))) {
@@ -137,7 +142,9 @@ ncclResult_t weft_direct_small_reduce(struct weft_direct* d, const struct weft_t
       if (res != ncclSuccess) return res;
     }
     const void* in = b->slot[par];
-    if (lined) { /* two gathered inputs at a time: the first is kept until the second comes */
+    if (p == d->rank && own_from_sendbuff) {
+      in = t->sendbuff;
+    } else if (lined) { /* two gathered inputs at a time: the first is kept until the second comes */
       in = (unsigned char*)d->tmp + (p & 1) * WEFT_DIRECT_LINED_MAX;
       gather_lines((void*)in, b->lines[par], bytes);
     }
