@@ -1,7 +1,7 @@
 /* The host backend's direct paths: collectives on buffers from ncclMemAlloc (which ranks of one
  * host read and write in place) give the same results as on malloc buffers (staged through the
  * connectors), for every datatype and op, in place and out of place, at counts around each
- * path's limits (1 KiB exchange, 16 KiB board copy, 4 MiB streaming stores) and odd counts;
+ * path's limits (2 KiB exchange, 16 KiB board copy, 4 MiB streaming stores) and odd counts;
  * also when only some ranks' buffers are shared (every rank must then agree on the fallback),
  * with ranks as processes and as threads, and with many calls in a row on the same buffers. */
 #include "check.h"
