@@ -24,6 +24,12 @@ def busbw(nbytes, us, n):
     return nbytes / (us * 1e-6) / 1e9 * FACTORS[COLL](n) if us > 0 else 0.0
 
 
+def keep_best(rows, b, us, wrong):
+    """rows[b] = (the best time, the most wrong results) over the rows seen for b."""
+    old = rows.get(b, (math.inf, 0))
+    rows[b] = (min(us, old[0]), max(wrong, old[1]))
+
+
 def parse_peer(path):
     """bytes -> (best_us, wrong) from a driver's 'bytes best_us median_us wrong' rows (of every
     launch in the file: the best time, the most wrong results)."""
@@ -31,9 +37,7 @@ def parse_peer(path):
     for line in open(path, errors="replace"):
         f = line.split()
         if len(f) == 4 and not line.startswith("#") and f[0].isdigit():
-            b, best, wrong = int(f[0]), float(f[1]), int(f[3])
-            old = rows.get(b, (math.inf, 0))
-            rows[b] = (min(best, old[0]), max(wrong, old[1]))
+            keep_best(rows, int(f[0]), float(f[1]), int(f[3]))
     return rows
 
 
@@ -46,14 +50,10 @@ def parse_weft(path):
     for line in open(path, errors="replace"):
         f = line.split()
         if len(f) == 6 and f[:2] == ["#", "precise"]:  # the same rows from -J, to six digits
-            b, us, wrong = int(f[2]), float(f[4] if COLL == "broadcast" else f[3]), int(f[5])
-            old = precise.get(b, (math.inf, 0))
-            precise[b] = (min(us, old[0]), max(wrong, old[1]))
+            keep_best(precise, int(f[2]), float(f[4] if COLL == "broadcast" else f[3]), int(f[5]))
         elif len(f) >= 13 and f[0].isdigit() and f[2] == "float":
-            b, us = int(f[0]), float(f[col])
             wrong = 0 if f[8] == "N/A" else int(f[8]) + (0 if f[12] == "N/A" else int(f[12]))
-            old = rows.get(b, (math.inf, 0))
-            rows[b] = (min(us, old[0]), max(wrong, old[1]))
+            keep_best(rows, int(f[0]), float(f[col]), wrong)
     return precise or rows
 
 
